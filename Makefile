@@ -1,0 +1,46 @@
+# kvx: the two commands a newcomer needs (see README.md).
+#   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
+#   make test   unit tests (plain and ASan+UBSan) and the VM integration tests, ctest's summary last
+# Both install what is missing (Debian 12, root).
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= 2
+
+.PHONY: all deps build build-asan test unit demo format format-check clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+build-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=ON \
+		-DKVX_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+
+format-check:
+	@scripts/format-check.sh
+
+# The sanitizer run first, then everything (unit + VM) so that ctest's summary is the last line.
+test: build build-asan format-check
+	@echo "== unit tests under ASan+UBSan"
+	@ctest --test-dir $(BUILD_ASAN) -L unit --output-on-failure
+	@echo "== unit and VM integration tests"
+	@ctest --test-dir $(BUILD) --output-on-failure
+
+unit: build
+	@ctest --test-dir $(BUILD) -L unit --output-on-failure
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

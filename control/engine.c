@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Engine sessions on the local Unix socket (core/engine_proto.h): pools, rooms, chunks,
+ * events, operator commands.  Every request is validated here; a bad one is refused with a
+ * specific errno and affects only the sending engine.  Thread: the control core.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control/kvxd.h"
+#include "core/engine_proto.h"
+#include "core/fault.h"
+#include "core/log.h"
+
+int
+kvxd_engine_listen(struct kvxd *d)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->cfg.socket_path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(sa.sun_path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(sa.sun_path, d->cfg.socket_mode) < 0 || listen(fd, 64) < 0) {
+		int rc = -errno;
+
+		KVX_ERR("engine socket %s: %s", sa.sun_path, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	d->eng_fd = fd;
+	return 0;
+}
+
+static struct kvxd_engine *
+engine_by_id(struct kvxd *d, int id)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i] && d->engines[i]->id == id)
+			return d->engines[i];
+	return NULL;
+}
+
+void
+kvxd_engine_accept(struct kvxd *d)
+{
+	for (;;) {
+		int fd = accept4(d->eng_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		struct kvxd_engine *e;
+
+		if (fd < 0)
+			return;
+		/* The socket's mode (0660) lets the owner and group in; the peer's credentials
+		 * must match too (root, our uid, or a member of the socket's group). */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+		    (cred.uid != 0 && cred.uid != getuid() && cred.gid != getgid())) {
+			KVX_WARN("engine connection refused: credentials uid %u gid %u",
+				 (unsigned)cred.uid, (unsigned)cred.gid);
+			close(fd);
+			continue;
+		}
+		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+			if (!d->engines[i]) {
+				slot = i;
+				break;
+			}
+		e = slot >= 0 ? calloc(1, sizeof(*e)) : NULL;
+		if (!e) {
+			KVX_WARN("engine connection refused: %d sessions already", KVXD_MAX_ENGINES);
+			close(fd);
+			continue;
+		}
+		e->id = ++d->next_engine_id;
+		e->fd = fd;
+		e->uid = cred.uid;
+		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
+		d->engines[slot] = e;
+		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
+	}
+}
+
+static int
+reply(struct kvxd_engine *e, uint64_t seq, int status, int64_t value, const char *text)
+{
+	size_t tlen = text ? strnlen(text, KVX_ENG_TEXT_MAX) : 0;
+	uint8_t buf[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
+	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
+
+	*r = (struct kvx_eng_reply){
+		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(*r) + tlen, .seq = seq},
+		.status = status,
+		.text_len = tlen,
+		.value = value,
+	};
+	memcpy(buf + sizeof(*r), text, tlen);
+	return send(e->fd, buf, r->hdr.len, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+int
+kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev)
+{
+	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
+	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)}, .ev = *ev};
+
+	if (!e || send(e->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		d->ctr.events_dropped++;
+		return -ENOTCONN;
+	}
+	d->ctr.events_sent++;
+	return 0;
+}
+
+void
+kvxd_pool_put(struct kvxd_pool *p)
+{
+	if (p)
+		atomic_fetch_sub(&p->refs, 1);
+}
+
+static struct kvxd_pool *
+pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
+{
+	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+		struct kvxd_pool *p = d->pools[i];
+
+		if (p && p->id == id && p->engine_id == e->id)
+			return p;
+	}
+	return NULL;
+}
+
+static int
+pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd)
+{
+	const struct kvx_pool_geometry *g = &m->geom;
+	struct kvxd_pool *p;
+	struct stat st;
+	int slot = -1, rc;
+	uint64_t len;
+
+	if (fd < 0)
+		return -EBADF;
+	if (!g->page_size || g->page_size % 64 || g->page_size > (16u << 20) || !g->npages ||
+	    !g->nbufs)
+		return -EINVAL;
+	len = (uint64_t)g->page_size * g->npages * g->nbufs;
+	if (len > (64ull << 30))
+		return -E2BIG;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < len)
+		return -ERANGE;
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (!d->pools[i]) {
+			slot = i;
+			break;
+		}
+	if (slot < 0)
+		return -ENOSPC;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p->base == MAP_FAILED) {
+		rc = -errno;
+		goto err_free;
+	}
+	p->len = len;
+	rc = kvx_vx->mr_reg(d->dev, p->base, len, &p->mr);
+	if (rc)
+		goto err_unmap;
+	p->id = ++d->next_pool_id;
+	p->engine_id = e->id;
+	p->page_size = g->page_size;
+	p->npages = g->npages;
+	p->nbufs = g->nbufs;
+	p->lkey = kvx_vx->mr_lkey(p->mr);
+	p->rkey = kvx_vx->mr_rkey(p->mr);
+	d->pools[slot] = p;
+	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B (rkey 0x%x)", e->id, p->id,
+		 p->nbufs, p->npages, p->page_size, p->rkey);
+	return p->id;
+
+err_unmap:
+	munmap(p->base, len);
+err_free:
+	free(p);
+	return rc;
+}
+
+static int
+pool_unregister(struct kvxd *d, struct kvxd_pool *p)
+{
+	int rc;
+
+	if (atomic_load(&p->refs) > 0)
+		return -EBUSY;
+	rc = kvx_vx->mr_dereg(p->mr);
+	if (rc)
+		return rc;
+	munmap(p->base, p->len);
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (d->pools[i] == p)
+			d->pools[i] = NULL;
+	free(p);
+	return 0;
+}
+
+static bool
+name_ok(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+
+	if (n == 0 || n == max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] == '-' || s[i] == '_' || s[i] == '.' || (s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return false;
+	return true;
+}
+
+static uint32_t
+token_alloc(struct kvxd *d)
+{
+	d->next_token += 1u << KVXD_TOKEN_SHIFT;
+	if (d->next_token == 0)
+		d->next_token = 1u << KVXD_TOKEN_SHIFT;
+	return d->next_token;
+}
+
+static int64_t
+room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len)
+{
+	const char(*names)[KVX_NAME_MAX] = (const void *)(m + 1);
+	const uint32_t *pages;
+	struct kvxd_pool *pool;
+	struct kvxd_room *r, *old;
+	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
+	int src_peer[KVX_MAX_SOURCES];
+
+	if (m->nsources == 0 || m->nsources > KVX_MAX_SOURCES || m->npages == 0 ||
+	    m->npages > KVX_MAX_ROOM_PAGES || m->room > KVX_ROOM_ID_MAX)
+		return -EINVAL;
+	if (len != sizeof(*m) + (size_t)m->nsources * KVX_NAME_MAX + (size_t)m->npages * 4)
+		return -EBADMSG;
+	pages = (const uint32_t *)((const uint8_t *)(m + 1) + (size_t)m->nsources * KVX_NAME_MAX);
+	pool = pool_get(d, e, m->pool_id);
+	if (!pool)
+		return -ENOENT;
+	for (uint32_t i = 0; i < m->npages; i++)
+		if (pages[i] >= pool->npages)
+			return -ERANGE;
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		struct kvxd_peer *p;
+
+		if (!name_ok(names[i], KVX_NAME_MAX))
+			return -EINVAL;
+		p = kvxd_peer_find(d, names[i]);
+		if (!p)
+			return -EHOSTUNREACH;
+		src_peer[i] = p->idx;
+		for (uint32_t k = 0; k < i; k++)
+			if (src_peer[k] == p->idx)
+				return -EINVAL; /* the same source twice */
+	}
+	old = kvxd_room_find(d, m->room, KVX_ROOM_DECODE);
+	if (old) {
+		if (old->engine_id != e->id && old->engine_id >= 0)
+			return -EEXIST;
+		if (!kvx_room_state_terminal(kvxd_room_state(old)) || !kvxd_room_quiescent(old))
+			return -EBUSY;
+		kvxd_room_remove(d, old);
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->pages = malloc(sizeof(uint32_t) * m->npages);
+	r->src_names = calloc(m->nsources, sizeof(*r->src_names));
+	if (!r->pages || !r->src_names) {
+		free(r->pages);
+		free(r->src_names);
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(r->pages, pages, sizeof(uint32_t) * m->npages);
+	for (uint32_t i = 0; i < m->nsources; i++)
+		snprintf(r->src_names[i], sizeof(r->src_names[i]), "%s", names[i]);
+	r->id = m->room;
+	r->role = KVX_ROOM_DECODE;
+	r->fsm.role = KVX_ROOM_DECODE;
+	r->gen = ++d->next_gen;
+	r->engine_id = e->id;
+	r->core = (int)(m->room % (uint64_t)d->ncores);
+	r->pool = pool;
+	r->npages = m->npages;
+	r->nsrc = (uint16_t)m->nsources;
+	r->opened_ms = kvxd_now_ms();
+	atomic_fetch_add(&pool->refs, 1);
+	rcu_read_lock();
+	kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role));
+	do
+		r->token = token_alloc(d);
+	while (kvx_room_table_add(d->by_token, &r->by_token, r->token));
+	rcu_read_unlock();
+	d->ctr.rooms_opened++;
+	msg.room = r;
+	kvx_pcore_send(&d->cores[r->core], &msg);
+	for (uint32_t i = 0; i < m->nsources; i++)
+		kvxd_send_room_meta(d, r, (int)i);
+	return r->gen;
+}
+
+static void
+chunk_refuse(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int error, const char *why)
+{
+	struct kvx_event ev = {.room = room, .state = KVX_ROOM_FAILED, .error = error};
+
+	snprintf(ev.reason, sizeof(ev.reason), "chunk refused: %s", why);
+	kvxd_engine_send_event(d, e->id, &ev);
+}
+
+static void
+chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *m, size_t len)
+{
+	const uint32_t *pages = (const uint32_t *)(m + 1);
+	struct kvxd_msg msg = {.type = KVXD_MSG_CHUNK};
+	struct kvxd_chunk *ch;
+	struct kvxd_pool *pool;
+	struct kvxd_room *r;
+
+	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
+	    len != sizeof(*m) + (size_t)m->npages * 4) {
+		d->ctr.engine_bad++;
+		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
+		return;
+	}
+	pool = pool_get(d, e, m->pool_id);
+	if (!pool) {
+		chunk_refuse(d, e, m->room, -ENOENT, "unknown pool");
+		return;
+	}
+	for (uint32_t i = 0; i < m->npages; i++)
+		if (pages[i] >= pool->npages) {
+			chunk_refuse(d, e, m->room, -ERANGE, "source page beyond the pool");
+			return;
+		}
+	r = kvxd_room_find(d, m->room, KVX_ROOM_PREFILL);
+	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
+		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
+		return;
+	}
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
+			return;
+		}
+		r->id = m->room;
+		r->role = KVX_ROOM_PREFILL;
+		r->fsm.role = KVX_ROOM_PREFILL;
+		r->core = (int)(m->room % (uint64_t)d->ncores);
+		r->opened_ms = kvxd_now_ms();
+		r->engine_id = e->id;
+		rcu_read_lock();
+		kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role));
+		rcu_read_unlock();
+	}
+	r->engine_id = e->id;
+	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);
+	if (!ch) {
+		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
+		return;
+	}
+	*ch = (struct kvxd_chunk){.pool = pool,
+				  .index = m->chunk_index,
+				  .npages = m->npages,
+				  .dst_offset = m->dst_offset,
+				  .last = m->last != 0};
+	memcpy(ch->pages, pages, sizeof(uint32_t) * m->npages);
+	atomic_fetch_add(&pool->refs, 1);
+	msg.room = r;
+	msg.ptr = ch;
+	if (kvx_pcore_send(&d->cores[r->core], &msg)) {
+		kvxd_pool_put(pool);
+		free(ch);
+		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");
+	}
+}
+
+static int
+room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
+{
+	int found = 0;
+
+	for (int role = KVX_ROOM_DECODE; role <= KVX_ROOM_PREFILL; role++) {
+		struct kvxd_room *r = kvxd_room_find(d, id, role);
+
+		if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0))
+			continue;
+		if (!kvx_room_state_terminal(kvxd_room_state(r)) || !kvxd_room_quiescent(r))
+			return -EBUSY;
+		kvxd_room_remove(d, r);
+		d->ctr.rooms_closed++;
+		found = 1;
+	}
+	return found ? 0 : -ENOENT;
+}
+
+static void
+engine_close(struct kvxd *d, struct kvxd_engine *e)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i] == e)
+			d->engines[i] = NULL;
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
+	close(e->fd);
+	/* Its pools go when no room or chunk points at them any more (best effort now). */
+	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+		struct kvxd_pool *p = d->pools[i];
+
+		if (p && p->engine_id == e->id && atomic_load(&p->refs) == 0)
+			pool_unregister(d, p);
+	}
+	KVX_INFO("engine %d disconnected", e->id);
+	free(e);
+}
+
+void
+kvxd_engine_close_all(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i])
+			engine_close(d, d->engines[i]);
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (d->pools[i])
+			pool_unregister(d, d->pools[i]);
+}
+
+static void
+handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd)
+{
+	const struct kvx_eng_hdr *h = (const void *)buf;
+	char text[KVX_ENG_TEXT_MAX];
+	int64_t v;
+
+	d->ctr.engine_msgs++;
+	if (len < sizeof(*h) || h->len != len) {
+		d->ctr.engine_bad++;
+		reply(e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
+		goto out;
+	}
+	if (!e->hello && h->type != KVX_ENG_HELLO) {
+		reply(e, h->seq, -EPROTO, 0, "HELLO first");
+		goto out;
+	}
+	switch (h->type) {
+	case KVX_ENG_HELLO:
+		if (len != sizeof(struct kvx_eng_hello) ||
+		    ((const struct kvx_eng_hello *)buf)->version != KVX_ENG_VERSION) {
+			reply(e, h->seq, -EPROTONOSUPPORT, 0, "engine protocol version mismatch");
+			break;
+		}
+		e->hello = true;
+		reply(e, h->seq, 0, e->id, d->cfg.name);
+		break;
+	case KVX_ENG_POOL_REG:
+		v = len == sizeof(struct kvx_eng_pool_reg)
+			    ? pool_register(d, e, (const void *)buf, fd)
+			    : -EBADMSG;
+		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		break;
+	case KVX_ENG_POOL_UNREG: {
+		struct kvxd_pool *p = len == sizeof(struct kvx_eng_pool_unreg)
+					      ? pool_get(d, e,
+							 ((const struct kvx_eng_pool_unreg *)buf)
+								 ->pool_id)
+					      : NULL;
+
+		reply(e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
+		break;
+	}
+	case KVX_ENG_ROOM_OPEN:
+		v = len >= sizeof(struct kvx_eng_room_open)
+			    ? room_open(d, e, (const void *)buf, len)
+			    : -EBADMSG;
+		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		break;
+	case KVX_ENG_CHUNK:
+		if (len < sizeof(struct kvx_eng_chunk)) {
+			d->ctr.engine_bad++;
+			break;
+		}
+		chunk_submit(d, e, (const void *)buf, len);
+		break;
+	case KVX_ENG_ROOM_CLOSE:
+		reply(e, h->seq,
+		      len == sizeof(struct kvx_eng_room_close)
+			      ? room_close(d, e, ((const struct kvx_eng_room_close *)buf)->room)
+			      : -EBADMSG,
+		      0, NULL);
+		break;
+	case KVX_ENG_ADMIN: {
+		char cmd[256];
+		size_t n = len - sizeof(struct kvx_eng_admin);
+		int rc;
+
+		snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < 255 ? n : 255),
+			 (const char *)buf + sizeof(struct kvx_eng_admin));
+		rc = kvxd_admin(d, cmd, text, sizeof(text));
+		reply(e, h->seq, rc, 0, text);
+		break;
+	}
+	default:
+		d->ctr.engine_bad++;
+		reply(e, h->seq, -EOPNOTSUPP, 0, "unknown request type");
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
+void
+kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
+{
+	static uint8_t buf[KVX_ENG_MSG_MAX + 1];
+
+	for (int i = 0; i < 64; i++) {
+		union {
+			char c[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf.c,
+				    .msg_controllen = sizeof(cbuf.c)};
+		ssize_t n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int fd = -1;
+
+		if (n == 0 || (n < 0 && errno != EAGAIN)) {
+			engine_close(d, e);
+			return;
+		}
+		if (n < 0)
+			return;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(c), sizeof(int));
+		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+			d->ctr.engine_bad++;
+			reply(e, 0, -EMSGSIZE, 0, "message too large");
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		handle(d, e, buf, (size_t)n, fd);
+	}
+	(void)events;
+}
+
+/* ---- operator commands --------------------------------------------------------------------- */
+
+struct rooms_walk {
+	char *out;
+	size_t len, off;
+	int n;
+};
+
+static int
+room_line(struct kvx_room_table_node *n, void *arg)
+{
+	struct rooms_walk *w = arg;
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+
+	w->n++;
+	if (w->off + 200 < w->len)
+		w->off += snprintf(w->out + w->off, w->len - w->off,
+				   "room %llu %s gen %u state %s outstanding %llu%s%s\n",
+				   (unsigned long long)r->id, kvx_room_role_str(r->role), r->gen,
+				   kvx_room_state_str(kvxd_room_state(r)),
+				   (unsigned long long)(atomic_load(&r->wr_posted) -
+							atomic_load(&r->wr_done)),
+				   r->reason[0] ? " reason: " : "", r->reason);
+	return 0;
+}
+
+int
+kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
+{
+	size_t off = 0;
+
+	out[0] = '\0';
+#define P(...)                                                                                     \
+	do {                                                                                       \
+		if (off < len)                                                                     \
+			off += snprintf(out + off, len - off, __VA_ARGS__);                        \
+	} while (0)
+	if (strcmp(cmd, "peers") == 0) {
+		for (int i = 0; i < d->npeers; i++) {
+			struct kvxd_peer *p = &d->peers[i];
+
+			P("peer %s %s:%u state %s epoch %u handshakes %llu setup_failures %llu "
+			  "resets %llu journal_pending %d%s%s\n",
+			  p->name, p->addr.host, p->addr.port, kvxd_peer_state_str(p->state),
+			  p->epoch, (unsigned long long)p->n_handshakes,
+			  (unsigned long long)p->n_setup_failures, (unsigned long long)p->n_resets,
+			  p->state == KVXD_PEER_READY ? 0 : p->j.n,
+			  p->last_error[0] ? " last_error: " : "", p->last_error);
+		}
+		return 0;
+	}
+	if (strcmp(cmd, "rooms") == 0) {
+		struct rooms_walk w = {.out = out, .len = len};
+
+		rcu_read_lock();
+		kvx_room_table_for_each(d->by_id, room_line, &w);
+		rcu_read_unlock();
+		off = w.off;
+		P("rooms %d\n", w.n);
+		return 0;
+	}
+	if (strcmp(cmd, "counters") == 0 || strcmp(cmd, "metrics") == 0) {
+		const struct kvxd_counters *c = &d->ctr;
+
+#define C(metric, v) P("kvx_" metric "{node=\"%s\"} %llu\n", d->cfg.name, (unsigned long long)(v))
+		C("frames_rx_total", c->frames_rx);
+		C("frames_tx_total", c->frames_tx);
+		C("frames_bad_total", c->frames_bad);
+		C("peer_resets_total", c->peer_resets);
+		C("engine_msgs_total", c->engine_msgs);
+		C("engine_bad_total", c->engine_bad);
+		C("events_sent_total", c->events_sent);
+		C("events_dropped_total", c->events_dropped);
+		C("status_pushed_total", c->status_pushed);
+		C("status_received_total", c->status_received);
+		C("rooms_opened_total", c->rooms_opened);
+		C("rooms_closed_total", c->rooms_closed);
+		C("waiting_timeouts_total", c->waiting_timeouts);
+		C("qp_replaced_total", c->qp_replaced);
+		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
+		for (int i = 0; i < d->ncores; i++) {
+			struct kvxd_core_stats *s = &d->cores[i].st;
+
+#define S(metric, f)                                                                                 \
+	P("kvx_core_" metric "{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i,                     \
+	  (unsigned long long)atomic_load_explicit(&s->f, memory_order_relaxed))
+			S("iterations_total", iterations);
+			S("parks_total", parks);
+			S("wr_posted_total", wr_posted);
+			S("wc_ok_total", wc_ok);
+			S("wc_error_total", wc_err);
+			S("wc_flush_total", wc_flush);
+			S("recv_imm_total", recv_imm);
+			S("bad_imm_total", bad_imm);
+			S("bytes_posted_total", bytes_posted);
+			S("rooms_success_total", rooms_success);
+			S("rooms_failed_total", rooms_failed);
+			S("outbox_full_total", outbox_full);
+#undef S
+		}
+#undef C
+		return 0;
+	}
+	if (strncmp(cmd, "fault ", 6) == 0) {
+		int rc = kvx_fault_arm_list(cmd + 6, out, len);
+
+		if (rc == 0)
+			P("armed %s\n", cmd + 6);
+		return rc;
+	}
+	P("commands: peers | rooms | counters | fault NAME:N\n");
+	return strcmp(cmd, "help") == 0 ? 0 : -EINVAL;
+#undef P
+}

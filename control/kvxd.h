@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kvxd's control core: one event loop (epoll) on the main thread, pinned to control_cpu, for
+ * peer TCP connections (handshakes, room metadata, failure push), engine Unix sockets, timers,
+ * and the outboxes of the polling cores.  Everything here runs on that one thread unless a
+ * comment says otherwise; it is a registered QSBR reader, offline while it waits in epoll.
+ */
+#ifndef KVX_CONTROL_KVXD_H
+#define KVX_CONTROL_KVXD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvx/kvx.h"
+#include "core/config.h"
+#include "core/room_table.h"
+#include "core/wire.h"
+#include "verbs/pcore.h"
+#include "verbs/vx.h"
+
+#define KVXD_MAX_ENGINES 64
+#define KVXD_MAX_POOLS 256
+#define KVXD_MAX_PENDING 16	/* accepted sockets that have not said HELLO yet */
+#define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
+
+enum kvxd_fd_kind {
+	KVXD_FD_TCP_LISTEN = 1,
+	KVXD_FD_ENG_LISTEN,
+	KVXD_FD_PEER,
+	KVXD_FD_PENDING,
+	KVXD_FD_ENGINE,
+	KVXD_FD_OUTBOX,
+	KVXD_FD_SIGNAL,
+};
+
+struct kvxd_fd {
+	int kind;
+	void *ptr;
+};
+
+/* A byte stream with framing buffers (peer connections and not-yet-identified sockets). */
+struct kvxd_stream {
+	int fd;
+	struct kvxd_fd ev;
+	uint8_t *rx;
+	size_t rx_len, rx_cap;
+	uint8_t *tx;
+	size_t tx_len, tx_off, tx_cap;
+	bool want_out;
+};
+
+enum kvxd_journal_kind {
+	KVXD_J_QPC,	 /* a QP context (memory) */
+	KVXD_J_QP,	 /* a QP created on a core's CQ */
+	KVXD_J_SOCKET,	 /* the control connection */
+};
+
+struct kvxd_journal_entry {
+	int kind;
+	int core;
+};
+
+/* Every native resource a peer setup acquired, in order (DESIGN.md section 4). */
+struct kvxd_journal {
+	struct kvxd_journal_entry e[KVXD_JOURNAL_MAX];
+	int n;
+};
+
+enum kvxd_peer_state {
+	KVXD_PEER_IDLE = 0,	  /* no connection; the initiator retries at retry_at_ms */
+	KVXD_PEER_CONNECTING,	  /* TCP connect in progress */
+	KVXD_PEER_HELLO,	  /* HELLO sent / awaited */
+	KVXD_PEER_QP_EXCHANGE,	  /* QPs created, QP_INFO / QP_READY exchange */
+	KVXD_PEER_READY,	  /* published to the polling cores */
+};
+
+struct kvxd_peer {
+	int idx;
+	char name[KVX_CFG_NAME_MAX];
+	struct kvx_config_addr addr;
+	bool initiator; /* we dial (our name sorts first) */
+	bool allowed;
+	int state;
+	struct kvxd_stream s;
+	struct kvx_wire_seq seq;
+	struct kvxd_journal j;
+	struct kvxd_qpc *qpc[KVX_MAX_CORES];
+	uint32_t psn[KVX_MAX_CORES];
+	bool sent_ready, got_ready;
+	uint32_t epoch;
+	uint64_t deadline_ms, retry_at_ms;
+	char last_error[256];
+	uint64_t n_handshakes, n_setup_failures, n_resets;
+};
+
+struct kvxd_engine {
+	int id;
+	int fd;
+	struct kvxd_fd ev;
+	bool hello;
+	uid_t uid;
+};
+
+struct kvxd_counters {
+	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
+		events_sent, events_dropped, status_pushed, status_received, rooms_opened,
+		rooms_closed, waiting_timeouts, qp_replaced;
+};
+
+struct kvxd {
+	struct kvx_config cfg;
+	const char *cfg_path;
+	struct kvx_vx_dev *dev;
+	struct kvx_vx_dev_info dev_info;
+	struct kvxd_core cores[KVX_MAX_CORES];
+	int ncores;
+	struct kvx_room_table *by_id, *by_token;
+	struct kvxd_peer peers[KVX_MAX_PEERS];
+	int npeers;
+	struct kvxd_stream *pending[KVXD_MAX_PENDING];
+	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
+	int next_engine_id;
+	struct kvxd_pool *pools[KVXD_MAX_POOLS];
+	int next_pool_id;
+	uint32_t next_gen, next_token;
+	int epfd, tcp_fd, eng_fd, sig_fd;
+	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
+	bool stopping;
+	int live_qpcs; /* handed to polling cores, not yet retired */
+	uint64_t start_ms;
+	struct kvxd_counters ctr;
+};
+
+uint64_t kvxd_now_ms(void);
+
+/* ctl.c */
+int kvxd_run(struct kvxd *d);
+/* After the polling cores stopped: destroy QPs they still hold, free every room. */
+void kvxd_shutdown_release(struct kvxd *d);
+int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
+void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
+void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
+bool kvxd_room_quiescent(const struct kvxd_room *r);
+struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);
+void kvxd_send_meta_for_peer(struct kvxd *d, struct kvxd_peer *p);
+int kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src);
+
+/* peer.c */
+void kvxd_peer_init_all(struct kvxd *d);
+void kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events);
+void kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events);
+void kvxd_peer_accept(struct kvxd *d);
+void kvxd_peer_tick(struct kvxd *d, uint64_t now);
+void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
+int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m);
+struct kvxd_peer *kvxd_peer_find(struct kvxd *d, const char *name);
+void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
+const char *kvxd_peer_state_str(int state);
+
+/* engine.c */
+int kvxd_engine_listen(struct kvxd *d);
+void kvxd_engine_accept(struct kvxd *d);
+void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
+int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
+void kvxd_engine_close_all(struct kvxd *d);
+void kvxd_pool_put(struct kvxd_pool *p);
+int kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len);
+
+#endif /* KVX_CONTROL_KVXD_H */

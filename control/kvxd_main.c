@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kvxd: the per-node sidecar.  `kvxd -c FILE` runs it; `kvxd --check-config -c FILE` validates
+ * the file and prints the effective configuration.  Start-up acquires in order and unwinds in
+ * reverse on failure; SIGTERM/SIGINT stop it cleanly (exit 0).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <urcu-call-rcu.h>
+
+#include "control/kvxd.h"
+#include "core/fault.h"
+#include "core/log.h"
+#include "verbs/topo.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: kvxd -c FILE            run the node described by FILE\n"
+		   "       kvxd --check-config -c FILE   validate FILE, print the effective config\n");
+}
+
+static int
+tcp_listen(struct kvxd *d)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(d->cfg.listen.port)};
+	int fd, one = 1;
+
+	if (inet_pton(AF_INET, d->cfg.listen.host, &sa.sin_addr) != 1)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		int rc = -errno;
+
+		KVX_ERR("listen %s:%u: %s", d->cfg.listen.host, d->cfg.listen.port,
+			strerror(errno));
+		close(fd);
+		return rc;
+	}
+	d->tcp_fd = fd;
+	return 0;
+}
+
+static int
+signals_block(struct kvxd *d)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	return d->sig_fd < 0 ? -errno : 0;
+}
+
+static int
+pick_cores(struct kvxd *d, int *cpus)
+{
+	if (!d->cfg.poll_cpus_auto) {
+		memcpy(cpus, d->cfg.poll_cpus, sizeof(int) * d->cfg.n_poll_cpus);
+		return d->cfg.n_poll_cpus;
+	}
+	/* One polling core by default: measured best on small machines (DESIGN.md 9). */
+	return kvx_topo_pick_poll_cpus(d->cfg.device, d->cfg.control_cpu, cpus, 1);
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct kvxd dd;
+	struct kvxd *d = &dd;
+	const char *path = NULL, *env;
+	bool check = false;
+	char err[512];
+	int cpus[KVX_MAX_CORES], rc, c = 0, ncores;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+			path = argv[++i];
+		else if (strcmp(argv[i], "--check-config") == 0)
+			check = true;
+		else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path) {
+		usage(stderr);
+		return 2;
+	}
+	rc = kvx_config_load(&d->cfg, path, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	if (d->cfg.faults[0] && kvx_fault_arm_list(d->cfg.faults, err, sizeof(err))) {
+		fprintf(stderr, "%s: [debug] faults: %s\n", path, err);
+		return 2;
+	}
+	env = getenv("KVX_FAULTS");
+	if (env && *env && kvx_fault_arm_list(env, err, sizeof(err))) {
+		fprintf(stderr, "KVX_FAULTS: %s\n", err);
+		return 2;
+	}
+	if (check) {
+		kvx_config_print(&d->cfg, stdout);
+		return 0;
+	}
+
+	snprintf(err, sizeof(err), "kvxd[%s]", d->cfg.name);
+	kvx_log_init(err, d->cfg.log_level);
+	d->cfg_path = path;
+	d->tcp_fd = d->eng_fd = d->sig_fd = d->epfd = -1;
+	d->start_ms = kvxd_now_ms();
+	if (d->cfg.control_cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(d->cfg.control_cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			KVX_WARN("cannot pin the control core to cpu %d: %s", d->cfg.control_cpu,
+				 strerror(errno));
+	}
+	rc = signals_block(d);
+	if (rc)
+		goto err;
+	rcu_register_thread();
+	set_thread_call_rcu_data(create_call_rcu_data(0, d->cfg.control_cpu));
+
+	rc = kvx_vx->dev_open(d->cfg.device, d->cfg.port, d->cfg.gid_index, &d->dev);
+	if (rc)
+		goto err_rcu;
+	rc = kvx_vx->dev_query(d->dev, &d->dev_info);
+	if (rc)
+		goto err_close_dev;
+	d->by_id = kvx_room_table_create(1024);
+	d->by_token = kvx_room_table_create(1024);
+	if (!d->by_id || !d->by_token) {
+		rc = -ENOMEM;
+		goto err_destroy_tables;
+	}
+	ncores = pick_cores(d, cpus);
+	if (ncores < 0) {
+		rc = ncores;
+		goto err_destroy_tables;
+	}
+	for (c = 0; c < ncores; c++) {
+		rc = kvx_pcore_init(&d->cores[c], c, cpus[c], d->dev, &d->cfg, d->by_id,
+				    d->by_token);
+		if (rc)
+			goto err_fini_cores;
+	}
+	d->ncores = ncores;
+	kvxd_peer_init_all(d);
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->epfd < 0) {
+		rc = -errno;
+		goto err_fini_cores;
+	}
+	rc = tcp_listen(d);
+	if (rc)
+		goto err_close_epoll;
+	rc = kvxd_engine_listen(d);
+	if (rc)
+		goto err_close_tcp;
+	d->tcp_ev = (struct kvxd_fd){.kind = KVXD_FD_TCP_LISTEN};
+	d->eng_ev = (struct kvxd_fd){.kind = KVXD_FD_ENG_LISTEN};
+	d->sig_ev = (struct kvxd_fd){.kind = KVXD_FD_SIGNAL};
+	kvxd_epoll_add(d, d->tcp_fd, &d->tcp_ev, EPOLLIN);
+	kvxd_epoll_add(d, d->eng_fd, &d->eng_ev, EPOLLIN);
+	kvxd_epoll_add(d, d->sig_fd, &d->sig_ev, EPOLLIN);
+	for (int i = 0; i < ncores; i++) {
+		d->outbox_ev[i] = (struct kvxd_fd){.kind = KVXD_FD_OUTBOX, .ptr = &d->cores[i]};
+		kvxd_epoll_add(d, kvx_mbox_fd(d->cores[i].outbox), &d->outbox_ev[i], EPOLLIN);
+	}
+	for (int i = 0; i < ncores; i++) {
+		rc = kvx_pcore_start(&d->cores[i]);
+		if (rc)
+			goto err_stop_cores;
+	}
+	KVX_INFO("node %s up: device %s (mtu %u), %d polling core%s (cpu %d%s), control cpu %d, "
+		 "listening %s:%u, engine socket %s",
+		 d->cfg.name, d->cfg.device, d->dev_info.active_mtu, ncores, ncores > 1 ? "s" : "",
+		 cpus[0], ncores > 1 ? ", ..." : "", d->cfg.control_cpu, d->cfg.listen.host,
+		 d->cfg.listen.port, d->cfg.socket_path);
+
+	rc = kvxd_run(d);
+
+	/* reverse order: cores, the QPs they still hold, rooms, engines and pools (memory
+	 * registrations), CQs, tables, device */
+err_stop_cores:
+	for (int i = 0; i < ncores; i++)
+		kvx_pcore_stop(&d->cores[i]);
+	kvxd_shutdown_release(d);
+	kvxd_engine_close_all(d);
+	unlink(d->cfg.socket_path);
+	close(d->eng_fd);
+err_close_tcp:
+	close(d->tcp_fd);
+err_close_epoll:
+	close(d->epfd);
+err_fini_cores:
+	rcu_barrier();
+	while (c-- > 0)
+		kvx_pcore_fini(&d->cores[c]);
+err_destroy_tables:
+	if (d->by_token)
+		kvx_room_table_destroy(d->by_token);
+	if (d->by_id)
+		kvx_room_table_destroy(d->by_id);
+err_close_dev:
+	kvx_vx->dev_close(d->dev);
+err_rcu:
+	rcu_unregister_thread();
+err:
+	if (rc) {
+		KVX_ERR("kvxd stopped: %s", strerror(-rc));
+		return 1;
+	}
+	KVX_INFO("stopped");
+	return 0;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The engine <-> kvxd protocol on the local Unix socket (SOCK_SEQPACKET: one message per
+ * datagram, host byte order, same machine).  libkvx is the only client; kvxd's control core
+ * the only server.  Every request carries a sequence number; requests other than CHUNK get one
+ * REPLY with the same seq.  EVENTs arrive at any time, interleaved with replies.
+ *
+ * A message that is shorter than its fixed part, whose hdr.len differs from the datagram size,
+ * or whose counts do not match its size is refused (REPLY -EBADMSG, or the session is closed
+ * for a CHUNK), and only the sending engine's session is affected.
+ */
+#ifndef KVX_CORE_ENGINE_PROTO_H
+#define KVX_CORE_ENGINE_PROTO_H
+
+#include <stdint.h>
+
+#include "kvx/kvx.h"
+
+#define KVX_ENG_VERSION 1
+#define KVX_ENG_MSG_MAX (64 * 1024) /* largest datagram either side sends */
+#define KVX_ENG_TEXT_MAX 16000	    /* admin reply text */
+
+enum kvx_eng_type {
+	KVX_ENG_HELLO = 1,	/* engine -> kvxd: first message; reply text = node name */
+	KVX_ENG_POOL_REG = 2,	/* + one fd (SCM_RIGHTS); reply value = pool id */
+	KVX_ENG_POOL_UNREG = 3, /* reply status */
+	KVX_ENG_ROOM_OPEN = 4,	/* decode; reply value = generation */
+	KVX_ENG_CHUNK = 5,	/* prefill; no reply, failures arrive as events */
+	KVX_ENG_ROOM_CLOSE = 6, /* reply status */
+	KVX_ENG_ADMIN = 7,	/* reply text */
+	KVX_ENG_REPLY = 64,	/* kvxd -> engine */
+	KVX_ENG_EVENT = 65,	/* kvxd -> engine */
+};
+
+struct kvx_eng_hdr {
+	uint16_t type;	/* enum kvx_eng_type */
+	uint16_t flags; /* 0 */
+	uint32_t len;	/* whole datagram, header included */
+	uint64_t seq;	/* request sequence number; a REPLY echoes it; 0 for EVENT */
+};
+
+struct kvx_eng_hello {
+	struct kvx_eng_hdr hdr;
+	uint32_t version; /* KVX_ENG_VERSION */
+	uint32_t pad;
+};
+
+struct kvx_eng_pool_reg {
+	struct kvx_eng_hdr hdr;
+	struct kvx_pool_geometry geom;
+	uint32_t pad;
+};
+
+struct kvx_eng_pool_unreg {
+	struct kvx_eng_hdr hdr;
+	int32_t pool_id;
+	uint32_t pad;
+};
+
+/* followed by char sources[nsources][KVX_NAME_MAX], then uint32_t pages[npages] */
+struct kvx_eng_room_open {
+	struct kvx_eng_hdr hdr;
+	uint64_t room;
+	int32_t pool_id;
+	uint32_t npages;
+	uint32_t nsources;
+	uint32_t pad;
+};
+
+/* followed by uint32_t pages[npages] */
+struct kvx_eng_chunk {
+	struct kvx_eng_hdr hdr;
+	uint64_t room;
+	uint32_t chunk_index;
+	int32_t pool_id;
+	uint32_t npages;
+	uint32_t dst_offset;
+	uint32_t last;
+	uint32_t pad;
+};
+
+struct kvx_eng_room_close {
+	struct kvx_eng_hdr hdr;
+	uint64_t room;
+};
+
+/* followed by the command text (not NUL-terminated; hdr.len bounds it) */
+struct kvx_eng_admin {
+	struct kvx_eng_hdr hdr;
+};
+
+/* followed by text_len bytes of text (not NUL-terminated) */
+struct kvx_eng_reply {
+	struct kvx_eng_hdr hdr;
+	int32_t status; /* 0 or -errno */
+	uint32_t text_len;
+	int64_t value;
+};
+
+struct kvx_eng_event {
+	struct kvx_eng_hdr hdr;
+	struct kvx_event ev;
+};
+
+#endif /* KVX_CORE_ENGINE_PROTO_H */

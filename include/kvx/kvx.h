@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libkvx: the engine library.  An inference engine (one per TP/PP rank) attaches to its local
+ * kvxd over a Unix socket, registers pools (memfd-backed, passed with SCM_RIGHTS), opens rooms
+ * (decode) or submits chunks (prefill), and reads room events.
+ *
+ * Threading: a struct kvx_conn is used by one thread at a time (the caller serialises).
+ * Every call returns 0 (or a non-negative value where documented) or a negative errno; a bad
+ * argument is refused locally or by kvxd and never harms another engine's rooms.
+ */
+#ifndef KVX_KVX_H
+#define KVX_KVX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVX_NAME_MAX 64		/* node names, including the NUL */
+#define KVX_MAX_SOURCES 16	/* sources (prefill nodes) of one room */
+#define KVX_MAX_ROOM_PAGES 4096 /* destination pages of one room */
+#define KVX_ROOM_ID_MAX ((uint64_t)INT64_MAX) /* room ids are 63-bit */
+
+struct kvx_conn;
+
+/* Room states, as seen by engines (same values as kvxd's enum kvx_room_state). */
+enum kvx_state {
+	KVX_STATE_BOOTSTRAPPING = 0,
+	KVX_STATE_WAITING_FOR_INPUT = 1,
+	KVX_STATE_TRANSFERRING = 2,
+	KVX_STATE_SUCCESS = 3,
+	KVX_STATE_FAILED = 4,
+	KVX_STATE_DRAINING = 5,
+	KVX_STATE_RELEASED = 6,
+};
+
+const char *kvx_state_str(int state);
+
+/* A pool: nbufs buffers of npages pages of page_size bytes each, laid out buffer-major in one
+ * memfd: page p of buffer b is at offset (b * npages + p) * page_size. */
+struct kvx_pool_geometry {
+	uint32_t page_size; /* bytes, a multiple of 64, at most 16 MiB */
+	uint32_t npages;    /* pages per buffer */
+	uint32_t nbufs;     /* buffers (e.g. one per layer for K and one for V) */
+};
+
+/* A room event: the room's state changed. */
+struct kvx_event {
+	uint64_t room;
+	uint32_t generation;
+	int32_t state;	   /* enum kvx_state */
+	int32_t error;	   /* 0, or the negative errno that explains FAILED */
+	char reason[96];   /* human-readable cause of FAILED, or "" */
+};
+
+/* Connect to the kvxd listening on the Unix socket at path.  Returns NULL with errno set. */
+struct kvx_conn *kvx_connect(const char *path);
+void kvx_disconnect(struct kvx_conn *c);
+
+/* The node name of the kvxd this connection talks to (valid until disconnect). */
+const char *kvx_node_name(const struct kvx_conn *c);
+
+/* Register a pool backed by memfd (kvxd maps and registers it with the NIC; the caller keeps
+ * its own fd and mapping).  Returns the pool id (> 0) or -errno. */
+int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
+int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
+
+/* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named
+ * source nodes (each source writes its own chunks).  Returns the room's generation (>= 1) or
+ * -errno.  Re-opening an id whose previous room ended starts a new generation. */
+int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
+		      uint32_t npages, const char *const *sources, uint32_t nsources);
+
+/* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to
+ * the room's destination page dst_offset + i.  last marks this source's last chunk.  The call
+ * is asynchronous: 0 means queued; failures arrive as a FAILED event. */
+int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
+		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
+
+/* Drop a finished room's bookkeeping (SUCCESS or FAILED).  Returns 0, -ENOENT, -EBUSY. */
+int kvx_room_close(struct kvx_conn *c, uint64_t room);
+
+/* Read up to max events; waits up to timeout_ms (-1: forever, 0: poll).  Returns how many
+ * (0..max) or -errno (-ECONNRESET when kvxd went away). */
+int kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms);
+
+/* The fd to wait on (readable when events may be ready), for an engine's own event loop. */
+int kvx_conn_fd(const struct kvx_conn *c);
+
+/* Operator command ("peers", "rooms", "counters", "fault NAME:N"); the text reply is written to
+ * out (NUL-terminated, truncated to len).  Returns 0 or -errno. */
+int kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVX_KVX_H */

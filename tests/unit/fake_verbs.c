@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "fake_verbs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define FAKE_CQ_DEPTH 65536
+#define FAKE_MAX_QP 256
+#define FAKE_MAX_MR 256
+#define FAKE_MAX_HELD 4096
+
+enum { QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR };
+
+struct kvx_vx_dev {
+	char name[64];
+};
+
+struct kvx_vx_mr {
+	uint8_t *addr;
+	size_t len;
+	uint32_t lkey, rkey;
+};
+
+struct kvx_vx_cq {
+	struct kvx_vx_wc wc[FAKE_CQ_DEPTH];
+	uint32_t head, tail;
+	int fd;
+};
+
+struct kvx_vx_qp {
+	uint32_t qpn;
+	int state;
+	struct kvx_vx_cq *cq;
+	uint32_t remote_qpn;
+	uint64_t recv_ids[1024];
+	uint32_t recv_head, recv_tail;
+	struct kvx_vx_write held[FAKE_MAX_HELD];
+	uint32_t held_head, held_tail;
+};
+
+static struct fake_vx_live live;
+static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
+static struct kvx_vx_qp *qps[FAKE_MAX_QP];
+static uint32_t next_key = 0x100, next_qpn = 0x11;
+static bool hold_mode;
+static uint64_t writes_executed;
+static struct {
+	char op[32];
+	int nth, err;
+} fail_script[16];
+
+void
+fake_vx_install(void)
+{
+	kvx_vx = &fake_vx_ops;
+	memset(&live, 0, sizeof(live));
+	memset(mrs, 0, sizeof(mrs));
+	memset(qps, 0, sizeof(qps));
+	memset(fail_script, 0, sizeof(fail_script));
+	hold_mode = false;
+	writes_executed = 0;
+}
+
+struct fake_vx_live
+fake_vx_live(void)
+{
+	return live;
+}
+
+void
+fake_vx_fail_call(const char *op, int nth, int err)
+{
+	for (int i = 0; i < 16; i++)
+		if (!fail_script[i].nth) {
+			snprintf(fail_script[i].op, sizeof(fail_script[i].op), "%s", op);
+			fail_script[i].nth = nth;
+			fail_script[i].err = err;
+			return;
+		}
+}
+
+/* Returns the scripted error for this call of op, or 0. */
+static int
+scripted(const char *op)
+{
+	for (int i = 0; i < 16; i++)
+		if (fail_script[i].nth && strcmp(fail_script[i].op, op) == 0 &&
+		    --fail_script[i].nth == 0)
+			return fail_script[i].err;
+	return 0;
+}
+
+void
+fake_vx_hold(bool on)
+{
+	hold_mode = on;
+}
+
+uint64_t
+fake_vx_writes_executed(void)
+{
+	return writes_executed;
+}
+
+static int
+fdev_open(const char *name, uint8_t port, uint8_t gid_index, struct kvx_vx_dev **out)
+{
+	int rc = scripted("dev_open");
+
+	if (rc)
+		return rc;
+	*out = calloc(1, sizeof(**out));
+	snprintf((*out)->name, sizeof((*out)->name), "%s", name);
+	live.dev++;
+	return 0;
+}
+
+static int
+fdev_close(struct kvx_vx_dev *d)
+{
+	free(d);
+	live.dev--;
+	return 0;
+}
+
+static int
+fdev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->gid[10] = info->gid[11] = 0xff;
+	info->active_mtu = 1024;
+	info->numa_node = -1;
+	snprintf(info->name, sizeof(info->name), "%s", d->name);
+	return 0;
+}
+
+static int
+fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
+{
+	int rc = scripted("mr_reg");
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < FAKE_MAX_MR; i++)
+		if (!mrs[i]) {
+			struct kvx_vx_mr *m = calloc(1, sizeof(*m));
+
+			m->addr = addr;
+			m->len = len;
+			m->lkey = next_key++;
+			m->rkey = next_key++;
+			mrs[i] = m;
+			*out = m;
+			live.mr++;
+			return 0;
+		}
+	return -ENOMEM;
+}
+
+static int
+fmr_dereg(struct kvx_vx_mr *m)
+{
+	int rc = scripted("mr_dereg");
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < FAKE_MAX_MR; i++)
+		if (mrs[i] == m)
+			mrs[i] = NULL;
+	free(m);
+	live.mr--;
+	return 0;
+}
+
+static uint32_t
+fmr_lkey(const struct kvx_vx_mr *m)
+{
+	return m->lkey;
+}
+
+static uint32_t
+fmr_rkey(const struct kvx_vx_mr *m)
+{
+	return m->rkey;
+}
+
+static int
+fcq_create(struct kvx_vx_dev *d, int depth, struct kvx_vx_cq **out)
+{
+	int rc = scripted("cq_create");
+
+	if (rc)
+		return rc;
+	*out = calloc(1, sizeof(**out));
+	(*out)->fd = eventfd(0, EFD_NONBLOCK);
+	live.cq++;
+	return 0;
+}
+
+static int
+fcq_destroy(struct kvx_vx_cq *c)
+{
+	close(c->fd);
+	free(c);
+	live.cq--;
+	return 0;
+}
+
+static void
+cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, uint32_t imm,
+	uint32_t qpn)
+{
+	static const char *const str[] = {"success", "Work Request Flushed Error",
+					  "transport retry counter exceeded",
+					  "remote access error", "general error"};
+	struct kvx_vx_wc *w = &c->wc[c->tail++ % FAKE_CQ_DEPTH];
+	uint64_t one = 1;
+
+	*w = (struct kvx_vx_wc){.wr_id = wr_id,
+				.status = status,
+				.opcode = opcode,
+				.imm = imm,
+				.qpn = qpn,
+				.status_str = str[status < 5 ? status : 4]};
+	if (write(c->fd, &one, sizeof(one)) < 0)
+		return;
+}
+
+static int
+fcq_poll(struct kvx_vx_cq *c, struct kvx_vx_wc *wc, int max)
+{
+	int n = 0;
+
+	while (n < max && c->head != c->tail)
+		wc[n++] = c->wc[c->head++ % FAKE_CQ_DEPTH];
+	return n;
+}
+
+static int
+fcq_arm(struct kvx_vx_cq *c)
+{
+	return 0;
+}
+
+static int
+fcq_fd(struct kvx_vx_cq *c)
+{
+	return c->fd;
+}
+
+static int
+fcq_ack(struct kvx_vx_cq *c)
+{
+	uint64_t v;
+
+	if (read(c->fd, &v, sizeof(v)) < 0)
+		return 0;
+	return 0;
+}
+
+static struct kvx_vx_qp *
+qp_by_num(uint32_t qpn)
+{
+	for (int i = 0; i < FAKE_MAX_QP; i++)
+		if (qps[i] && qps[i]->qpn == qpn)
+			return qps[i];
+	return NULL;
+}
+
+static int
+fqp_create(struct kvx_vx_dev *d, struct kvx_vx_cq *cq, uint32_t sq, uint32_t rq,
+	   struct kvx_vx_qp **out)
+{
+	int rc = scripted("qp_create");
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < FAKE_MAX_QP; i++)
+		if (!qps[i]) {
+			struct kvx_vx_qp *q = calloc(1, sizeof(*q));
+
+			q->qpn = next_qpn++;
+			q->cq = cq;
+			qps[i] = q;
+			*out = q;
+			live.qp++;
+			return 0;
+		}
+	return -ENOMEM;
+}
+
+static void
+flush_all(struct kvx_vx_qp *q)
+{
+	while (q->held_head != q->held_tail) {
+		struct kvx_vx_write *w = &q->held[q->held_head++ % FAKE_MAX_HELD];
+
+		cq_push(q->cq, w->wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
+	}
+	while (q->recv_head != q->recv_tail)
+		cq_push(q->cq, q->recv_ids[q->recv_head++ % 1024], KVX_VX_WC_FLUSH_ERR,
+			KVX_VX_WC_RECV, 0, q->qpn);
+}
+
+static int
+fqp_destroy(struct kvx_vx_qp *q)
+{
+	int rc = scripted("qp_destroy");
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < FAKE_MAX_QP; i++)
+		if (qps[i] == q)
+			qps[i] = NULL;
+	free(q);
+	live.qp--;
+	return 0;
+}
+
+static uint32_t
+fqp_num(const struct kvx_vx_qp *q)
+{
+	return q->qpn;
+}
+
+static int
+fqp_init(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
+{
+	int rc = scripted("qp_to_init");
+
+	if (rc)
+		return rc;
+	q->state = QPS_INIT;
+	return 0;
+}
+
+static int
+fqp_rtr(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
+{
+	int rc = scripted("qp_to_rtr");
+
+	if (rc)
+		return rc;
+	q->state = QPS_RTR;
+	q->remote_qpn = a->remote_qpn;
+	return 0;
+}
+
+static int
+fqp_rts(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
+{
+	int rc = scripted("qp_to_rts");
+
+	if (rc)
+		return rc;
+	q->state = QPS_RTS;
+	return 0;
+}
+
+static int
+fqp_err(struct kvx_vx_qp *q)
+{
+	int rc = scripted("qp_to_err");
+
+	if (rc)
+		return rc;
+	q->state = QPS_ERR;
+	flush_all(q);
+	return 0;
+}
+
+bool
+fake_vx_qp_in_error(struct kvx_vx_qp *q)
+{
+	return q->state == QPS_ERR;
+}
+
+/* Execute one write now: data lands, the requester completes, an immediate consumes one of
+ * the responder's receives.  Returns the completion status. */
+static uint32_t
+execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
+{
+	struct kvx_vx_qp *r = qp_by_num(q->remote_qpn);
+	struct kvx_vx_mr *m = NULL;
+
+	if (!r || r->state == QPS_ERR || r->state < QPS_RTR)
+		return KVX_VX_WC_RETRY_EXC_ERR;
+	for (int i = 0; i < FAKE_MAX_MR; i++)
+		if (mrs[i] && mrs[i]->rkey == w->rkey &&
+		    w->raddr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
+		    w->raddr + w->len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
+			m = mrs[i];
+	if (!m)
+		return KVX_VX_WC_REM_ACCESS_ERR;
+	if (w->with_imm && r->recv_head == r->recv_tail)
+		return KVX_VX_WC_OTHER_ERR; /* RNR */
+	memcpy((void *)(uintptr_t)w->raddr, (void *)(uintptr_t)w->laddr, w->len);
+	writes_executed++;
+	if (w->with_imm)
+		cq_push(r->cq, r->recv_ids[r->recv_head++ % 1024], KVX_VX_WC_SUCCESS,
+			KVX_VX_WC_RECV_WITH_IMM, w->imm, r->qpn);
+	return KVX_VX_WC_SUCCESS;
+}
+
+static void
+complete(struct kvx_vx_qp *q, const struct kvx_vx_write *w, uint32_t status)
+{
+	cq_push(q->cq, w->wr_id, status, KVX_VX_WC_WRITE, 0, q->qpn);
+	if (status != KVX_VX_WC_SUCCESS) {
+		q->state = QPS_ERR;
+		flush_all(q);
+	}
+}
+
+static int
+fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *posted)
+{
+	int rc = scripted("post_write_chain");
+
+	*posted = 0;
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if (q->state == QPS_ERR) {
+			cq_push(q->cq, w[i].wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
+		} else if (hold_mode) {
+			q->held[q->held_tail++ % FAKE_MAX_HELD] = w[i];
+		} else {
+			complete(q, &w[i], execute(q, &w[i]));
+		}
+		(*posted)++;
+	}
+	return 0;
+}
+
+static int
+fpost_recv(struct kvx_vx_qp *q, const uint64_t *ids, int n)
+{
+	int rc = scripted("post_recv_burst");
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if (q->state == QPS_ERR)
+			cq_push(q->cq, ids[i], KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_RECV, 0, q->qpn);
+		else
+			q->recv_ids[q->recv_tail++ % 1024] = ids[i];
+	}
+	return 0;
+}
+
+int
+fake_vx_release(struct kvx_vx_qp *q, int n)
+{
+	int done = 0;
+
+	while (done < n && q->held_head != q->held_tail && q->state != QPS_ERR) {
+		struct kvx_vx_write w = q->held[q->held_head++ % FAKE_MAX_HELD];
+
+		complete(q, &w, execute(q, &w));
+		done++;
+	}
+	return done;
+}
+
+int
+fake_vx_fail_next(struct kvx_vx_qp *q, uint32_t status)
+{
+	struct kvx_vx_write w;
+
+	if (q->held_head == q->held_tail)
+		return -ENOENT;
+	w = q->held[q->held_head++ % FAKE_MAX_HELD];
+	complete(q, &w, status);
+	return 0;
+}
+
+int
+fake_vx_held(struct kvx_vx_qp *q)
+{
+	return (int)(q->held_tail - q->held_head);
+}
+
+const struct kvx_vx_ops fake_vx_ops = {
+	.name = "fake",
+	.dev_open = fdev_open,
+	.dev_close = fdev_close,
+	.dev_query = fdev_query,
+	.mr_reg = fmr_reg,
+	.mr_dereg = fmr_dereg,
+	.mr_lkey = fmr_lkey,
+	.mr_rkey = fmr_rkey,
+	.cq_create = fcq_create,
+	.cq_destroy = fcq_destroy,
+	.cq_poll_burst = fcq_poll,
+	.cq_arm = fcq_arm,
+	.cq_fd = fcq_fd,
+	.cq_ack_events = fcq_ack,
+	.qp_create = fqp_create,
+	.qp_destroy = fqp_destroy,
+	.qp_num = fqp_num,
+	.qp_to_init = fqp_init,
+	.qp_to_rtr = fqp_rtr,
+	.qp_to_rts = fqp_rts,
+	.qp_to_err = fqp_err,
+	.post_write_chain = fpost_write,
+	.post_recv_burst = fpost_recv,
+};

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A fake verbs backend for unit tests (never for the product): resources are counted, RDMA
+ * writes between fake QPs of one process are executed with memcpy against registered fake
+ * MRs, completions are scripted (immediate, or held until the test releases them), errors
+ * are injected on any control call or as error completions.  Single-threaded use only.
+ */
+#ifndef KVX_TESTS_FAKE_VERBS_H
+#define KVX_TESTS_FAKE_VERBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "verbs/vx.h"
+
+extern const struct kvx_vx_ops fake_vx_ops;
+
+struct fake_vx_live {
+	int dev, mr, cq, qp;
+};
+
+/* Install the fake as kvx_vx and reset every counter and script. */
+void fake_vx_install(void);
+struct fake_vx_live fake_vx_live(void);
+
+/* Make the nth (1-based) next call of op ("qp_create", "qp_to_rtr", "qp_destroy", "mr_reg",
+ * ...) fail with err (negative errno). */
+void fake_vx_fail_call(const char *op, int nth, int err);
+
+/* Hold mode: posted writes are queued on their QP and complete only when released. */
+void fake_vx_hold(bool on);
+/* Execute (and complete) up to n held writes of qp in order; returns how many. */
+int fake_vx_release(struct kvx_vx_qp *qp, int n);
+/* Complete the next held write of qp with an error status (the QP goes to ERR, the rest of
+ * its held writes flush). */
+int fake_vx_fail_next(struct kvx_vx_qp *qp, uint32_t status);
+int fake_vx_held(struct kvx_vx_qp *qp);
+/* Writes executed so far (data landed). */
+uint64_t fake_vx_writes_executed(void);
+bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);
+
+#endif /* KVX_TESTS_FAKE_VERBS_H */

@@ -1,0 +1,903 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for core/config.c: every INI file is written under a mkdtemp() directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+static int file_no;
+
+/* The smallest valid file: the four required keys, 7 lines.  Text appended starts at line 8. */
+#define MIN_INI                    \
+	"[node]\n"                 \
+	"name = alpha\n"           \
+	"listen = 10.0.0.1:7470\n" \
+	"[rdma]\n"                 \
+	"device = rxe0\n"          \
+	"[engine]\n"               \
+	"socket = /run/kvx/engine.sock\n"
+#define MIN_LINES 7u
+
+static const char full_ini[] = "; a full configuration\n"	      /* 1 */
+			       "[node]\n"			      /* 2 */
+			       "name = alpha\n"			      /* 3 */
+			       "listen = 192.168.1.10:7470\n"	      /* 4 */
+			       "control_cpu = 0 ; the control core\n" /* 5 */
+			       "\n"				      /* 6 */
+			       "[cores]\n"			      /* 7 */
+			       "poll_cpus = 2, 3,4\n"		      /* 8 */
+			       "idle_park_us = 50\n"		      /* 9 */
+			       "[rdma]\n"			      /* 10 */
+			       "device = mlx5_0\n"		      /* 11 */
+			       "port = 2\n"			      /* 12 */
+			       "gid_index = 3\n"		      /* 13 */
+			       "sq_depth = 1024\n"		      /* 14 */
+			       "rq_depth = 2048\n"		      /* 15 */
+			       "cq_depth = 8192\n"		      /* 16 */
+			       "mtu = 4096\n"			      /* 17 */
+			       "retry_cnt = 5\n"		      /* 18 */
+			       "rnr_retry = 4\n"		      /* 19 */
+			       "ack_timeout = 14\n"		      /* 20 */
+			       "[engine]\n"			      /* 21 */
+			       "socket = /run/kvx/alpha.sock\n"	      /* 22 */
+			       "mode = 0600\n"			      /* 23 */
+			       "[timeouts]\n"			      /* 24 */
+			       "handshake_ms = 100\n"		      /* 25 */
+			       "waiting_ms = 200\n"		      /* 26 */
+			       "release_ms = 300\n"		      /* 27 */
+			       "heartbeat_ms = 400\n"		      /* 28 */
+			       "[security]\n"			      /* 29 */
+			       "allow = gamma\n"		      /* 30 */
+			       "secret_file = /etc/kvx/secret\n"      /* 31 */
+			       "[debug]\n"			      /* 32 */
+			       "faults = wire_send:3, room_alloc:1\n" /* 33 */
+			       "log_level = debug\n"		      /* 34 */
+			       "# peers\n"			      /* 35 */
+			       "[peer.beta]\n"			      /* 36 */
+			       "address = 192.168.1.11:7470\n"	      /* 37 */
+			       "[peer.gamma]\n"			      /* 38 */
+			       "address = 192.168.1.12:7471\n";	      /* 39 */
+
+/* ---- helpers ---- */
+
+static void
+write_file(char *path, size_t len, const char *text)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/c%03d.ini", tmpdir, file_no++);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void
+load_ok(const char *text, struct kvx_config *cfg)
+{
+	char path[128], err[512] = "";
+	int rc;
+
+	write_file(path, sizeof(path), text);
+	rc = kvx_config_load(cfg, path, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("load of %s failed: rc %d, %s", path, rc, err);
+}
+
+/* Load text: must fail with -EINVAL, err "PATH:line: ..." containing needle, and leave the
+ * caller's struct as it was. */
+static void
+expect_fail(const char *text, unsigned int line, const char *needle)
+{
+	struct kvx_config cfg, sentinel;
+	char path[128], err[512] = "", prefix[160];
+	int rc;
+
+	memset(&sentinel, 0xA5, sizeof(sentinel));
+	memcpy(&cfg, &sentinel, sizeof(cfg));
+	write_file(path, sizeof(path), text);
+	rc = kvx_config_load(&cfg, path, err, sizeof(err));
+	if (rc != -EINVAL)
+		fail_msg("%s: rc %d, want -EINVAL (err '%s')", path, rc, err);
+	snprintf(prefix, sizeof(prefix), "%s:%u: ", path, line);
+	if (strncmp(err, prefix, strlen(prefix)) != 0)
+		fail_msg("err '%s' does not start with '%s'", err, prefix);
+	if (strstr(err, needle) == NULL)
+		fail_msg("err '%s' does not contain '%s'", err, needle);
+	assert_memory_equal(&cfg, &sentinel, sizeof(cfg));
+}
+
+/* A valid file with "kv" added to section sect (the last line of that section); returns the
+ * line of kv. */
+static unsigned int
+with_key(char *text, size_t len, const char *sect, const char *kv)
+{
+	static const char node[] = "[node]\nname = alpha\nlisten = 10.0.0.1:7470\n";
+	static const char rdma[] = "[rdma]\ndevice = rxe0\n";
+	static const char engine[] = "[engine]\nsocket = /run/kvx/engine.sock\n";
+
+	if (strcmp(sect, "node") == 0)
+		snprintf(text, len, "%s%s%s%s\n", rdma, engine, node, kv);
+	else if (strcmp(sect, "rdma") == 0)
+		snprintf(text, len, "%s%s%s%s\n", node, engine, rdma, kv);
+	else if (strcmp(sect, "engine") == 0)
+		snprintf(text, len, "%s%s%s%s\n", node, rdma, engine, kv);
+	else {
+		snprintf(text, len, "%s[%s]\n%s\n", MIN_INI, sect, kv);
+		return MIN_LINES + 2;
+	}
+	return MIN_LINES + 1;
+}
+
+static void
+assert_config_equal(const struct kvx_config *a, const struct kvx_config *b)
+{
+	int i;
+
+	assert_string_equal(a->name, b->name);
+	assert_string_equal(a->listen.host, b->listen.host);
+	assert_int_equal(a->listen.port, b->listen.port);
+	assert_int_equal(a->control_cpu, b->control_cpu);
+	assert_int_equal(a->poll_cpus_auto, b->poll_cpus_auto);
+	assert_int_equal(a->n_poll_cpus, b->n_poll_cpus);
+	for (i = 0; i < a->n_poll_cpus; i++)
+		assert_int_equal(a->poll_cpus[i], b->poll_cpus[i]);
+	assert_int_equal(a->idle_park_us, b->idle_park_us);
+	assert_string_equal(a->device, b->device);
+	assert_int_equal(a->port, b->port);
+	assert_int_equal(a->gid_index, b->gid_index);
+	assert_int_equal(a->sq_depth, b->sq_depth);
+	assert_int_equal(a->rq_depth, b->rq_depth);
+	assert_int_equal(a->cq_depth, b->cq_depth);
+	assert_int_equal(a->mtu, b->mtu);
+	assert_int_equal(a->retry_cnt, b->retry_cnt);
+	assert_int_equal(a->rnr_retry, b->rnr_retry);
+	assert_int_equal(a->ack_timeout, b->ack_timeout);
+	assert_string_equal(a->socket_path, b->socket_path);
+	assert_int_equal(a->socket_mode, b->socket_mode);
+	assert_int_equal(a->handshake_ms, b->handshake_ms);
+	assert_int_equal(a->waiting_ms, b->waiting_ms);
+	assert_int_equal(a->release_ms, b->release_ms);
+	assert_int_equal(a->heartbeat_ms, b->heartbeat_ms);
+	assert_string_equal(a->secret_file, b->secret_file);
+	assert_int_equal(a->n_peers, b->n_peers);
+	for (i = 0; i < a->n_peers; i++) {
+		assert_string_equal(a->peers[i].name, b->peers[i].name);
+		assert_string_equal(a->peers[i].addr.host, b->peers[i].addr.host);
+		assert_int_equal(a->peers[i].addr.port, b->peers[i].addr.port);
+		assert_int_equal(a->peers[i].allowed, b->peers[i].allowed);
+	}
+	assert_string_equal(a->faults, b->faults);
+	assert_int_equal(a->log_level, b->log_level);
+	/* and byte for byte: load zeroes the struct first, so padding and string tails match */
+	assert_memory_equal(a, b, sizeof(*a));
+}
+
+/* Print cfg, load the output, and compare. */
+static void
+assert_round_trip(const struct kvx_config *cfg)
+{
+	struct kvx_config again;
+	char path[128], err[512] = "";
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/print%03d.ini", tmpdir, file_no++);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	kvx_config_print(cfg, f);
+	assert_int_equal(fclose(f), 0);
+	memset(&again, 0x5A, sizeof(again));
+	rc = kvx_config_load(&again, path, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("reloading the printed %s failed: %s", path, err);
+	assert_config_equal(cfg, &again);
+}
+
+/* ---- valid files ---- */
+
+static void
+test_full_valid(void **state)
+{
+	struct kvx_config cfg;
+	const struct kvx_config_peer *beta, *gamma;
+
+	load_ok(full_ini, &cfg);
+	assert_string_equal(cfg.name, "alpha");
+	assert_string_equal(cfg.listen.host, "192.168.1.10");
+	assert_int_equal(cfg.listen.port, 7470);
+	assert_int_equal(cfg.control_cpu, 0);
+	assert_false(cfg.poll_cpus_auto);
+	assert_int_equal(cfg.n_poll_cpus, 3);
+	assert_int_equal(cfg.poll_cpus[0], 2);
+	assert_int_equal(cfg.poll_cpus[1], 3);
+	assert_int_equal(cfg.poll_cpus[2], 4);
+	assert_int_equal(cfg.idle_park_us, 50);
+	assert_string_equal(cfg.device, "mlx5_0");
+	assert_int_equal(cfg.port, 2);
+	assert_int_equal(cfg.gid_index, 3);
+	assert_int_equal(cfg.sq_depth, 1024);
+	assert_int_equal(cfg.rq_depth, 2048);
+	assert_int_equal(cfg.cq_depth, 8192);
+	assert_int_equal(cfg.mtu, 4096);
+	assert_int_equal(cfg.retry_cnt, 5);
+	assert_int_equal(cfg.rnr_retry, 4);
+	assert_int_equal(cfg.ack_timeout, 14);
+	assert_string_equal(cfg.socket_path, "/run/kvx/alpha.sock");
+	assert_int_equal(cfg.socket_mode, 0600);
+	assert_int_equal(cfg.handshake_ms, 100);
+	assert_int_equal(cfg.waiting_ms, 200);
+	assert_int_equal(cfg.release_ms, 300);
+	assert_int_equal(cfg.heartbeat_ms, 400);
+	assert_string_equal(cfg.secret_file, "/etc/kvx/secret");
+	assert_string_equal(cfg.faults, "wire_send:3,room_alloc:1");
+	assert_int_equal(cfg.log_level, KVX_LOG_DEBUG);
+	assert_int_equal(cfg.n_peers, 2);
+	beta = kvx_config_peer_find(&cfg, "beta");
+	gamma = kvx_config_peer_find(&cfg, "gamma");
+	assert_non_null(beta);
+	assert_non_null(gamma);
+	assert_string_equal(beta->addr.host, "192.168.1.11");
+	assert_int_equal(beta->addr.port, 7470);
+	assert_false(beta->allowed);
+	assert_string_equal(gamma->addr.host, "192.168.1.12");
+	assert_int_equal(gamma->addr.port, 7471);
+	assert_true(gamma->allowed);
+}
+
+static void
+test_defaults(void **state)
+{
+	struct kvx_config cfg;
+
+	load_ok(MIN_INI "[peer.beta]\naddress = 10.0.0.2:7470\n", &cfg);
+	assert_string_equal(cfg.name, "alpha");
+	assert_string_equal(cfg.listen.host, "10.0.0.1");
+	assert_int_equal(cfg.listen.port, 7470);
+	assert_string_equal(cfg.device, "rxe0");
+	assert_string_equal(cfg.socket_path, "/run/kvx/engine.sock");
+	assert_int_equal(cfg.control_cpu, -1);
+	assert_true(cfg.poll_cpus_auto);
+	assert_int_equal(cfg.n_poll_cpus, 0);
+	assert_int_equal(cfg.idle_park_us, 0);
+	assert_int_equal(cfg.port, 1);
+	assert_int_equal(cfg.gid_index, 1);
+	assert_int_equal(cfg.sq_depth, 512);
+	assert_int_equal(cfg.rq_depth, 512);
+	assert_int_equal(cfg.cq_depth, 4096);
+	assert_int_equal(cfg.mtu, 1024);
+	assert_int_equal(cfg.retry_cnt, 6);
+	assert_int_equal(cfg.rnr_retry, 6);
+	assert_int_equal(cfg.ack_timeout, 10);
+	assert_int_equal(cfg.socket_mode, 0660);
+	assert_int_equal(cfg.handshake_ms, 5000);
+	assert_int_equal(cfg.waiting_ms, 30000);
+	assert_int_equal(cfg.release_ms, 5000);
+	assert_int_equal(cfg.heartbeat_ms, 1000);
+	assert_string_equal(cfg.secret_file, "");
+	assert_string_equal(cfg.faults, "");
+	assert_int_equal(cfg.log_level, KVX_LOG_INFO);
+	/* no allow key: every peer may connect */
+	assert_int_equal(cfg.n_peers, 1);
+	assert_true(cfg.peers[0].allowed);
+}
+
+/* Indented keys are keys (inih's multi-line values are off), CRLF, a BOM, comments, "key:v". */
+static void
+test_syntax_variants(void **state)
+{
+	struct kvx_config cfg;
+
+	load_ok("\xEF\xBB\xBF; comment\r\n"
+		"  [node] ; trailing comment\r\n"
+		"\tname = alpha\r\n"
+		"    listen = 10.0.0.1:7470\r\n"
+		"    control_cpu: 3\r\n"
+		"[rdma]\n  device = rxe0\n  port = 2\n"
+		"[engine]\nsocket = /s.sock\n",
+		&cfg);
+	assert_string_equal(cfg.name, "alpha");
+	assert_string_equal(cfg.listen.host, "10.0.0.1");
+	assert_int_equal(cfg.control_cpu, 3);
+	assert_string_equal(cfg.device, "rxe0");
+	assert_int_equal(cfg.port, 2);
+	assert_string_equal(cfg.socket_path, "/s.sock");
+}
+
+/* An allow key may come before the peers it names; "allow =" lets nobody in. */
+static void
+test_allow(void **state)
+{
+	struct kvx_config cfg;
+
+	load_ok(MIN_INI "[security]\nallow = gamma , beta\n"
+			"[peer.beta]\naddress = 10.0.0.2:1\n"
+			"[peer.gamma]\naddress = 10.0.0.3:1\n"
+			"[peer.delta]\naddress = 10.0.0.4:1\n",
+		&cfg);
+	assert_true(kvx_config_peer_find(&cfg, "beta")->allowed);
+	assert_true(kvx_config_peer_find(&cfg, "gamma")->allowed);
+	assert_false(kvx_config_peer_find(&cfg, "delta")->allowed);
+
+	load_ok(MIN_INI "[security]\nallow =\n[peer.beta]\naddress = 10.0.0.2:1\n", &cfg);
+	assert_false(cfg.peers[0].allowed);
+}
+
+static void
+test_limits_accepted(void **state)
+{
+	struct kvx_config cfg;
+	char text[1024], path107[120];
+
+	memset(path107, 'p', 107);
+	path107[0] = '/';
+	path107[107] = '\0';
+	snprintf(text, sizeof(text),
+		 "[node]\nname = %s\nlisten = 255.255.255.255:65535\ncontrol_cpu = 1023\n"
+		 "[cores]\npoll_cpus = 0,1,2,3,4,5,6,1023\nidle_park_us = 4294967295\n"
+		 "[rdma]\ndevice = rxe0\nport = 255\ngid_index = 0\nsq_depth = 16\nrq_depth = "
+		 "32768\ncq_depth = 262144\nmtu = 256\nretry_cnt = 0\nrnr_retry = 6\n"
+		 "ack_timeout = 31\n"
+		 "[engine]\nsocket = %s\nmode = 0\n"
+		 "[timeouts]\nhandshake_ms = 1\nwaiting_ms = 3600000\n",
+		 "A-z_0.9-abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz012", path107);
+	load_ok(text, &cfg);
+	assert_int_equal(strlen(cfg.name), 63);
+	assert_int_equal(cfg.listen.port, 65535);
+	assert_int_equal(cfg.control_cpu, 1023);
+	assert_int_equal(cfg.n_poll_cpus, 8);
+	assert_int_equal(cfg.poll_cpus[7], 1023);
+	assert_int_equal(cfg.idle_park_us, UINT32_MAX);
+	assert_int_equal(cfg.port, 255);
+	assert_int_equal(cfg.cq_depth, 262144);
+	assert_int_equal(strlen(cfg.socket_path), 107);
+	assert_int_equal(cfg.socket_mode, 0);
+	assert_int_equal(cfg.waiting_ms, 3600000);
+}
+
+static void
+test_peer_find(void **state)
+{
+	struct kvx_config cfg;
+
+	load_ok(full_ini, &cfg);
+	assert_ptr_equal(kvx_config_peer_find(&cfg, "beta"), &cfg.peers[0]);
+	assert_ptr_equal(kvx_config_peer_find(&cfg, "gamma"), &cfg.peers[1]);
+	assert_null(kvx_config_peer_find(&cfg, "alpha"));
+	assert_null(kvx_config_peer_find(&cfg, "bet"));
+	assert_null(kvx_config_peer_find(&cfg, ""));
+	assert_null(kvx_config_peer_find(&cfg, NULL));
+}
+
+/* ---- errors: each names its file and line ---- */
+
+static void
+test_unknown_section(void **state)
+{
+	/* a section with no keys at all is still seen */
+	expect_fail(MIN_INI "[bogus]\n", MIN_LINES + 1, "[bogus]: unknown section");
+	expect_fail(MIN_INI "\n[Node2]\nname = x\n", MIN_LINES + 2, "[Node2]: unknown section");
+	expect_fail(MIN_INI "[peer]\n", MIN_LINES + 1, "[peer]: unknown section");
+	/* a long section name is reported whole (inih would truncate it to 49 bytes) */
+	expect_fail(MIN_INI "[a123456789b123456789c123456789d123456789e123456789f]\n",
+		    MIN_LINES + 1, "[a123456789b123456789c123456789d123456789e123456789f]:");
+}
+
+static void
+test_unknown_key(void **state)
+{
+	expect_fail(MIN_INI "[cores]\nidle_park_us = 1\nfoo = 1\n", MIN_LINES + 3,
+		    "[cores] foo: unknown key");
+	expect_fail(MIN_INI "[peer.beta]\naddress = 10.0.0.2:1\nport = 3\n", MIN_LINES + 3,
+		    "[peer.beta] port: unknown key");
+	/* keys belong to their own section only */
+	expect_fail(MIN_INI "[timeouts]\ndevice = rxe1\n", MIN_LINES + 2,
+		    "[timeouts] device: unknown key");
+	expect_fail("name = alpha\n" MIN_INI, 1, "name: key outside any [section]");
+}
+
+static void
+test_syntax_error(void **state)
+{
+	expect_fail(MIN_INI "[cores]\nidle_park_us 5\n", MIN_LINES + 2, "syntax error");
+	expect_fail(MIN_INI "[cores\n", MIN_LINES + 1, "section header without ']'");
+	expect_fail(MIN_INI "[cores] x\n", MIN_LINES + 1, "text after the section header");
+	/* a syntax error before a value error is the one reported */
+	expect_fail(MIN_INI "[cores]\njunk\nidle_park_us = x\n", MIN_LINES + 2, "syntax error");
+}
+
+static void
+test_line_too_long(void **state)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text), MIN_INI "[debug]\nfaults = a:1%0*d\nlog_level = warn\n", 250,
+		 0);
+	expect_fail(text, MIN_LINES + 2, "line too long");
+}
+
+static void
+test_bad_integer(void **state)
+{
+	static const char *const bad[] = {"12x", "x", "-1", "+1", "0x10", "1.5", "", "1 2"};
+	static const struct {
+		const char *sect, *kv, *msg;
+	} cases[] = {
+		{"node", "control_cpu = one", "[node] control_cpu: 'one' is neither a cpu id nor"},
+		{"node", "control_cpu = -1", "[node] control_cpu: '-1' is neither a cpu id nor"},
+		{"rdma", "port = 1O", "[rdma] port: '1O' is not an unsigned decimal integer"},
+		{"engine", "mode = 0680", "[engine] mode: '0680' is not an octal mode"},
+		{"engine", "mode = rw", "[engine] mode: 'rw' is not an octal mode"},
+		{"debug", "log_level = verbose", "[debug] log_level: 'verbose' is not one of"},
+		{"debug", "faults = a:1,b", "[debug] faults: entry 2 'b' is not name:N"},
+		{"debug", "faults = a:-1", "[debug] faults: entry 1: '-1' is not a count"},
+		{"debug", "faults = a b:1", "[debug] faults: entry 1: 'a b' is not a fault point"},
+	};
+	char text[512], kv[64], msg[128];
+	unsigned int line;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(msg, sizeof(msg), "[cores] idle_park_us: '%s' is not an unsigned decimal",
+			 bad[i]);
+		snprintf(kv, sizeof(kv), "idle_park_us = %s", bad[i]);
+		line = with_key(text, sizeof(text), "cores", kv);
+		expect_fail(text, line, msg);
+	}
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		line = with_key(text, sizeof(text), cases[i].sect, cases[i].kv);
+		expect_fail(text, line, cases[i].msg);
+	}
+}
+
+static void
+test_out_of_range(void **state)
+{
+	static const struct {
+		const char *sect, *kv, *msg;
+	} cases[] = {
+		{"rdma", "retry_cnt = 7",
+		 "[rdma] retry_cnt: 7 is out of range 0..6 (rxe treats 7 "
+		 "as infinite retry)"},
+		{"rdma", "rnr_retry = 7", "[rdma] rnr_retry: 7 is out of range 0..6 (rxe treats 7"},
+		{"rdma", "port = 0", "[rdma] port: 0 is out of range 1..255"},
+		{"rdma", "port = 256", "out of range 1..255"},
+		{"rdma", "gid_index = 256", "[rdma] gid_index: 256 is out of range 0..255"},
+		{"rdma", "sq_depth = 15", "[rdma] sq_depth: 15 is out of range 16..32768"},
+		{"rdma", "rq_depth = 32769", "[rdma] rq_depth: 32769 is out of range 16..32768"},
+		{"rdma", "cq_depth = 63", "out of range 64..262144"},
+		{"rdma", "cq_depth = 262145", "out of range 64..262144"},
+		{"rdma", "ack_timeout = 0", "[rdma] ack_timeout: 0 is out of range 1..31"},
+		{"rdma", "ack_timeout = 32", "out of range 1..31"},
+		{"rdma", "mtu = 1000", "[rdma] mtu: '1000' is not one of 256, 512"},
+		{"rdma", "mtu = 8192", "is not one of"},
+		{"timeouts", "handshake_ms = 0", "[timeouts] handshake_ms: 0 is out of range"},
+		{"timeouts", "waiting_ms = 3600001", "out of range 1..3600000"},
+		{"timeouts", "release_ms = 0",
+		 "[timeouts] release_ms: 0 is out of range 1..3600000"},
+		{"timeouts", "heartbeat_ms = 99999999999999999999999", "out of range 1..3600000"},
+		{"cores", "idle_park_us = 4294967296", "out of range 0..4294967295"},
+		{"engine", "mode = 01000", "[engine] mode: 01000 is out of range 0..0777"},
+		{"node", "control_cpu = 1024", "[node] control_cpu: cpu 1024 is out of range"},
+	};
+	char text[512];
+	unsigned int line;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		line = with_key(text, sizeof(text), cases[i].sect, cases[i].kv);
+		expect_fail(text, line, cases[i].msg);
+	}
+}
+
+static void
+test_duplicate_key(void **state)
+{
+	expect_fail(MIN_INI "[cores]\nidle_park_us = 1\n\nidle_park_us = 2\n", MIN_LINES + 4,
+		    "[cores] idle_park_us: duplicate key (first at line 9)");
+	/* an indented line is a duplicate, not a continuation of the previous value */
+	expect_fail(MIN_INI "[debug]\nfaults = a:1\n  faults = b:2\n", MIN_LINES + 3,
+		    "[debug] faults: duplicate key");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:1\naddress = 10.0.0.2:1\n", MIN_LINES + 3,
+		    "[peer.b] address: duplicate key (first at line 9)");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:1\n[peer.c]\naddress = 10.0.0.3:1\n"
+			    "[peer.b]\naddress = 10.0.0.4:1\n",
+		    MIN_LINES + 5, "[peer.b]: peer repeated (first at line 8)");
+	expect_fail(MIN_INI "[rdma]\nport = 2\n", MIN_LINES + 1,
+		    "[rdma]: section repeated (first at line 4)");
+}
+
+static void
+test_missing_required(void **state)
+{
+	static const struct {
+		const char *drop, *msg;
+	} cases[] = {
+		{"name = alpha\n", "[node] name: required key missing"},
+		{"listen = 10.0.0.1:7470\n", "[node] listen: required key missing"},
+		{"device = rxe0\n", "[rdma] device: required key missing"},
+		{"socket = /run/kvx/engine.sock\n", "[engine] socket: required key missing"},
+	};
+	char text[512];
+	const char *at;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		at = strstr(MIN_INI, cases[i].drop);
+		assert_non_null(at);
+		snprintf(text, sizeof(text), "%.*s%s", (int)(at - MIN_INI), MIN_INI,
+			 at + strlen(cases[i].drop));
+		expect_fail(text, 0, cases[i].msg);
+	}
+	/* a whole section missing */
+	expect_fail("[node]\nname = alpha\nlisten = 10.0.0.1:7470\n[engine]\nsocket = /s\n", 0,
+		    "[rdma] device: required key missing");
+	expect_fail("", 0, "[node] name: required key missing");
+	/* a peer without its address (its section has no keys at all) */
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:1\n[peer.c]\n", 0,
+		    "[peer.c] address: required key missing");
+}
+
+static void
+test_bad_address(void **state)
+{
+	static const char *const bad[] = {
+		"10.0.0.1",
+		"10.0.0.256:1",
+		"10.0.0.1:0",
+		"10.0.0.1:65536",
+		"host:1",
+		"10.0.0.1:",
+		":7470",
+		"10.0.0.1:7x",
+		"10.0.1:7470",
+		"010.0.0.1:7470",
+		"::1:7470",
+		"10.0.0.1:-1",
+		"",
+		" :1",
+	};
+	char text[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[node]\nname = alpha\nlisten = %s\n[rdma]\ndevice = rxe0\n[engine]\n"
+			 "socket = /s\n",
+			 bad[i]);
+		expect_fail(text, 3, "[node] listen: bad address");
+		snprintf(text, sizeof(text), MIN_INI "[peer.b]\naddress = %s\n", bad[i]);
+		expect_fail(text, MIN_LINES + 2, "[peer.b] address: bad address");
+	}
+}
+
+static void
+test_bad_poll_cpus(void **state)
+{
+	static const struct {
+		const char *v, *msg;
+	} cases[] = {
+		{"1,,2", "empty entry 2"},
+		{"1,2,", "empty entry 3"},
+		{"", "empty entry 1"},
+		{"1,2,1", "cpu 1 is listed twice"},
+		{"2, 2", "cpu 2 is listed twice"},
+		{"a", "'a' is not a cpu id"},
+		{"auto,1", "'auto' is not a cpu id"},
+		{"-1", "'-1' is not a cpu id"},
+		{"1-3", "'1-3' is not a cpu id"},
+		{"1024", "cpu 1024 is out of range 0..1023"},
+		{"0,1,2,3,4,5,6,7,8", "more than 8 cpus"},
+	};
+	char text[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), MIN_INI "[cores]\npoll_cpus = %s\n", cases[i].v);
+		expect_fail(text, MIN_LINES + 2, "[cores] poll_cpus: ");
+		expect_fail(text, MIN_LINES + 2, cases[i].msg);
+	}
+}
+
+static void
+test_bad_names(void **state)
+{
+	char text[512];
+
+	expect_fail("[node]\nname = al pha\n", 2, "[node] name: 'al pha' is not a name");
+	expect_fail("[node]\nname = a/b\n", 2, "is not a name");
+	snprintf(text, sizeof(text), "[node]\nname = %064d\n", 0);
+	expect_fail(text, 2, "is not a name");
+	expect_fail("[node]\nname =\n", 2, "[node] name: '' is not a name");
+	expect_fail("[rdma]\ndevice = rxe 0\n", 2, "[rdma] device: 'rxe 0' is not a name");
+	expect_fail(MIN_INI "[peer.]\n", MIN_LINES + 1, "[peer.]: '' is not a peer name");
+	expect_fail(MIN_INI "[peer.a b]\n", MIN_LINES + 1, "'a b' is not a peer name");
+}
+
+static void
+test_bad_paths(void **state)
+{
+	char text[1024], longpath[300];
+
+	memset(longpath, 'p', 108);
+	longpath[0] = '/';
+	longpath[108] = '\0';
+	snprintf(text, sizeof(text),
+		 "[node]\nname = alpha\nlisten = 10.0.0.1:7470\n[rdma]\ndevice = rxe0\n[engine]\n"
+		 "socket = %s\n",
+		 longpath);
+	expect_fail(text, 7, "[engine] socket: path is 108 bytes, at most 107 allowed");
+	expect_fail("[engine]\nsocket =\n", 2, "[engine] socket: empty path");
+}
+
+static void
+test_too_many_peers(void **state)
+{
+	char text[8192];
+	size_t len;
+	int i;
+
+	len = (size_t)snprintf(text, sizeof(text), "%s", MIN_INI);
+	for (i = 0; i <= KVX_MAX_PEERS; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"[peer.p%d]\naddress = 10.0.1.%d:7470\n", i, i + 1);
+	assert_true(len < sizeof(text));
+	/* peer i's header is at line MIN_LINES + 2i + 1: the 33rd (i = 32) is refused */
+	expect_fail(text, MIN_LINES + 2 * KVX_MAX_PEERS + 1,
+		    "[peer.p32]: too many peers (at most 32)");
+}
+
+static void
+test_self_as_peer(void **state)
+{
+	expect_fail(MIN_INI "[peer.beta]\naddress = 10.0.0.2:1\n\n[peer.alpha]\n"
+			    "address = 10.0.0.1:7470\n",
+		    MIN_LINES + 4, "[peer.alpha]: this is the node's own name");
+	/* also when [node] comes after the peers */
+	expect_fail("[peer.alpha]\naddress = 10.0.0.1:7470\n" MIN_INI, 1,
+		    "[peer.alpha]: this is the node's own name");
+}
+
+static void
+test_allow_unknown_peer(void **state)
+{
+	expect_fail(MIN_INI "[peer.beta]\naddress = 10.0.0.2:1\n[security]\nallow = beta, zz\n",
+		    MIN_LINES + 4, "[security] allow: 'zz' is not a configured [peer.*]");
+	expect_fail(MIN_INI "[security]\nallow = alpha\n", MIN_LINES + 2,
+		    "'alpha' is not a configured [peer.*]");
+	expect_fail(MIN_INI "[security]\nallow = beta,beta\n[peer.beta]\naddress = 10.0.0.2:1\n",
+		    MIN_LINES + 2, "[security] allow: 'beta' is listed twice");
+	expect_fail(MIN_INI "[security]\nallow = beta,\n[peer.beta]\naddress = 10.0.0.2:1\n",
+		    MIN_LINES + 2, "[security] allow: empty entry");
+}
+
+/* Only the first error is reported, and the struct is untouched even when most of the file
+ * was parsed before it (the sentinel check in expect_fail covers every error test). */
+static void
+test_untouched_on_error(void **state)
+{
+	struct kvx_config cfg, before;
+	char path[128], err[512] = "";
+	char text[2048];
+
+	load_ok(full_ini, &before);
+	memcpy(&cfg, &before, sizeof(cfg));
+	snprintf(text, sizeof(text), "%s[cores2]\n", full_ini);
+	write_file(path, sizeof(path), text);
+	assert_int_equal(kvx_config_load(&cfg, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":40: [cores2]: unknown section"));
+	assert_memory_equal(&cfg, &before, sizeof(cfg));
+
+	/* a NULL or short err buffer is allowed */
+	assert_int_equal(kvx_config_load(&cfg, path, NULL, 0), -EINVAL);
+	assert_int_equal(kvx_config_load(&cfg, path, err, 8), -EINVAL);
+	assert_int_equal(strlen(err), 7);
+	assert_memory_equal(&cfg, &before, sizeof(cfg));
+}
+
+static void
+test_print_round_trip(void **state)
+{
+	struct kvx_config cfg;
+	char text[8192];
+	size_t len;
+	int i;
+
+	load_ok(full_ini, &cfg);
+	assert_round_trip(&cfg);
+
+	load_ok(MIN_INI, &cfg);
+	assert_round_trip(&cfg);
+
+	/* every peer allowed by default, "allow =" (nobody), some peers */
+	load_ok(MIN_INI "[peer.b]\naddress = 10.0.0.2:1\n[peer.c]\naddress = 10.0.0.3:2\n", &cfg);
+	assert_round_trip(&cfg);
+	load_ok(MIN_INI "[security]\nallow=\n[peer.b]\naddress = 10.0.0.2:1\n", &cfg);
+	assert_round_trip(&cfg);
+
+	/* 32 peers with long names, all allowed: too long for one allow line, still the same */
+	len = (size_t)snprintf(text, sizeof(text), "%s", MIN_INI);
+	for (i = 0; i < KVX_MAX_PEERS; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"[peer.node-rack1-host%02d]\naddress = 10.0.1.%d:7470\n", i,
+					i + 1);
+	load_ok(text, &cfg);
+	assert_int_equal(cfg.n_peers, KVX_MAX_PEERS);
+	assert_round_trip(&cfg);
+}
+
+/* The printed text itself: every key, defaults included. */
+static void
+test_print_every_key(void **state)
+{
+	static const char *const keys[] = {
+		"[node]\n",
+		"name = alpha\n",
+		"listen = 10.0.0.1:7470\n",
+		"control_cpu = none\n",
+		"[cores]\n",
+		"poll_cpus = auto\n",
+		"idle_park_us = 0\n",
+		"[rdma]\n",
+		"device = rxe0\n",
+		"port = 1\n",
+		"gid_index = 1\n",
+		"sq_depth = 512\n",
+		"rq_depth = 512\n",
+		"cq_depth = 4096\n",
+		"mtu = 1024\n",
+		"retry_cnt = 6\n",
+		"rnr_retry = 6\n",
+		"ack_timeout = 10\n",
+		"[engine]\n",
+		"socket = /run/kvx/engine.sock\n",
+		"mode = 0660\n",
+		"[timeouts]\n",
+		"handshake_ms = 5000\n",
+		"waiting_ms = 30000\n",
+		"release_ms = 5000\n",
+		"heartbeat_ms = 1000\n",
+		"[security]\n",
+		"allow = b\n",
+		"secret_file =\n",
+		"[debug]\n",
+		"faults =\n",
+		"log_level = info\n",
+		"[peer.b]\naddress = 10.0.0.2:1\n",
+	};
+	struct kvx_config cfg;
+	char buf[4096];
+	size_t i, n;
+	FILE *f;
+
+	load_ok(MIN_INI "[peer.b]\naddress = 10.0.0.2:1\n", &cfg);
+	f = fmemopen(buf, sizeof(buf), "w");
+	assert_non_null(f);
+	kvx_config_print(&cfg, f);
+	n = (size_t)ftell(f);
+	fclose(f);
+	buf[n < sizeof(buf) ? n : sizeof(buf) - 1] = '\0';
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strstr(buf, keys[i]) == NULL)
+			fail_msg("printed config lacks '%s':\n%s", keys[i], buf);
+}
+
+static void
+test_unreadable(void **state)
+{
+	struct kvx_config cfg, sentinel;
+	char path[128], err[512] = "";
+
+	memset(&sentinel, 0xA5, sizeof(sentinel));
+	memcpy(&cfg, &sentinel, sizeof(cfg));
+	snprintf(path, sizeof(path), "%s/does-not-exist.ini", tmpdir);
+	assert_int_equal(kvx_config_load(&cfg, path, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, path));
+	assert_memory_equal(&cfg, &sentinel, sizeof(cfg));
+
+	/* a directory opens but cannot be read */
+	assert_int_equal(kvx_config_load(&cfg, tmpdir, err, sizeof(err)), -EISDIR);
+	assert_memory_equal(&cfg, &sentinel, sizeof(cfg));
+
+	if (geteuid() != 0) { /* root reads a mode-000 file anyway */
+		write_file(path, sizeof(path), MIN_INI);
+		assert_int_equal(chmod(path, 0), 0);
+		assert_int_equal(kvx_config_load(&cfg, path, err, sizeof(err)), -EACCES);
+		assert_memory_equal(&cfg, &sentinel, sizeof(cfg));
+	}
+}
+
+/* The shipped example loads. */
+static void
+test_example_loads(void **state)
+{
+	const char *src = getenv("KVX_TEST_SRCDIR");
+	struct kvx_config cfg;
+	char path[512], err[512] = "";
+	int rc;
+
+	if (src == NULL)
+		skip();
+	snprintf(path, sizeof(path), "%s/configs/example.ini", src);
+	rc = kvx_config_load(&cfg, path, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("%s", err);
+	assert_round_trip(&cfg);
+}
+
+/* ---- fixture ---- */
+
+static int
+group_setup(void **state)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvx-test-config-XXXXXX");
+	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	char path[512];
+	struct dirent *e;
+	DIR *d = opendir(tmpdir);
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	return rmdir(tmpdir);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full_valid),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_syntax_variants),
+		cmocka_unit_test(test_allow),
+		cmocka_unit_test(test_limits_accepted),
+		cmocka_unit_test(test_peer_find),
+		cmocka_unit_test(test_unknown_section),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_syntax_error),
+		cmocka_unit_test(test_line_too_long),
+		cmocka_unit_test(test_bad_integer),
+		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_missing_required),
+		cmocka_unit_test(test_bad_address),
+		cmocka_unit_test(test_bad_poll_cpus),
+		cmocka_unit_test(test_bad_names),
+		cmocka_unit_test(test_bad_paths),
+		cmocka_unit_test(test_too_many_peers),
+		cmocka_unit_test(test_self_as_peer),
+		cmocka_unit_test(test_allow_unknown_peer),
+		cmocka_unit_test(test_untouched_on_error),
+		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_print_every_key),
+		cmocka_unit_test(test_unreadable),
+		cmocka_unit_test(test_example_loads),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,761 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "verbs/pcore.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fault.h"
+#include "core/log.h"
+
+#define RQ_REPLENISH_BATCH 16
+#define PARK_TIMEOUT_MS 100
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static inline void
+stat_add(_Atomic uint64_t *ctr, uint64_t v)
+{
+	/* single writer: a relaxed load + store, no locked instruction */
+	atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+/* ---- outbox -------------------------------------------------------------------------------- */
+
+static void
+out_put(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	/* The loop reserves room before taking work (see poll_once), so this cannot fail. */
+	if (kvx_mbox_put(c->outbox, m))
+		stat_add(&c->st.outbox_full, 1); /* unreachable by construction; counted */
+}
+
+static void
+emit_event(struct kvxd_core *c, struct kvxd_room *r)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_EVENT,
+			     .room = r,
+			     .room_id = r->id,
+			     .gen = r->gen,
+			     .state = r->fsm.state,
+			     .error = r->error};
+
+	memcpy(m.reason, r->reason, sizeof(m.reason));
+	out_put(c, &m);
+}
+
+static void
+give_back(struct kvxd_core *c, uint32_t type, void *ptr)
+{
+	struct kvxd_msg m = {.type = type, .ptr = ptr};
+
+	out_put(c, &m);
+}
+
+/* ---- rooms --------------------------------------------------------------------------------- */
+
+static int
+room_set(struct kvxd_core *c, struct kvxd_room *r, enum kvx_room_state to)
+{
+	int rc = kvx_room_fsm_set(&r->fsm, to, &c->room_ctr);
+
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (rc == 0) {
+		if (to == KVX_ROOM_SUCCESS)
+			stat_add(&c->st.rooms_success, 1);
+		else if (to == KVX_ROOM_FAILED)
+			stat_add(&c->st.rooms_failed, 1);
+		emit_event(c, r);
+	}
+	return rc;
+}
+
+static void
+ready_remove(struct kvxd_core *c, struct kvxd_room *r)
+{
+	struct kvxd_room **pp = &c->ready_head, *prev = NULL;
+
+	if (!r->in_ready)
+		return;
+	while (*pp && *pp != r) {
+		prev = *pp;
+		pp = &(*pp)->ready_next;
+	}
+	if (*pp) {
+		*pp = r->ready_next;
+		if (c->ready_tail == r)
+			c->ready_tail = prev;
+	}
+	r->ready_next = NULL;
+	r->in_ready = false;
+}
+
+static void
+ready_add(struct kvxd_core *c, struct kvxd_room *r)
+{
+	if (r->in_ready)
+		return;
+	r->in_ready = true;
+	r->ready_next = NULL;
+	if (c->ready_tail)
+		c->ready_tail->ready_next = r;
+	else
+		c->ready_head = r;
+	c->ready_tail = r;
+}
+
+static void
+drop_pending(struct kvxd_core *c, struct kvxd_room *r)
+{
+	while (r->pend_head) {
+		struct kvxd_chunk *ch = r->pend_head;
+
+		r->pend_head = ch->next;
+		give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+	}
+	r->pend_tail = NULL;
+	ready_remove(c, r);
+}
+
+/* Fail a room (sticky).  A prefill room pushes the failure to its decode endpoint at once. */
+static void
+room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void
+room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->fsm.state == KVX_ROOM_FAILED || kvx_room_state_terminal(r->fsm.state))
+		return;
+	r->error = error;
+	va_start(ap, fmt);
+	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+	va_end(ap);
+	drop_pending(c, r);
+	room_set(c, r, KVX_ROOM_FAILED);
+	if (r->role == KVX_ROOM_PREFILL && r->meta_known) {
+		struct kvxd_msg m = {.type = KVXD_MSG_STATUS_PUSH,
+				     .room = r,
+				     .room_id = r->id,
+				     .gen = r->meta->gen,
+				     .peer = r->meta->peer,
+				     .src_idx = r->meta->src_idx,
+				     .state = KVX_ROOM_FAILED,
+				     .error = error};
+
+		memcpy(m.reason, r->reason, sizeof(m.reason));
+		out_put(c, &m);
+	}
+}
+
+static uint64_t
+room_outstanding(const struct kvxd_room *r)
+{
+	return atomic_load_explicit(&r->wr_posted, memory_order_relaxed) -
+	       atomic_load_explicit(&r->wr_done, memory_order_relaxed);
+}
+
+/* Prefill: SUCCESS once the last chunk is posted and every WR completed without error. */
+static void
+prefill_check_done(struct kvxd_core *c, struct kvxd_room *r)
+{
+	if (r->fsm.state == KVX_ROOM_TRANSFERRING && r->last_posted && !r->pend_head &&
+	    room_outstanding(r) == 0)
+		room_set(c, r, KVX_ROOM_SUCCESS);
+}
+
+/* ---- QP contexts --------------------------------------------------------------------------- */
+
+struct kvxd_qpc *
+kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth)
+{
+	struct kvxd_qpc *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	q->recv_tag = KVXD_TAG_RECV;
+	q->sq_depth = sq_depth;
+	q->rq_depth = rq_depth;
+	q->wrs = calloc(sq_depth, sizeof(*q->wrs));
+	q->chain = calloc(sq_depth, sizeof(*q->chain));
+	if (!q->wrs || !q->chain) {
+		kvx_pcore_qpc_free(q);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < sq_depth; i++) {
+		q->wrs[i].kind = KVXD_TAG_SEND;
+		q->wrs[i].qpc = q;
+		q->wrs[i].next_free = i + 1 < sq_depth ? (int)i + 1 : -1;
+	}
+	q->free_head = 0;
+	return q;
+}
+
+void
+kvx_pcore_qpc_free(struct kvxd_qpc *q)
+{
+	if (!q)
+		return;
+	free(q->wrs);
+	free(q->chain);
+	free(q);
+}
+
+static struct kvxd_wr *
+wr_get(struct kvxd_qpc *q)
+{
+	struct kvxd_wr *w;
+
+	if (q->free_head < 0)
+		return NULL;
+	w = &q->wrs[q->free_head];
+	q->free_head = w->next_free;
+	return w;
+}
+
+static void
+wr_put(struct kvxd_qpc *q, struct kvxd_wr *w)
+{
+	w->room = NULL;
+	w->next_free = q->free_head;
+	q->free_head = (int)(w - q->wrs);
+}
+
+static void
+qpc_check_quiesced(struct kvxd_core *c, struct kvxd_qpc *q)
+{
+	struct kvxd_msg m = {.qpc = q, .peer = q->peer};
+
+	if (q->sq_used || q->rq_posted || q->chain_n)
+		return;
+	if (q->closing) {
+		struct kvxd_qpc **pp = &c->qpcs;
+
+		while (*pp && *pp != q)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = q->next;
+		if (c->qpc_by_peer[q->peer] == q)
+			c->qpc_by_peer[q->peer] = NULL;
+		m.type = KVXD_MSG_QP_RETIRED;
+		out_put(c, &m);
+	} else if (q->errored && !q->quiesce_sent) {
+		q->quiesce_sent = true;
+		m.type = KVXD_MSG_QP_QUIESCED;
+		out_put(c, &m);
+	}
+}
+
+static void
+qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
+{
+	if (q->errored)
+		return;
+	q->errored = true;
+	/* New chunks for this peer wait for the replacement connection. */
+	if (c->qpc_by_peer[q->peer] == q)
+		c->qpc_by_peer[q->peer] = NULL;
+}
+
+/* ---- posting ------------------------------------------------------------------------------- */
+
+/* Build the WRs of one chunk into q->chain.  Contiguous runs (source and destination pages
+ * both consecutive) merge into one WRITE per buffer.  Returns WRs added, 0 if the send queue
+ * lacks room (nothing added), or -EINVAL if the chunk does not fit the room. */
+static int
+chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
+	    const struct kvxd_chunk *ch)
+{
+	const struct kvxd_meta *m = r->meta;
+	const struct kvxd_pool *p = ch->pool;
+	uint32_t ps = m->page_size;
+	int nruns = 0, nwr, base = q->chain_n;
+	bool corrupt = false;
+
+	for (uint32_t i = 0; i < ch->npages; i++)
+		if (i == 0 || ch->pages[i] != ch->pages[i - 1] + 1 ||
+		    m->pages[ch->dst_offset + i] != m->pages[ch->dst_offset + i - 1] + 1)
+			nruns++;
+	nwr = nruns * (int)m->nbufs;
+	if ((uint32_t)nwr > q->sq_depth)
+		return -E2BIG;
+	if (q->sq_used + q->chain_n + nwr > q->sq_depth)
+		return 0;
+	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
+		corrupt = true;
+
+	for (uint32_t b = 0; b < m->nbufs; b++) {
+		uint32_t i = 0;
+
+		while (i < ch->npages) {
+			uint32_t run = 1;
+			uint32_t s = ch->pages[i], d = m->pages[ch->dst_offset + i];
+			struct kvxd_wr *w;
+			struct kvx_vx_write *x;
+
+			while (i + run < ch->npages && ch->pages[i + run] == s + run &&
+			       m->pages[ch->dst_offset + i + run] == d + run)
+				run++;
+			w = wr_get(q);
+			w->room = r;
+			x = &q->chain[q->chain_n++];
+			*x = (struct kvx_vx_write){
+				.wr_id = (uint64_t)(uintptr_t)w,
+				.laddr = (uint64_t)(uintptr_t)(p->base + ((uint64_t)b * p->npages + s) * ps),
+				.len = run * ps,
+				.lkey = p->lkey,
+				.raddr = m->addr + ((uint64_t)b * m->pool_npages + d) * ps,
+				.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
+			};
+			stat_add(&c->st.bytes_posted, x->len);
+			i += run;
+		}
+	}
+	if (ch->last) {
+		struct kvx_vx_write *x = &q->chain[q->chain_n - 1];
+
+		x->with_imm = true;
+		x->imm = m->token | m->src_idx;
+	}
+	atomic_store_explicit(&r->wr_posted,
+			      atomic_load_explicit(&r->wr_posted, memory_order_relaxed) +
+				      (uint64_t)(q->chain_n - base),
+			      memory_order_relaxed);
+	return q->chain_n - base;
+}
+
+static bool
+chunk_fits_room(const struct kvxd_room *r, const struct kvxd_chunk *ch, char *why, size_t len)
+{
+	const struct kvxd_meta *m = r->meta;
+
+	if ((uint64_t)ch->dst_offset + ch->npages > m->npages) {
+		snprintf(why, len, "chunk %u: pages %u+%u beyond the room's %u destination pages",
+			 ch->index, ch->dst_offset, ch->npages, m->npages);
+		return false;
+	}
+	if (ch->pool->page_size != m->page_size || ch->pool->nbufs != m->nbufs) {
+		snprintf(why, len,
+			 "pool geometry mismatch: source %u x %u B, destination %u x %u B",
+			 ch->pool->nbufs, ch->pool->page_size, m->nbufs, m->page_size);
+		return false;
+	}
+	return true;
+}
+
+/* Post what the ready rooms can post now.  Returns chunks moved. */
+static int
+ready_drain(struct kvxd_core *c)
+{
+	struct kvxd_room *r = c->ready_head, *next;
+	int moved = 0;
+
+	for (; r && moved < KVXD_BATCH; r = next) {
+		next = r->ready_next;
+		while (r->pend_head && moved < KVXD_BATCH) {
+			struct kvxd_chunk *ch = r->pend_head;
+			struct kvxd_qpc *q = c->qpc_by_peer[r->meta->peer];
+			char why[KVXD_REASON_MAX];
+			int n;
+
+			if (!q || q->errored || q->closing)
+				break; /* waits for the (replacement) connection */
+			if (!chunk_fits_room(r, ch, why, sizeof(why))) {
+				room_fail(c, r, -EINVAL, "%s", why);
+				break;
+			}
+			n = chunk_build(c, r, q, ch);
+			if (n < 0) {
+				room_fail(c, r, n, "chunk %u needs more WRs than the send queue holds",
+					  ch->index);
+				break;
+			}
+			if (n == 0)
+				break; /* send queue full: retry after completions */
+			r->pend_head = ch->next;
+			if (!r->pend_head)
+				r->pend_tail = NULL;
+			if (ch->last)
+				r->last_posted = true;
+			if (r->fsm.state < KVX_ROOM_TRANSFERRING)
+				room_set(c, r, KVX_ROOM_TRANSFERRING);
+			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+			moved++;
+		}
+		if (!r->pend_head)
+			ready_remove(c, r);
+	}
+	return moved;
+}
+
+static void
+flush_chains(struct kvxd_core *c)
+{
+	for (struct kvxd_qpc *q = c->qpcs; q; q = q->next) {
+		int posted = 0, rc;
+
+		if (q->chain_n) {
+			rc = kvx_vx->post_write_chain(q->qp, q->chain, q->chain_n, &posted);
+			q->sq_used += posted;
+			stat_add(&c->st.wr_posted, posted);
+			if (rc) {
+				/* The rest never reached the QP: fail their rooms and uncount them
+				 * (each WR undoes only its own contribution). */
+				for (int i = posted; i < q->chain_n; i++) {
+					struct kvxd_wr *w =
+						(struct kvxd_wr *)(uintptr_t)q->chain[i].wr_id;
+					struct kvxd_room *r = w->room;
+
+					atomic_store_explicit(
+						&r->wr_posted,
+						atomic_load_explicit(&r->wr_posted,
+								     memory_order_relaxed) -
+							1,
+						memory_order_relaxed);
+					room_fail(c, r, rc, "post_send failed on qp 0x%x: %s",
+						  q->qpn, strerror(-rc));
+					wr_put(q, w);
+				}
+				qpc_mark_errored(c, q);
+			}
+			q->chain_n = 0;
+		}
+		if (q->rq_deficit >= RQ_REPLENISH_BATCH && !q->errored && !q->closing) {
+			uint64_t ids[RQ_REPLENISH_BATCH * 4];
+			int n = q->rq_deficit < RQ_REPLENISH_BATCH * 4 ? (int)q->rq_deficit
+								       : RQ_REPLENISH_BATCH * 4;
+
+			for (int i = 0; i < n; i++)
+				ids[i] = (uint64_t)(uintptr_t)&q->recv_tag;
+			if (kvx_vx->post_recv_burst(q->qp, ids, n) == 0) {
+				q->rq_posted += n;
+				q->rq_deficit -= n;
+			}
+		}
+	}
+}
+
+/* ---- completions --------------------------------------------------------------------------- */
+
+static void
+on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
+{
+	struct kvxd_wr *w = (struct kvxd_wr *)(uintptr_t)wc->wr_id;
+	struct kvxd_qpc *q = w->qpc;
+	struct kvxd_room *r = w->room;
+
+	q->sq_used--;
+	wr_put(q, w);
+	atomic_store_explicit(&r->wr_done,
+			      atomic_load_explicit(&r->wr_done, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	if (wc->status == KVX_VX_WC_SUCCESS) {
+		stat_add(&c->st.wc_ok, 1);
+		prefill_check_done(c, r);
+	} else {
+		if (wc->status == KVX_VX_WC_FLUSH_ERR) {
+			stat_add(&c->st.wc_flush, 1);
+			room_fail(c, r, -ECANCELED,
+				  "write flushed: qp 0x%x to peer %d failed earlier", q->qpn,
+				  q->peer);
+		} else {
+			stat_add(&c->st.wc_err, 1);
+			room_fail(c, r, -EIO, "RDMA write failed: %s (qp 0x%x)", wc->status_str,
+				  q->qpn);
+		}
+		qpc_mark_errored(c, q);
+	}
+	qpc_check_quiesced(c, q);
+}
+
+static void
+on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
+{
+	struct kvxd_qpc *q = caa_container_of((uint8_t *)(uintptr_t)wc->wr_id, struct kvxd_qpc,
+					      recv_tag);
+	struct kvx_room_table_node *n;
+	struct kvxd_room *r;
+	uint32_t src, bit;
+
+	q->rq_posted--;
+	if (wc->status != KVX_VX_WC_SUCCESS) {
+		if (wc->status != KVX_VX_WC_FLUSH_ERR)
+			stat_add(&c->st.wc_err, 1);
+		else
+			stat_add(&c->st.wc_flush, 1);
+		qpc_mark_errored(c, q);
+		qpc_check_quiesced(c, q);
+		return;
+	}
+	q->rq_deficit++;
+	stat_add(&c->st.recv_imm, 1);
+	rcu_read_lock();
+	n = kvx_room_table_lookup(c->by_token, wc->imm & ~((1u << KVXD_TOKEN_SHIFT) - 1));
+	rcu_read_unlock();
+	if (!n) {
+		stat_add(&c->st.bad_imm, 1);
+		return;
+	}
+	r = caa_container_of(n, struct kvxd_room, by_token);
+	src = wc->imm & ((1u << KVXD_TOKEN_SHIFT) - 1);
+	bit = 1u << src;
+	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state)) {
+		stat_add(&c->st.bad_imm, 1);
+		return;
+	}
+	r->src_done_mask |= bit;
+	if (r->src_done_mask == (1u << r->nsrc) - 1)
+		room_set(c, r, KVX_ROOM_SUCCESS);
+	else if (r->fsm.state < KVX_ROOM_TRANSFERRING)
+		room_set(c, r, KVX_ROOM_TRANSFERRING);
+}
+
+/* ---- inbox --------------------------------------------------------------------------------- */
+
+static void
+on_msg(struct kvxd_core *c, struct kvxd_msg *m)
+{
+	struct kvxd_room *r = m->room;
+
+	switch (m->type) {
+	case KVXD_MSG_QP_ADD:
+		m->qpc->next = c->qpcs;
+		c->qpcs = m->qpc;
+		if (!c->qpc_by_peer[m->qpc->peer] || c->qpc_by_peer[m->qpc->peer]->errored ||
+		    c->qpc_by_peer[m->qpc->peer]->closing)
+			c->qpc_by_peer[m->qpc->peer] = m->qpc;
+		break;
+	case KVXD_MSG_QP_REMOVE:
+		m->qpc->closing = true;
+		if (c->qpc_by_peer[m->qpc->peer] == m->qpc)
+			c->qpc_by_peer[m->qpc->peer] = NULL;
+		qpc_check_quiesced(c, m->qpc);
+		break;
+	case KVXD_MSG_ROOM_OPEN:
+		if (r->fsm.state == KVX_ROOM_BOOTSTRAPPING)
+			room_set(c, r, KVX_ROOM_WAITING_FOR_INPUT);
+		break;
+	case KVXD_MSG_ROOM_FAIL:
+		room_fail(c, r, m->error, "%s", m->reason);
+		break;
+	case KVXD_MSG_ROOM_META:
+		if (r->meta_known || kvx_room_state_terminal(r->fsm.state)) {
+			give_back(c, KVXD_MSG_META_FREE, m->ptr);
+			break;
+		}
+		r->meta = m->ptr;
+		r->meta_known = true;
+		r->gen = r->meta->gen;
+		if (r->fsm.state == KVX_ROOM_BOOTSTRAPPING)
+			room_set(c, r, KVX_ROOM_WAITING_FOR_INPUT);
+		if (r->pend_head)
+			ready_add(c, r);
+		break;
+	case KVXD_MSG_CHUNK: {
+		struct kvxd_chunk *ch = m->ptr;
+
+		if (r->fsm.state == KVX_ROOM_FAILED || kvx_room_state_terminal(r->fsm.state) ||
+		    r->last_posted) {
+			/* A chunk for a finished room is skipped; it undoes only itself. */
+			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+			break;
+		}
+		ch->next = NULL;
+		if (r->pend_tail)
+			r->pend_tail->next = ch;
+		else
+			r->pend_head = ch;
+		r->pend_tail = ch;
+		if (r->meta_known)
+			ready_add(c, r);
+		break;
+	}
+	case KVXD_MSG_ROOM_DROP:
+		drop_pending(c, r);
+		m->type = KVXD_MSG_ROOM_FREE;
+		out_put(c, m);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+int
+kvx_pcore_poll_once(struct kvxd_core *c)
+{
+	struct kvx_vx_wc wc[KVXD_BATCH];
+	struct kvxd_msg msgs[8];
+	int work = 0, n;
+
+	rcu_quiescent_state();
+	stat_add(&c->st.iterations, 1);
+	/* Every completion and message may produce up to 3 outbox messages: take work only while
+	 * the outbox can take all of it, so out_put() never fails. */
+	if (kvx_mbox_free_count(c->outbox) < 3 * (KVXD_BATCH + 8) + 64) {
+		stat_add(&c->st.outbox_full, 1);
+		return 0;
+	}
+	n = kvx_vx->cq_poll_burst(c->cq, wc, KVXD_BATCH);
+	for (int i = 0; i < n; i++) {
+		const uint8_t *tag = (const uint8_t *)(uintptr_t)wc[i].wr_id;
+
+		if (*tag == KVXD_TAG_SEND)
+			on_send_wc(c, &wc[i]);
+		else
+			on_recv_wc(c, &wc[i]);
+	}
+	work += n > 0 ? n : 0;
+	n = kvx_mbox_get_burst(c->inbox, msgs, 8);
+	for (int i = 0; i < n; i++)
+		on_msg(c, &msgs[i]);
+	work += n;
+	if (c->ready_head)
+		work += ready_drain(c);
+	flush_chains(c);
+	return work;
+}
+
+/* Block until a completion or a message arrives (bounded).  Thread: the owning core. */
+static void
+pcore_park(struct kvxd_core *c)
+{
+	struct pollfd pfd[2] = {{.fd = kvx_vx->cq_fd(c->cq), .events = POLLIN},
+				{.fd = kvx_mbox_fd(c->inbox), .events = POLLIN}};
+
+	kvx_mbox_park_prepare(c->inbox);
+	if (kvx_vx->cq_arm(c->cq) == 0 && kvx_mbox_empty(c->inbox) && !c->ready_head) {
+		/* one more look: a completion may have landed before the arm */
+		if (kvx_pcore_poll_once(c) == 0) {
+			rcu_thread_offline();
+			poll(pfd, 2, PARK_TIMEOUT_MS);
+			rcu_thread_online();
+			stat_add(&c->st.parks, 1);
+		}
+	}
+	kvx_vx->cq_ack_events(c->cq);
+	kvx_mbox_park_done(c->inbox);
+}
+
+static void *
+pcore_main(void *arg)
+{
+	struct kvxd_core *c = arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "kvx-poll%d", c->idx);
+	pthread_setname_np(pthread_self(), name);
+	if (c->cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(c->cpu, &set);
+		if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+			KVX_WARN("core %d: cannot pin to cpu %d", c->idx, c->cpu);
+	}
+	rcu_register_thread();
+	c->idle_since_ns = now_ns();
+	while (!atomic_load_explicit(&c->stop, memory_order_relaxed)) {
+		if (kvx_pcore_poll_once(c)) {
+			c->idle_since_ns = 0;
+			continue;
+		}
+		if (!c->idle_park_us)
+			continue;
+		if (!c->idle_since_ns)
+			c->idle_since_ns = now_ns();
+		else if (now_ns() - c->idle_since_ns >= (uint64_t)c->idle_park_us * 1000) {
+			pcore_park(c);
+			c->idle_since_ns = 0;
+		}
+	}
+	rcu_unregister_thread();
+	return NULL;
+}
+
+int
+kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *dev,
+	       const struct kvx_config *cfg, struct kvx_room_table *by_id,
+	       struct kvx_room_table *by_token)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->idx = idx;
+	c->cpu = cpu;
+	c->by_id = by_id;
+	c->by_token = by_token;
+	c->idle_park_us = cfg->idle_park_us;
+	rc = kvx_vx->cq_create(dev, (int)cfg->cq_depth, &c->cq);
+	if (rc)
+		return rc;
+	c->inbox = kvx_mbox_create(4096, sizeof(struct kvxd_msg));
+	if (!c->inbox)
+		goto err_destroy_cq;
+	c->outbox = kvx_mbox_create(8192, sizeof(struct kvxd_msg));
+	if (!c->outbox)
+		goto err_destroy_inbox;
+	return 0;
+
+err_destroy_inbox:
+	kvx_mbox_destroy(c->inbox);
+err_destroy_cq:
+	kvx_vx->cq_destroy(c->cq);
+	return -ENOMEM;
+}
+
+void
+kvx_pcore_fini(struct kvxd_core *c)
+{
+	kvx_mbox_destroy(c->outbox);
+	kvx_mbox_destroy(c->inbox);
+	if (c->cq)
+		kvx_vx->cq_destroy(c->cq);
+	c->cq = NULL;
+}
+
+int
+kvx_pcore_start(struct kvxd_core *c)
+{
+	int rc = pthread_create(&c->thread, NULL, pcore_main, c);
+
+	if (rc) {
+		KVX_ERR("core %d: pthread_create: %s", c->idx, strerror(rc));
+		return -rc;
+	}
+	c->running = true;
+	return 0;
+}
+
+void
+kvx_pcore_stop(struct kvxd_core *c)
+{
+	if (!c->running)
+		return;
+	atomic_store(&c->stop, true);
+	kvx_mbox_kick(c->inbox);
+	pthread_join(c->thread, NULL);
+	c->running = false;
+}
+
+int
+kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	return kvx_mbox_put(c->inbox, m);
+}

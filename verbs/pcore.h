@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Polling cores: the data path.  A polling core owns one CQ, its QPs (one RC QP per peer), the
+ * mutable state of its shard of rooms, and WR accounting.  kvx_pcore_poll_once() is one
+ * iteration: quiescent state, poll completions in a batch, drain the inbox, post the WR chains
+ * (one doorbell per QP).  It makes no syscall, takes no lock, allocates nothing and never
+ * blocks; kvx_pcore_park() is the one blocking call (RCU-offline), taken only after
+ * idle_park_us of idleness.
+ *
+ * Ownership: the control core allocates rooms, chunks, metas and QP contexts and frees them;
+ * between handing an object to a core (inbox) and getting it back (outbox) only that core
+ * writes it.  Rooms are found through two cds_lfht tables (by id+role, and by token for
+ * WRITE_WITH_IMM) that both cores read under QSBR; only the control core adds and removes.
+ */
+#ifndef KVX_VERBS_PCORE_H
+#define KVX_VERBS_PCORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/mbox.h"
+#include "core/room.h"
+#include "core/room_table.h"
+#include "verbs/vx.h"
+
+#define KVXD_REASON_MAX 96
+#define KVXD_BATCH 32
+#define KVXD_TOKEN_SHIFT 4 /* imm = token base | source index (16 sources) */
+
+/* A pool an engine registered (control core owns it; immutable while referenced). */
+struct kvxd_pool {
+	int id;
+	int engine_id;
+	uint8_t *base;
+	size_t len;
+	uint32_t page_size, npages, nbufs;
+	uint32_t lkey, rkey;
+	struct kvx_vx_mr *mr;
+	atomic_int refs; /* rooms and chunks that point here */
+};
+
+/* One prefill submission, copied out of the engine's message. */
+struct kvxd_chunk {
+	struct kvxd_chunk *next;
+	struct kvxd_pool *pool;
+	uint32_t index, npages, dst_offset;
+	bool last;
+	uint32_t pages[];
+};
+
+/* Prefill: the decode side's ROOM_META for this source. */
+struct kvxd_meta {
+	int peer; /* index in the control core's peer table */
+	uint32_t gen, token;
+	uint16_t src_idx, nsrc;
+	uint64_t addr;
+	uint32_t rkey, page_size, pool_npages, nbufs, npages;
+	uint32_t pages[];
+};
+
+struct kvxd_room {
+	struct kvx_room_table_node by_id;    /* key: id << 1 | role */
+	struct kvx_room_table_node by_token; /* decode: key = token base */
+	struct rcu_head rcu;
+	uint64_t id;
+	uint32_t gen;
+	uint32_t token;
+	int core;
+	/* written by the owning core only; read relaxed elsewhere */
+	struct kvx_room_fsm fsm;
+	_Atomic uint64_t wr_posted, wr_done;
+	int32_t error;
+	char reason[KVXD_REASON_MAX];
+	uint32_t src_done_mask;
+	struct kvxd_chunk *pend_head, *pend_tail; /* prefill: not yet posted */
+	struct kvxd_room *ready_next;		  /* prefill: in the core's ready list */
+	bool in_ready, last_posted, meta_known;
+	struct kvxd_meta *meta;
+	/* written by the control core only */
+	int engine_id; /* -1: none (yet), or the engine went away */
+	bool removing;
+	uint32_t meta_sent_mask;
+	uint64_t opened_ms;
+	/* immutable after creation */
+	uint8_t role;
+	struct kvxd_pool *pool; /* decode */
+	uint16_t nsrc;
+	uint32_t npages;
+	uint32_t *pages;
+	char (*src_names)[64];
+};
+
+enum kvxd_tag_kind { KVXD_TAG_SEND = 1, KVXD_TAG_RECV = 2 };
+
+struct kvxd_qpc;
+
+struct kvxd_wr {
+	uint8_t kind; /* KVXD_TAG_SEND; first member: wr_id points here */
+	struct kvxd_room *room;
+	struct kvxd_qpc *qpc;
+	int next_free;
+};
+
+/* One RC QP to one peer on one core. */
+struct kvxd_qpc {
+	uint8_t recv_tag; /* KVXD_TAG_RECV; the wr_id of every receive points here */
+	struct kvx_vx_qp *qp;
+	uint32_t qpn;
+	int peer;
+	uint32_t epoch;
+	uint32_t sq_depth, rq_depth;
+	uint32_t sq_used;   /* send WRs posted, not completed */
+	uint32_t rq_posted; /* receives posted, not completed */
+	uint32_t rq_deficit;
+	bool errored, closing, quiesce_sent;
+	struct kvxd_wr *wrs;
+	int free_head;
+	struct kvx_vx_write *chain;
+	int chain_n;
+	struct kvxd_qpc *next;
+};
+
+enum kvxd_msg_type {
+	/* control -> core */
+	KVXD_MSG_QP_ADD = 1,	 /* qpc: start using it for its peer */
+	KVXD_MSG_QP_REMOVE,	 /* qpc: the control core moved it to ERR; retire when drained */
+	KVXD_MSG_ROOM_OPEN,	 /* decode room: metas are going out */
+	KVXD_MSG_ROOM_FAIL,	 /* room: fail it (error, reason) */
+	KVXD_MSG_ROOM_META,	 /* prefill room + meta */
+	KVXD_MSG_CHUNK,		 /* prefill room + chunk */
+	KVXD_MSG_ROOM_DROP,	 /* room left the tables: return it for freeing */
+	/* core -> control */
+	KVXD_MSG_EVENT = 32,	 /* room state changed (state, error, reason) */
+	KVXD_MSG_STATUS_PUSH,	 /* prefill room failed: tell the decode endpoint */
+	KVXD_MSG_QP_QUIESCED,	 /* errored qpc has no WR left: replace the connection */
+	KVXD_MSG_QP_RETIRED,	 /* qpc drained after QP_REMOVE: destroy it */
+	KVXD_MSG_ROOM_FREE,	 /* room: free after a grace period */
+	KVXD_MSG_CHUNK_FREE,	 /* chunk: free */
+	KVXD_MSG_META_FREE,	 /* meta: free */
+};
+
+struct kvxd_msg {
+	uint32_t type;
+	int32_t error;
+	struct kvxd_room *room;
+	struct kvxd_qpc *qpc;
+	void *ptr; /* chunk or meta */
+	uint64_t room_id;
+	uint32_t gen;
+	int peer;
+	uint16_t src_idx;
+	uint8_t state;
+	char reason[KVXD_REASON_MAX];
+};
+
+/* Counters: single writer (the core), read relaxed by the control core. */
+struct kvxd_core_stats {
+	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm,
+		bad_imm, bytes_posted, rooms_success, rooms_failed, outbox_full;
+};
+
+struct kvxd_core {
+	int idx;
+	int cpu; /* -1: not pinned */
+	struct kvx_vx_cq *cq;
+	struct kvx_mbox *inbox, *outbox;
+	struct kvx_room_table *by_id, *by_token;
+	struct kvxd_qpc *qpcs;
+	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS];
+	struct kvxd_room *ready_head, *ready_tail;
+	uint32_t idle_park_us;
+	uint64_t idle_since_ns;
+	atomic_bool stop;
+	pthread_t thread;
+	bool running;
+	struct kvx_room_counters room_ctr;
+	struct kvxd_core_stats st;
+};
+
+/* Control core: set up a core (CQ, mailboxes).  Returns 0 or -errno. */
+int kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *dev,
+		   const struct kvx_config *cfg, struct kvx_room_table *by_id,
+		   struct kvx_room_table *by_token);
+/* Control core, after the thread stopped and every qpc was retired. */
+void kvx_pcore_fini(struct kvxd_core *c);
+
+/* One iteration; returns the amount of work done (0 = idle).  Thread: the owning core (or a
+ * test stepping it).  RCU: registered and online; passes a quiescent state. */
+int kvx_pcore_poll_once(struct kvxd_core *c);
+
+/* Start / stop the pinned thread that loops poll_once (parking when idle). */
+int kvx_pcore_start(struct kvxd_core *c);
+void kvx_pcore_stop(struct kvxd_core *c);
+
+/* Control core helpers. */
+int kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m);
+struct kvxd_qpc *kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth);
+void kvx_pcore_qpc_free(struct kvxd_qpc *q);
+
+static inline uint64_t
+kvxd_room_key(uint64_t id, int role)
+{
+	return id << 1 | (uint64_t)role;
+}
+
+static inline int
+kvxd_room_state(const struct kvxd_room *r)
+{
+	return __atomic_load_n(&r->fsm.state, __ATOMIC_ACQUIRE);
+}
+
+#endif /* KVX_VERBS_PCORE_H */
