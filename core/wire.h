@@ -13,8 +13,8 @@
  * closes that peer's connection and counts it; nothing else is affected.
  *
  * Sequence: a session starts HELLO (initiator) -> HELLO_ACK (acceptor) -> QP_INFO (both, any
- * order after HELLO_ACK) -> QP_READY (both, after each side sent its QP_INFO).  Room messages,
- * HEARTBEAT and BYE are valid only after the local side has received QP_READY; BYE at any time.
+ * order after HELLO_ACK) -> QP_READY (both, after each side sent its QP_INFO).  Room messages
+ * and HEARTBEAT are valid only after the local side has received QP_READY; BYE at any time.
  * kvx_wire_seq_check() enforces this per received frame.
  */
 #ifndef KVX_CORE_WIRE_H
