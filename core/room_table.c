@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Room table: a typed wrapper around liburcu's cds_lfht (QSBR flavour).  The header carries the
+ * rules; notes on the liburcu side:
+ *
+ * - cds_lfht_add_unique/lookup/del/first/next/count_nodes need a registered, online reader inside
+ *   a read-side section.  lookup and for_each leave the section to the caller (the result lives
+ *   in it); add, del and count open their own (read-side sections nest; under QSBR they are
+ *   no-ops).
+ * - cds_lfht_destroy of an auto-resizing table (liburcu 0.10 to 0.13) waits for the resize
+ *   worker, and a shrink in that worker calls synchronize_rcu(): an online QSBR caller would wait
+ *   for itself.  destroy therefore goes offline around it, as rcu_barrier() does.
+ */
+#include "core/room_table.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+
+/* ThreadSanitizer cannot see liburcu 0.13's barriers and atomics (not built for it), so it would
+ * report every reader of a freshly added node as racing with the node's initialisation.  Model
+ * the publication edge: release in add before cds_lfht_add_unique's commit (rcu_assign_pointer),
+ * acquire on every node a reader gets to (rcu_dereference).  No code outside TSan builds. */
+#if defined(__SANITIZE_THREAD__)
+#define ROOM_TABLE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ROOM_TABLE_TSAN 1
+#endif
+#endif
+#ifdef ROOM_TABLE_TSAN
+#include <sanitizer/tsan_interface.h>
+#define tsan_publish(n) __tsan_release(n)
+#define tsan_subscribe(n) __tsan_acquire(n)
+#else
+#define tsan_publish(n) ((void)(n))
+#define tsan_subscribe(n) ((void)(n))
+#endif
+
+#define ROOM_TABLE_MAX_BUCKETS (1UL << 30)
+
+struct kvx_room_table {
+	struct cds_lfht *ht;
+};
+
+/* splitmix64 / murmur3 fmix64 finaliser: a bijection on 64 bits with full avalanche, so the low
+ * bits that pick a bucket depend on every key bit.  Room ids come from the router (trusted), so
+ * no per-table seed. */
+static inline unsigned long
+key_hash(uint64_t key)
+{
+	key ^= key >> 30;
+	key *= 0xbf58476d1ce4e5b9ULL;
+	key ^= key >> 27;
+	key *= 0x94d049bb133111ebULL;
+	key ^= key >> 31;
+	return (unsigned long)key;
+}
+
+static int
+key_match(struct cds_lfht_node *node, const void *key)
+{
+	const struct kvx_room_table_node *n =
+		caa_container_of(node, struct kvx_room_table_node, lfht);
+
+	tsan_subscribe(node);
+	return n->key == *(const uint64_t *)key;
+}
+
+static unsigned long
+roundup_pow2(unsigned long v)
+{
+	unsigned long p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+struct kvx_room_table *
+kvx_room_table_create(unsigned long initial_buckets)
+{
+	struct kvx_room_table *t;
+	unsigned long size;
+
+	if (initial_buckets > ROOM_TABLE_MAX_BUCKETS) {
+		KVX_ERR("%lu initial buckets: more than %lu", initial_buckets,
+			ROOM_TABLE_MAX_BUCKETS);
+		return NULL;
+	}
+	size = roundup_pow2(initial_buckets ? initial_buckets : 1);
+
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		KVX_ERR("calloc: out of memory");
+		return NULL;
+	}
+	/* Never shrink below the initial size; grow without bound. */
+	t->ht = cds_lfht_new(size, size, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+	if (!t->ht) {
+		KVX_ERR("cds_lfht_new(%lu buckets) failed", size);
+		goto err_free_table;
+	}
+	return t;
+
+err_free_table:
+	free(t);
+	return NULL;
+}
+
+int
+kvx_room_table_destroy(struct kvx_room_table *t)
+{
+	struct cds_lfht_iter iter;
+	int was_online;
+	int ret;
+
+	assert(rcu_read_ongoing()); /* QSBR: registered and online */
+
+	/* Check here rather than let cds_lfht_destroy fail: up to liburcu 0.13 it has stopped the
+	 * table's resizing for good by the time it finds the table not empty. */
+	rcu_read_lock();
+	cds_lfht_first(t->ht, &iter);
+	rcu_read_unlock();
+	if (cds_lfht_iter_get_node(&iter))
+		return -EBUSY;
+
+	was_online = rcu_read_ongoing();
+	if (was_online)
+		rcu_thread_offline();
+	ret = cds_lfht_destroy(t->ht, NULL);
+	if (was_online)
+		rcu_thread_online();
+	if (ret) {
+		/* Only on a broken contract (a writer still adding) or a liburcu bug. */
+		KVX_ERR("cds_lfht_destroy: %d", ret);
+		return ret == -EPERM ? -EBUSY : ret;
+	}
+	free(t);
+	return 0;
+}
+
+int
+kvx_room_table_add(struct kvx_room_table *t, struct kvx_room_table_node *n, uint64_t key)
+{
+	struct cds_lfht_node *got;
+
+	assert(rcu_read_ongoing());
+	n->key = key;
+	cds_lfht_node_init(&n->lfht);
+	tsan_publish(&n->lfht);
+	rcu_read_lock();
+	got = cds_lfht_add_unique(t->ht, key_hash(key), key_match, &n->key, &n->lfht);
+	rcu_read_unlock();
+	return got == &n->lfht ? 0 : -EEXIST;
+}
+
+struct kvx_room_table_node *
+kvx_room_table_lookup(struct kvx_room_table *t, uint64_t key)
+{
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+
+	assert(rcu_read_ongoing());
+	cds_lfht_lookup(t->ht, key_hash(key), key_match, &key, &iter);
+	node = cds_lfht_iter_get_node(&iter);
+	return node ? caa_container_of(node, struct kvx_room_table_node, lfht) : NULL;
+}
+
+int
+kvx_room_table_del(struct kvx_room_table *t, struct kvx_room_table_node *n)
+{
+	int ret;
+
+	assert(rcu_read_ongoing());
+	rcu_read_lock();
+	ret = cds_lfht_del(t->ht, &n->lfht);
+	rcu_read_unlock();
+	return ret ? -ENOENT : 0;
+}
+
+int
+kvx_room_table_for_each(struct kvx_room_table *t,
+			int (*fn)(struct kvx_room_table_node *n, void *arg), void *arg)
+{
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+	int ret;
+
+	assert(rcu_read_ongoing());
+	/* fn may delete the node it is given: cds_lfht iteration tolerates removals. */
+	cds_lfht_for_each(t->ht, &iter, node)
+	{
+		tsan_subscribe(node);
+		ret = fn(caa_container_of(node, struct kvx_room_table_node, lfht), arg);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* A walk of the whole table (buckets and nodes, O(size)): exact when no writer runs, otherwise
+ * somewhere between the counts at the start and at the end of the walk.  Not for a hot path. */
+unsigned long
+kvx_room_table_count(struct kvx_room_table *t)
+{
+	long before, after;
+	unsigned long count;
+
+	assert(rcu_read_ongoing());
+	rcu_read_lock();
+	cds_lfht_count_nodes(t->ht, &before, &count, &after);
+	rcu_read_unlock();
+	return count;
+}
