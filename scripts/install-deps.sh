@@ -1,0 +1,35 @@
+#!/bin/sh
+# install-deps.sh: Debian 12 packages kvx needs to build and to run its tests
+# (unit tier and the Soft-RoCE VM tier). Idempotent: apt runs only when a
+# package is missing. Run as root.
+set -eu
+
+# build
+PKGS="gcc make cmake pkg-config clang-format"
+# libraries and verbs userland (rxe provider, ibv_devinfo, perftest)
+PKGS="$PKGS libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
+ liburcu-dev libhwloc-dev libcmocka-dev libinih-dev"
+# the test VM (scripts/kvx-vm): qemu, the guest kernel and its modules, the
+# initramfs tools, and the tools the guest runs from the shared host root
+PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"
+
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
+done
+
+if [ -n "$missing" ]; then
+	[ "$(id -u)" -eq 0 ] || { echo "install-deps: need root to install:$missing" >&2; exit 1; }
+	# INITRD=No: linux-image-amd64 would otherwise run update-initramfs (~16 s
+	# each time) for an initrd we never boot; kvx-vm builds its own.
+	export DEBIAN_FRONTEND=noninteractive INITRD=No
+	# Refresh the lists only when they are missing or older than a day.
+	if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+		apt-get update -q
+	fi
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $missing
+	echo "install-deps: installed$missing"
+else
+	echo "install-deps: all $(echo $PKGS | wc -w) packages present"
+fi

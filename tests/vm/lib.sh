@@ -1,0 +1,162 @@
+# lib.sh: helpers for the VM tests; sourced by tests/vm/test_*.sh, which run
+# inside the Soft-RoCE guest through scripts/kvx-vm (bash, root, rxe0/rxe1 up).
+#
+#   . "$(dirname "$0")/lib.sh"
+#
+# On exit the trap stops every process started with start_bg and, when the
+# test failed, prints the tail of each of their logs.
+set -u
+
+: "${KVX_LOGDIR:?run this through scripts/kvx-vm}"
+mkdir -p "$KVX_LOGDIR"
+
+# name -> PID of what start_bg started, in start order
+declare -A BG_PID=()
+BG_NAMES=()
+# How long stop_all and stop_bg give a process after SIGTERM before SIGKILL.
+: "${KVX_STOP_WAIT:=5}"
+
+vm_log() { printf '[%8s] %s\n' "$(cut -d' ' -f1 /proc/uptime)" "$*"; }
+
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+
+# gid_index DEV: index of DEV's IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d), the
+# one to pass as perftest's -x; 1 on rxe, where GID 0 is the link-local one.
+gid_index() {
+	ibv_devinfo -v -d "$1" |
+		sed -n 's/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:[0-9.]*, RoCE v2$/\1/p' | head -n 1 |
+		grep . || { echo "gid_index: no IPv4 RoCE v2 GID on $1" >&2; return 1; }
+}
+
+# rdma_counts DEV: "qp=N mr=N cq=N" for DEV, from `rdma resource show`, whose
+# lines read "0: rxe0: pd 1 cq 1 qp 1 cm_id 0 mr 0 ctx 0 srq 0". An idle rxe
+# device already counts pd 1 cq 1 qp 1: the kernel's own GSI QP (QP1).
+rdma_counts() {
+	rdma resource show | awk -v dev="$1:" '
+		$2 == dev { for (i = 3; i < NF; i += 2) n[$i] = $(i + 1); found = 1 }
+		END { if (!found) exit 1; printf "qp=%d mr=%d cq=%d\n", n["qp"], n["mr"], n["cq"] }' ||
+		{ echo "rdma_counts: no device $1" >&2; return 1; }
+}
+
+# start_bg NAME CMD...: CMD in the background, output to $KVX_LOGDIR/NAME.log.
+# Call it from the test's own shell (not in $(...)), so the PID is recorded.
+start_bg() {
+	local name=$1
+	shift
+	[ -z "${BG_PID[$name]+x}" ] || fail "start_bg: $name already used"
+	"$@" >"$KVX_LOGDIR/$name.log" 2>&1 </dev/null &
+	BG_PID[$name]=$!
+	BG_NAMES+=("$name")
+	vm_log "started $name (pid $!): $*"
+}
+
+# bg_pid NAME: the PID start_bg recorded for NAME (empty once reaped).
+bg_pid() {
+	[ -n "${BG_PID[$1]+x}" ] || { echo "bg_pid: $1 was not started" >&2; return 1; }
+	echo "${BG_PID[$1]}"
+}
+
+# True while PID runs; an exited child stays a zombie (state Z) until reaped.
+running() {
+	local st
+	read -r st 2>/dev/null <"/proc/$1/stat" || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+
+not_running() { ! running "$1"; }
+
+none_running() {
+	local p
+	for p in "$@"; do running "$p" && return 1; done
+	return 0
+}
+
+# wait_until TIMEOUT_S CMD...: poll CMD every 0.1 s until it succeeds (0) or
+# TIMEOUT_S seconds of wall time pass (1). Counted in wall time because the
+# emulated guest makes every poll slow.
+wait_until() {
+	local t=$1 end
+	shift
+	end=$((${EPOCHREALTIME/./} + t * 1000000))
+	until "$@"; do
+		((${EPOCHREALTIME/./} < end)) || return 1
+		sleep 0.1
+	done
+}
+
+# stop_pids SIG PID...: send SIG, give them KVX_STOP_WAIT seconds, SIGKILL the
+# survivors, then reap them all.
+stop_pids() {
+	local sig=$1 p
+	shift
+	for p in "$@"; do running "$p" && kill "-$sig" "$p" 2>/dev/null; done
+	wait_until "$KVX_STOP_WAIT" none_running "$@"
+	for p in "$@"; do
+		running "$p" && kill -KILL "$p" 2>/dev/null && vm_log "pid $p ignored SIG$sig, killed"
+		wait "$p" 2>/dev/null
+	done
+}
+
+# wait_bg NAME TIMEOUT_S: wait for NAME to exit and return its exit code, or
+# 124 if it still runs after TIMEOUT_S (it is then left to stop_all).
+wait_bg() {
+	local pid rc
+	pid=$(bg_pid "$1") || return 1
+	[ -n "$pid" ] || { vm_log "wait_bg: $1 was already reaped"; return 1; }
+	if ! wait_until "$2" not_running "$pid"; then
+		vm_log "$1 (pid $pid) still runs after $2 s"
+		return 124
+	fi
+	wait "$pid"
+	rc=$?
+	# reaped: its PID may be reused, so stop_all must no longer signal it
+	BG_PID[$1]=
+	return $rc
+}
+
+# stop_bg NAME [SIG]: stop one process started by start_bg (default SIGTERM);
+# e.g. `stop_bg server KILL` to kill a peer.
+stop_bg() {
+	local pid
+	pid=$(bg_pid "$1") || return 1
+	[ -z "$pid" ] || stop_pids "${2:-TERM}" "$pid"
+	BG_PID[$1]=
+}
+
+# stop_all: stop everything start_bg started, and nothing else.
+stop_all() {
+	local n pids=()
+	for n in "${BG_NAMES[@]}"; do [ -z "${BG_PID[$n]}" ] || pids+=("${BG_PID[$n]}"); done
+	[ ${#pids[@]} -eq 0 ] || stop_pids TERM "${pids[@]}"
+}
+
+# wait_for_socket PATH TIMEOUT_S: wait until the unix socket PATH exists.
+wait_for_socket() {
+	wait_until "$2" test -S "$1" || { vm_log "no socket $1 after $2 s"; return 1; }
+}
+
+# wait_for_port PORT TIMEOUT_S: wait until something listens on TCP PORT.
+listening() { [ -n "$(ss -Hltn "sport = :$1")" ]; }
+wait_for_port() {
+	wait_until "$2" listening "$1" || { vm_log "nothing listens on TCP port $1 after $2 s"; return 1; }
+}
+
+on_exit() {
+	local rc=$? n
+	trap - EXIT
+	stop_all
+	if [ "$rc" -ne 0 ]; then
+		for n in "${BG_NAMES[@]}"; do
+			echo "----- tail of $n.log -----"
+			tail -n 20 "$KVX_LOGDIR/$n.log"
+		done
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+# a signal ends the test through the EXIT trap, as a failure
+trap 'exit 1' INT TERM
