@@ -17,9 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <urcu-call-rcu.h>
-
-#include "control/kvxd.h"
+#include "control/kvxd.h" /* urcu-qsbr.h first: it maps call_rcu & co to the QSBR flavour */
 #include "core/fault.h"
 #include "core/log.h"
 #include "verbs/topo.h"

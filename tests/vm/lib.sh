@@ -160,3 +160,41 @@ on_exit() {
 trap on_exit EXIT
 # a signal ends the test through the EXIT trap, as a failure
 trap 'exit 1' INT TERM
+
+# ---- kvx nodes ----------------------------------------------------------------------------
+# Paths inside the guest: the host's build and source trees (read-only root share).
+KVXD="$KVX_BUILD/kvxd"
+KVXCTL="$KVX_BUILD/kvxctl"
+KVX_BENCH="$KVX_BUILD/kvx-bench"
+mkdir -p /run/kvx
+
+# kvxd_start NAME [extra kvxd args]: start the node configs/NAME.ini, wait for its socket.
+kvxd_start() {
+	local name=$1
+	shift
+	start_bg "$name" "$KVXD" -c "$KVX_SRC/configs/$name.ini" "$@"
+	wait_for_socket "/run/kvx/$name.sock" 20 || fail "kvxd $name did not open its engine socket"
+}
+
+# ctl NAME CMD...: kvxctl against node NAME.
+ctl() {
+	local name=$1
+	shift
+	"$KVXCTL" -s "/run/kvx/$name.sock" "$@"
+}
+
+# peer_ready NAME PEER: NAME sees PEER in state READY.
+peer_ready() { ctl "$1" peers 2>/dev/null | grep -q "^peer $2 .* state READY"; }
+
+# wait_peer NAME PEER TIMEOUT_S
+wait_peer() { wait_until "$3" peer_ready "$1" "$2" || fail "$1 never saw $2 READY: $(ctl "$1" peers)"; }
+
+# metric NAME METRIC: the value of a counter (summed over cores) from `kvxctl counters`.
+metric() {
+	ctl "$1" counters | awk -v m="kvx_$2" '$1 ~ "^"m"[{]" { s += $2 } END { print s + 0 }'
+}
+
+# json_get FILE KEY: a scalar from kvx-bench --json output.
+json_get() {
+	sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" | head -n 1
+}

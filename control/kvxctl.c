@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kvxctl: operator commands to the local kvxd over its engine socket.
+ *
+ *   kvxctl [-s SOCKET] CMD [ARGS...]
+ *
+ * CMD and ARGS are joined with single spaces and sent as one admin command (kvx_admin); the
+ * reply text goes to stdout.  Exit 0 on success, 1 on an error (the message goes to stderr),
+ * 2 on a usage error.
+ */
+#include "kvx/kvx.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_SOCKET "/run/kvx/kvxd.sock"
+#define CMD_MAX (60 * 1024) /* an admin command fits one engine message */
+#define REPLY_MAX (64 * 1024)
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: kvxctl [-s SOCKET] CMD [ARGS...]\n"
+		   "  -s SOCKET  kvxd engine socket (default " DEFAULT_SOCKET ")\n"
+		   "  -h         this help\n"
+		   "commands (kvxd): peers, rooms, counters, fault NAME:N, ...\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *sock = DEFAULT_SOCKET;
+	static char cmd[CMD_MAX];
+	static char out[REPLY_MAX];
+	struct kvx_conn *c;
+	size_t used = 0, n;
+	int opt, i, r;
+
+	while ((opt = getopt(argc, argv, "+s:h")) != -1) {
+		switch (opt) {
+		case 's':
+			sock = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "kvxctl: missing command\n");
+		usage(stderr);
+		return 2;
+	}
+	for (i = optind; i < argc; i++) {
+		n = strlen(argv[i]);
+		if (used + (used ? 1 : 0) + n >= sizeof(cmd)) {
+			fprintf(stderr, "kvxctl: command too long (at most %zu bytes)\n",
+				sizeof(cmd) - 1);
+			return 2;
+		}
+		if (used)
+			cmd[used++] = ' ';
+		memcpy(cmd + used, argv[i], n);
+		used += n;
+	}
+	cmd[used] = '\0';
+	if (!used) {
+		fprintf(stderr, "kvxctl: empty command\n");
+		return 2;
+	}
+
+	c = kvx_connect(sock);
+	if (!c) {
+		fprintf(stderr, "kvxctl: %s: %s\n", sock, strerror(errno));
+		return 1;
+	}
+	r = kvx_admin(c, cmd, out, sizeof(out));
+	kvx_disconnect(c);
+	n = strlen(out);
+	if (r < 0) {
+		while (n && out[n - 1] == '\n')
+			out[--n] = '\0';
+		fprintf(stderr, "kvxctl: %s: %s%s%s\n", cmd, strerror(-r), n ? ": " : "", out);
+		return 1;
+	}
+	if (n) {
+		fputs(out, stdout);
+		if (out[n - 1] != '\n')
+			fputc('\n', stdout);
+	}
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "kvxctl: writing output: %s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}

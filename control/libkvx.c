@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libkvx: the engine library (include/kvx/kvx.h), the client side of the engine <-> kvxd
+ * protocol (core/engine_proto.h).
+ *
+ * One SOCK_SEQPACKET connection per struct kvx_conn.  Requests carry an increasing seq and wait
+ * (bounded by req_timeout_ms) for the REPLY with the same seq; EVENTs that arrive meanwhile are
+ * queued in arrival order and handed out later by kvx_event_read().  A REPLY whose seq belongs
+ * to an earlier request (one that timed out) is dropped.
+ *
+ * The fd handed out by kvx_conn_fd() is an epoll fd over the socket and an eventfd that is
+ * signalled while the queue holds events, so it is readable whenever kvx_event_read() has
+ * something to return, including events queued while a request waited for its reply.
+ *
+ * Every argument is checked before anything is sent: a bad argument returns -EINVAL and leaves
+ * the session untouched.  Once kvxd has gone away every call returns -ECONNRESET (queued
+ * events are still delivered first).  The socket is never blocked on: every send and receive
+ * is MSG_DONTWAIT and waits happen in poll() with a deadline.
+ *
+ * Only the kvx_* API is exported: everything else here is static, and the library never logs
+ * (errors are returned).
+ */
+#include "kvx/kvx.h"
+#include "core/engine_proto.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REQ_TIMEOUT_MS 10000
+#define PAGE_SIZE_MAX (16u << 20)
+#define EVQ_INIT 64
+#define EVQ_MAX (1u << 20) /* events queued and not yet read: beyond this, -ENOBUFS */
+#define RX_FDS_MAX 8	   /* fds kvxd never sends; any that arrive are closed */
+
+/* How long a request waits for its reply (and a send for room); the unit tests shorten it. */
+static int req_timeout_ms = REQ_TIMEOUT_MS;
+
+struct kvx_conn {
+	int fd;		     /* SOCK_SEQPACKET socket to kvxd */
+	int efd;	     /* eventfd: readable while evq holds events */
+	int pfd;	     /* epoll over fd and efd: kvx_conn_fd() */
+	int err;	     /* sticky -ECONNRESET once kvxd went away, else 0 */
+	int pending_err;     /* error met while draining, returned once the queue is empty */
+	bool efd_set;	     /* efd counter is non-zero */
+	uint64_t seq;	     /* last sequence number used */
+	struct kvx_event *q; /* ring of queued events */
+	uint32_t q_cap;
+	uint32_t q_head;
+	uint32_t q_len;
+	char node[KVX_NAME_MAX];
+	uint64_t rx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one received datagram */
+	uint64_t tx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one request being built */
+};
+
+const char *
+kvx_state_str(int state)
+{
+	static const char *const names[] = {
+		[KVX_STATE_BOOTSTRAPPING] = "BOOTSTRAPPING",
+		[KVX_STATE_WAITING_FOR_INPUT] = "WAITING_FOR_INPUT",
+		[KVX_STATE_TRANSFERRING] = "TRANSFERRING",
+		[KVX_STATE_SUCCESS] = "SUCCESS",
+		[KVX_STATE_FAILED] = "FAILED",
+		[KVX_STATE_DRAINING] = "DRAINING",
+		[KVX_STATE_RELEASED] = "RELEASED",
+	};
+
+	if (state < 0 || (size_t)state >= sizeof(names) / sizeof(names[0]))
+		return "?";
+	return names[state];
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left until deadline (a now_ms() value; -1: none), for poll(). */
+static int
+remaining_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	if (left <= 0)
+		return 0;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static bool
+name_valid(const char *s)
+{
+	size_t n, i;
+
+	if (!s)
+		return false;
+	n = strnlen(s, KVX_NAME_MAX);
+	if (n == 0 || n >= KVX_NAME_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- event queue ---- */
+
+static void
+efd_update(struct kvx_conn *c)
+{
+	uint64_t v = 1;
+
+	if (c->q_len && !c->efd_set) {
+		if (write(c->efd, &v, sizeof(v)) == sizeof(v))
+			c->efd_set = true;
+	} else if (!c->q_len && c->efd_set) {
+		if (read(c->efd, &v, sizeof(v)) == sizeof(v) || errno == EAGAIN)
+			c->efd_set = false;
+	}
+}
+
+static int
+evq_push(struct kvx_conn *c, const struct kvx_event *ev)
+{
+	if (c->q_len == c->q_cap) {
+		uint32_t ncap = c->q_cap ? c->q_cap * 2 : EVQ_INIT;
+		struct kvx_event *nq;
+		uint32_t i;
+
+		if (c->q_cap >= EVQ_MAX)
+			return -ENOBUFS;
+		nq = malloc(ncap * sizeof(*nq));
+		if (!nq)
+			return -ENOMEM;
+		for (i = 0; i < c->q_len; i++)
+			nq[i] = c->q[(c->q_head + i) % c->q_cap];
+		free(c->q);
+		c->q = nq;
+		c->q_cap = ncap;
+		c->q_head = 0;
+	}
+	c->q[(c->q_head + c->q_len) % c->q_cap] = *ev;
+	c->q_len++;
+	efd_update(c);
+	return 0;
+}
+
+static int
+evq_pop(struct kvx_conn *c, struct kvx_event *ev, int max)
+{
+	int n = 0;
+
+	while (n < max && c->q_len) {
+		ev[n++] = c->q[c->q_head];
+		c->q_head = (c->q_head + 1) % c->q_cap;
+		c->q_len--;
+	}
+	efd_update(c);
+	return n;
+}
+
+/* ---- transport ---- */
+
+static int
+conn_reset(struct kvx_conn *c)
+{
+	c->err = -ECONNRESET;
+	return c->err;
+}
+
+/* Receive one datagram into c->rx without blocking.  Returns its size (> 0), -EAGAIN,
+ * -ECONNRESET (kvxd closed; sticky), -EBADMSG (truncated) or another -errno. */
+static int
+recv_one(struct kvx_conn *c)
+{
+	union {
+		char buf[CMSG_SPACE(RX_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = c->rx, .iov_len = sizeof(c->rx)};
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	do {
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return -EAGAIN;
+		if (errno == ECONNRESET || errno == EPIPE || errno == ENOTCONN)
+			return conn_reset(c);
+		return -errno;
+	}
+	/* kvxd sends no fds: close any so that a confused peer cannot leak them into us */
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			size_t i;
+
+			for (i = 0; i < nfd; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+				close(fd);
+			}
+		}
+	}
+	if (n == 0)
+		return conn_reset(c); /* end of stream: kvxd closed the session */
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		return -EBADMSG;
+	return (int)n;
+}
+
+/*
+ * Dispatch the datagram of n bytes in c->rx.  want is the seq whose REPLY the caller waits for
+ * (0: none).  Returns 1 when it is that reply (well-formed), 0 when it was consumed (an EVENT
+ * queued, or a stale REPLY of an earlier request dropped), or -errno (-EBADMSG: malformed).
+ */
+static int
+dispatch(struct kvx_conn *c, int n, uint64_t want)
+{
+	const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)c->rx;
+
+	if ((size_t)n < sizeof(*h) || h->len != (uint32_t)n)
+		return -EBADMSG;
+	switch (h->type) {
+	case KVX_ENG_EVENT: {
+		struct kvx_eng_event *e = (struct kvx_eng_event *)c->rx;
+
+		if ((size_t)n != sizeof(*e))
+			return -EBADMSG;
+		e->ev.reason[sizeof(e->ev.reason) - 1] = '\0';
+		return evq_push(c, &e->ev);
+	}
+	case KVX_ENG_REPLY: {
+		const struct kvx_eng_reply *r = (const struct kvx_eng_reply *)c->rx;
+
+		if (want && h->seq == want) {
+			if ((size_t)n < sizeof(*r) || r->text_len > KVX_ENG_TEXT_MAX ||
+			    sizeof(*r) + r->text_len != (size_t)n || r->status > 0)
+				return -EBADMSG;
+			return 1;
+		}
+		if (h->seq != 0 && h->seq <= c->seq)
+			return 0; /* the late reply of a request that timed out */
+		return -EBADMSG;
+	}
+	default:
+		return -EBADMSG;
+	}
+}
+
+/* Receive and dispatch everything available, up to `room` queued events.  Returns 0 or -errno
+ * (including -ECONNRESET). */
+static int
+drain(struct kvx_conn *c, uint32_t room)
+{
+	int n, r;
+
+	while (c->q_len < room) {
+		n = recv_one(c);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0)
+			return n;
+		r = dispatch(c, n, 0);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Send one datagram (with fd as SCM_RIGHTS when fd >= 0).  While the socket is full, waits for
+ * room up to the request timeout, draining incoming events meanwhile (kvxd may itself be
+ * blocked sending to us). */
+static int
+send_msg(struct kvx_conn *c, const void *buf, size_t len, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int64_t deadline = now_ms() + req_timeout_ms;
+	struct pollfd p;
+	ssize_t n;
+	int r;
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	}
+	for (;;) {
+		n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n >= 0)
+			return (size_t)n == len ? 0 : -EMSGSIZE;
+		if (errno == EINTR)
+			continue;
+		if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
+			return conn_reset(c);
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		p.fd = c->fd;
+		p.events = POLLIN | POLLOUT;
+		p.revents = 0;
+		r = poll(&p, 1, remaining_ms(deadline));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = drain(c, EVQ_MAX);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+/* Wait for the REPLY to seq; on success it is in c->rx.  Events are queued meanwhile. */
+static int
+wait_reply(struct kvx_conn *c, uint64_t seq)
+{
+	int64_t deadline = now_ms() + req_timeout_ms;
+	struct pollfd p;
+	int n, r;
+
+	for (;;) {
+		n = recv_one(c);
+		if (n == -EAGAIN) {
+			if (now_ms() >= deadline)
+				return -ETIMEDOUT; /* even if poll keeps saying "ready" */
+			p.fd = c->fd;
+			p.events = POLLIN;
+			p.revents = 0;
+			r = poll(&p, 1, remaining_ms(deadline));
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			if (r == 0)
+				return -ETIMEDOUT;
+			continue;
+		}
+		if (n < 0)
+			return n;
+		r = dispatch(c, n, seq);
+		if (r < 0)
+			return r;
+		if (r == 1)
+			return 0;
+	}
+}
+
+/*
+ * Send the request of len bytes built in c->tx (type set here, seq assigned here), passing fd
+ * when >= 0, and, unless it is a CHUNK, wait for its reply.  On 0 the reply is in c->rx and
+ * *rep points at it; its status is the caller's to interpret.
+ */
+static int
+request(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_eng_reply **rep)
+{
+	struct kvx_eng_hdr *h = (struct kvx_eng_hdr *)c->tx;
+	int r;
+
+	if (c->err)
+		return c->err;
+	if (len < sizeof(*h) || len > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+	h->type = type;
+	h->flags = 0;
+	h->len = (uint32_t)len;
+	h->seq = ++c->seq;
+	r = send_msg(c, c->tx, len, fd);
+	if (r < 0 || !rep)
+		return r;
+	r = wait_reply(c, h->seq);
+	if (r < 0)
+		return r;
+	*rep = (const struct kvx_eng_reply *)c->rx;
+	return 0;
+}
+
+static void *
+tx_msg(struct kvx_conn *c, size_t fixed)
+{
+	memset(c->tx, 0, fixed);
+	return c->tx;
+}
+
+/* ---- API ---- */
+
+struct kvx_conn *
+kvx_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct epoll_event ee = {.events = EPOLLIN};
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_hello *hello;
+	struct kvx_conn *c;
+	int r;
+
+	if (!path || !*path) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto err_close_fd;
+	}
+	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->efd < 0) {
+		r = -errno;
+		goto err_close_fd;
+	}
+	c->pfd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->pfd < 0) {
+		r = -errno;
+		goto err_close_efd;
+	}
+	ee.data.fd = c->fd;
+	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->fd, &ee) < 0) {
+		r = -errno;
+		goto err_close_pfd;
+	}
+	ee.data.fd = c->efd;
+	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->efd, &ee) < 0) {
+		r = -errno;
+		goto err_close_pfd;
+	}
+
+	hello = tx_msg(c, sizeof(*hello));
+	hello->version = KVX_ENG_VERSION;
+	r = request(c, KVX_ENG_HELLO, sizeof(*hello), -1, &rep);
+	if (r < 0)
+		goto err_close_pfd;
+	if (rep->status < 0) {
+		r = rep->status;
+		goto err_close_pfd;
+	}
+	if (rep->text_len == 0 || rep->text_len >= KVX_NAME_MAX) {
+		r = -EBADMSG;
+		goto err_close_pfd;
+	}
+	memcpy(c->node, rep + 1, rep->text_len);
+	c->node[rep->text_len] = '\0';
+	if (!name_valid(c->node)) {
+		r = -EBADMSG;
+		goto err_close_pfd;
+	}
+	return c;
+
+err_close_pfd:
+	close(c->pfd);
+err_close_efd:
+	close(c->efd);
+err_close_fd:
+	close(c->fd);
+err_free:
+	free(c->q);
+	free(c);
+	errno = -r;
+	return NULL;
+}
+
+void
+kvx_disconnect(struct kvx_conn *c)
+{
+	int saved = errno;
+
+	if (!c)
+		return;
+	close(c->pfd);
+	close(c->efd);
+	close(c->fd);
+	free(c->q);
+	free(c);
+	errno = saved;
+}
+
+const char *
+kvx_node_name(const struct kvx_conn *c)
+{
+	return c ? c->node : NULL;
+}
+
+int
+kvx_conn_fd(const struct kvx_conn *c)
+{
+	return c ? c->pfd : -EINVAL;
+}
+
+int
+kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_pool_reg *m;
+	uint64_t bytes;
+	struct stat st;
+	int r;
+
+	if (!c || !g || memfd < 0)
+		return -EINVAL;
+	if (g->page_size == 0 || g->page_size % 64 || g->page_size > PAGE_SIZE_MAX ||
+	    g->npages == 0 || g->nbufs == 0)
+		return -EINVAL;
+	if (__builtin_mul_overflow((uint64_t)g->page_size, (uint64_t)g->npages, &bytes) ||
+	    __builtin_mul_overflow(bytes, (uint64_t)g->nbufs, &bytes))
+		return -EINVAL;
+	/* the fd must be a regular file (memfd) holding the whole geometry */
+	if (fstat(memfd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size < bytes)
+		return -EINVAL;
+
+	m = tx_msg(c, sizeof(*m));
+	m->geom = *g;
+	r = request(c, KVX_ENG_POOL_REG, sizeof(*m), memfd, &rep);
+	if (r < 0)
+		return r;
+	if (rep->status < 0)
+		return rep->status;
+	if (rep->value <= 0 || rep->value > INT_MAX)
+		return -EBADMSG;
+	return (int)rep->value;
+}
+
+int
+kvx_pool_unregister(struct kvx_conn *c, int pool_id)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_pool_unreg *m;
+	int r;
+
+	if (!c || pool_id <= 0)
+		return -EINVAL;
+	m = tx_msg(c, sizeof(*m));
+	m->pool_id = pool_id;
+	r = request(c, KVX_ENG_POOL_UNREG, sizeof(*m), -1, &rep);
+	if (r < 0)
+		return r;
+	return rep->status;
+}
+
+int64_t
+kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
+	      uint32_t npages, const char *const *sources, uint32_t nsources)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_room_open *m;
+	char *names;
+	size_t len;
+	uint32_t i, j;
+	int r;
+
+	if (!c || room > KVX_ROOM_ID_MAX || pool_id <= 0 || !pages || npages == 0 ||
+	    npages > KVX_MAX_ROOM_PAGES || !sources || nsources == 0 || nsources > KVX_MAX_SOURCES)
+		return -EINVAL;
+	for (i = 0; i < nsources; i++) {
+		if (!name_valid(sources[i]))
+			return -EINVAL;
+		for (j = 0; j < i; j++)
+			if (!strcmp(sources[i], sources[j]))
+				return -EINVAL; /* a source listed twice could never complete */
+	}
+	len = sizeof(*m) + (size_t)nsources * KVX_NAME_MAX + (size_t)npages * sizeof(uint32_t);
+	if (len > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+
+	m = tx_msg(c, len);
+	m->room = room;
+	m->pool_id = pool_id;
+	m->npages = npages;
+	m->nsources = nsources;
+	names = (char *)(m + 1);
+	for (i = 0; i < nsources; i++)
+		memcpy(names + (size_t)i * KVX_NAME_MAX, sources[i], strlen(sources[i]));
+	memcpy(names + (size_t)nsources * KVX_NAME_MAX, pages, (size_t)npages * sizeof(uint32_t));
+	r = request(c, KVX_ENG_ROOM_OPEN, len, -1, &rep);
+	if (r < 0)
+		return r;
+	if (rep->status < 0)
+		return rep->status;
+	if (rep->value < 1 || rep->value > UINT32_MAX)
+		return -EBADMSG;
+	return rep->value;
+}
+
+int
+kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
+		 const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last)
+{
+	struct kvx_eng_chunk *m;
+	size_t len;
+
+	if (!c || room > KVX_ROOM_ID_MAX || pool_id <= 0 || !src_pages || npages == 0 ||
+	    npages > KVX_MAX_ROOM_PAGES || dst_offset > KVX_MAX_ROOM_PAGES - npages)
+		return -EINVAL;
+	len = sizeof(*m) + (size_t)npages * sizeof(uint32_t);
+	if (len > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+
+	m = tx_msg(c, sizeof(*m));
+	m->room = room;
+	m->chunk_index = chunk_index;
+	m->pool_id = pool_id;
+	m->npages = npages;
+	m->dst_offset = dst_offset;
+	m->last = last ? 1 : 0;
+	memcpy(m + 1, src_pages, (size_t)npages * sizeof(uint32_t));
+	return request(c, KVX_ENG_CHUNK, len, -1, NULL);
+}
+
+int
+kvx_room_close(struct kvx_conn *c, uint64_t room)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_room_close *m;
+	int r;
+
+	if (!c || room > KVX_ROOM_ID_MAX)
+		return -EINVAL;
+	m = tx_msg(c, sizeof(*m));
+	m->room = room;
+	r = request(c, KVX_ENG_ROOM_CLOSE, sizeof(*m), -1, &rep);
+	if (r < 0)
+		return r;
+	return rep->status;
+}
+
+int
+kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms)
+{
+	int64_t deadline;
+	struct pollfd p;
+	int r;
+
+	if (!c || !ev || max <= 0)
+		return -EINVAL;
+	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	for (;;) {
+		if (!c->err && !c->pending_err) {
+			r = drain(c, (uint32_t)max);
+			if (r < 0 && r != -ECONNRESET)
+				c->pending_err = r;
+		}
+		if (c->q_len)
+			return evq_pop(c, ev, max);
+		if (c->pending_err) {
+			r = c->pending_err;
+			c->pending_err = 0;
+			return r;
+		}
+		if (c->err)
+			return c->err;
+		if (timeout_ms == 0 || (deadline >= 0 && now_ms() >= deadline))
+			return 0;
+		p.fd = c->fd;
+		p.events = POLLIN;
+		p.revents = 0;
+		r = poll(&p, 1, remaining_ms(deadline));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r == 0)
+			return 0;
+	}
+}
+
+int
+kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_admin *m;
+	size_t n, cl;
+	int r;
+
+	if (!c || !cmd || (!out && len))
+		return -EINVAL;
+	cl = strnlen(cmd, KVX_ENG_MSG_MAX);
+	if (cl == 0 || sizeof(*m) + cl > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+	if (out)
+		out[0] = '\0';
+
+	m = tx_msg(c, sizeof(*m));
+	memcpy(m + 1, cmd, cl);
+	r = request(c, KVX_ENG_ADMIN, sizeof(*m) + cl, -1, &rep);
+	if (r < 0)
+		return r;
+	/* the text is copied on error too: it explains the error */
+	if (len) {
+		n = rep->text_len < len - 1 ? rep->text_len : len - 1;
+		memcpy(out, rep + 1, n);
+		out[n] = '\0';
+	}
+	return rep->status;
+}

@@ -1,0 +1,931 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libkvx against a fake kvxd: a thread that serves one connection on a SOCK_SEQPACKET socket
+ * in a temporary directory, answers HELLO, POOL_REG, POOL_UNREG, ROOM_OPEN, ROOM_CLOSE and
+ * ADMIN per core/engine_proto.h, records what it received (message counts, the last message,
+ * the fd that came with POOL_REG), and can be scripted to inject EVENTs before a reply, send a
+ * malformed reply, hold a reply back, or close the connection.
+ *
+ * The fake answers requests in order, so an ADMIN "sync" round trip proves that every message
+ * sent before it has been received and recorded.
+ */
+#include "control/libkvx.c"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+enum bad_reply {
+	BAD_NONE = 0,
+	BAD_HDR_LEN,   /* hdr.len differs from the datagram size */
+	BAD_TEXT_LEN,  /* text_len does not match the size */
+	BAD_TYPE,      /* a HELLO (not a REPLY) carrying the request's seq */
+	BAD_SHORT,     /* a REPLY header without the reply's fixed part */
+	BAD_FUTURE,    /* a REPLY for a seq never sent */
+	BAD_STATUS,    /* a positive status */
+	BAD_VALUE_ZERO /* value 0 (no pool id 0, no generation 0) */
+};
+
+struct fake {
+	char dir[32];
+	char path[108]; /* sizeof(sockaddr_un.sun_path) */
+	int lfd;
+	int cfd;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	/* script, read by the server under mu */
+	char node[KVX_NAME_MAX + 16];
+	int hello_status;
+	int inject_before; /* EVENTs sent before the next reply */
+	int inject_after;  /* EVENTs sent after the next reply */
+	int bad;	   /* enum bad_reply, for the next reply */
+	bool close_next;   /* close instead of the next reply */
+	bool hold_next;	   /* do not answer the next request; answer it just before the one after */
+	int64_t value;	   /* reply value of POOL_REG and ROOM_OPEN */
+	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
+	/* observations, under mu */
+	int nmsgs;
+	int ntype[128];
+	int bad_in; /* malformed requests received */
+	uint64_t last_seq;
+	uint8_t last[KVX_ENG_MSG_MAX];
+	size_t last_len;
+	int nfds;
+	struct stat fd_st;
+	uint64_t held_seq;
+};
+
+struct fixture {
+	struct fake f;
+	struct kvx_conn *c;
+};
+
+static void
+send_raw(int fd, const void *buf, size_t len)
+{
+	ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+	(void)n;
+}
+
+static void
+send_reply(int fd, uint64_t seq, int32_t status, int64_t value, const char *text)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_reply) + 256) / 8 + 1];
+	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
+	size_t tl = text ? strlen(text) : 0;
+
+	assert_true(tl <= 256);
+	memset(buf, 0, sizeof(buf));
+	r->hdr.type = KVX_ENG_REPLY;
+	r->hdr.len = (uint32_t)(sizeof(*r) + tl);
+	r->hdr.seq = seq;
+	r->status = status;
+	r->text_len = (uint32_t)tl;
+	r->value = value;
+	memcpy(r + 1, text, tl);
+	send_raw(fd, buf, sizeof(*r) + tl);
+}
+
+static void
+send_bad_reply(int fd, int kind, uint64_t seq)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_reply) + 16) / 8 + 1];
+	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
+	size_t len = sizeof(*r) + 2;
+
+	memset(buf, 0, sizeof(buf));
+	r->hdr.type = KVX_ENG_REPLY;
+	r->hdr.seq = seq;
+	r->text_len = 2;
+	r->value = 1;
+	memcpy(r + 1, "ok", 2);
+	switch (kind) {
+	case BAD_HDR_LEN:
+		r->hdr.len = (uint32_t)len + 4;
+		break;
+	case BAD_TEXT_LEN:
+		r->text_len = 7;
+		break;
+	case BAD_TYPE:
+		r->hdr.type = KVX_ENG_HELLO;
+		break;
+	case BAD_SHORT:
+		len = sizeof(r->hdr);
+		break;
+	case BAD_FUTURE:
+		r->hdr.seq = seq + 1000;
+		break;
+	case BAD_STATUS:
+		r->status = 5;
+		break;
+	case BAD_VALUE_ZERO:
+		r->value = 0;
+		break;
+	}
+	if (kind != BAD_HDR_LEN)
+		r->hdr.len = (uint32_t)len;
+	send_raw(fd, buf, len);
+}
+
+static void
+send_event(int fd, uint64_t room, int state)
+{
+	struct kvx_eng_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.hdr.type = KVX_ENG_EVENT;
+	e.hdr.len = sizeof(e);
+	e.ev.room = room;
+	e.ev.generation = 2;
+	e.ev.state = state;
+	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
+	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
+	send_raw(fd, &e, sizeof(e));
+}
+
+/* Is the request of n bytes in buf well-formed (sizes consistent with counts)? */
+static bool
+request_ok(const uint8_t *buf, size_t n)
+{
+	const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
+
+	if (n < sizeof(*h) || h->len != n || h->flags)
+		return false;
+	switch (h->type) {
+	case KVX_ENG_HELLO:
+		return n == sizeof(struct kvx_eng_hello);
+	case KVX_ENG_POOL_REG:
+		return n == sizeof(struct kvx_eng_pool_reg);
+	case KVX_ENG_POOL_UNREG:
+		return n == sizeof(struct kvx_eng_pool_unreg);
+	case KVX_ENG_ROOM_CLOSE:
+		return n == sizeof(struct kvx_eng_room_close);
+	case KVX_ENG_ADMIN:
+		return n > sizeof(struct kvx_eng_admin);
+	case KVX_ENG_ROOM_OPEN: {
+		const struct kvx_eng_room_open *m = (const void *)buf;
+
+		return n >= sizeof(*m) &&
+		       n == sizeof(*m) + (size_t)m->nsources * KVX_NAME_MAX + (size_t)m->npages * 4;
+	}
+	case KVX_ENG_CHUNK: {
+		const struct kvx_eng_chunk *m = (const void *)buf;
+
+		return n >= sizeof(*m) && n == sizeof(*m) + (size_t)m->npages * 4;
+	}
+	default:
+		return false;
+	}
+}
+
+static void *
+fake_serve(void *arg)
+{
+	struct fake *f = arg;
+	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char text[300];
+
+	f->cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (f->cfd < 0)
+		return NULL;
+	for (;;) {
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl.b,
+				    .msg_controllen = sizeof(ctl.b)};
+		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
+		int before, after, bad, status = 0, fd = -1;
+		bool do_close, hold;
+		uint64_t held, room;
+		int64_t value;
+		struct cmsghdr *cm;
+		ssize_t n;
+		int i;
+
+		n = recvmsg(f->cfd, &mh, MSG_CMSG_CLOEXEC);
+		if (n <= 0)
+			break;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+
+		pthread_mutex_lock(&f->mu);
+		f->nmsgs++;
+		if (!request_ok((const uint8_t *)buf, (size_t)n)) {
+			f->bad_in++;
+			pthread_mutex_unlock(&f->mu);
+			continue;
+		}
+		f->ntype[h->type & 127]++;
+		f->last_seq = h->seq;
+		memcpy(f->last, buf, (size_t)n);
+		f->last_len = (size_t)n;
+		if (fd >= 0) {
+			f->nfds++;
+			fstat(fd, &f->fd_st);
+			close(fd);
+		}
+		before = f->inject_before;
+		after = f->inject_after;
+		bad = f->bad;
+		do_close = f->close_next;
+		hold = f->hold_next;
+		held = f->held_seq;
+		value = f->value;
+		room = f->ev_room;
+		f->inject_before = f->inject_after = 0;
+		f->bad = BAD_NONE;
+		f->close_next = f->hold_next = false;
+		f->held_seq = 0;
+		if (h->type != KVX_ENG_CHUNK || do_close)
+			f->ev_room += (uint64_t)(before + after);
+		if (hold && h->type != KVX_ENG_CHUNK)
+			f->held_seq = h->seq;
+		pthread_mutex_unlock(&f->mu);
+
+		if (h->type == KVX_ENG_CHUNK && !do_close)
+			continue; /* no reply; the script waits for the next request */
+		for (i = 0; i < before; i++)
+			send_event(f->cfd, room++, KVX_STATE_TRANSFERRING + i % 3);
+		if (do_close)
+			break;
+		if (held)
+			send_reply(f->cfd, held, 0, 0, "stale");
+		if (hold)
+			continue;
+		if (bad) {
+			send_bad_reply(f->cfd, bad, h->seq);
+			continue;
+		}
+		text[0] = '\0';
+		switch (h->type) {
+		case KVX_ENG_HELLO:
+			status = f->hello_status;
+			snprintf(text, sizeof(text), "%s", f->node);
+			break;
+		case KVX_ENG_ADMIN: {
+			const char *cmd = (const char *)buf + sizeof(struct kvx_eng_admin);
+			size_t cl = (size_t)n - sizeof(struct kvx_eng_admin);
+
+			if (cl == 4 && !memcmp(cmd, "fail", 4)) {
+				status = -ENOENT;
+				snprintf(text, sizeof(text), "no such command\n");
+			} else {
+				snprintf(text, sizeof(text), "ok:%.*s", (int)(cl > 200 ? 200 : cl),
+					 cmd);
+			}
+			break;
+		}
+		default:
+			break;
+		}
+		send_reply(f->cfd, h->seq, status, value, text);
+		for (i = 0; i < after; i++)
+			send_event(f->cfd, room++, KVX_STATE_SUCCESS);
+	}
+	close(f->cfd);
+	f->cfd = -1;
+	return NULL;
+}
+
+static int
+fake_start(struct fake *f)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	memset(f, 0, sizeof(*f));
+	f->cfd = -1;
+	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
+	f->value = 7;
+	f->ev_room = 100;
+	pthread_mutex_init(&f->mu, NULL);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/kvx-test-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -errno;
+	snprintf(f->path, sizeof(f->path), "%s/kvxd.sock", f->dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->path);
+	f->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0)
+		return -errno;
+	if (bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(f->lfd, 4) < 0)
+		return -errno;
+	if (pthread_create(&f->thr, NULL, fake_serve, f))
+		return -EAGAIN;
+	return 0;
+}
+
+static void
+fake_stop(struct fake *f)
+{
+	/* the client disconnected already: the server sees end of stream and returns */
+	shutdown(f->lfd, SHUT_RDWR);
+	pthread_join(f->thr, NULL);
+	close(f->lfd);
+	unlink(f->path);
+	rmdir(f->dir);
+	pthread_mutex_destroy(&f->mu);
+}
+
+static int
+fake_count(struct fake *f)
+{
+	int n;
+
+	pthread_mutex_lock(&f->mu);
+	n = f->nmsgs;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* One ADMIN round trip: every message sent before it has been recorded when it returns. */
+static void
+sync_fake(struct kvx_conn *c)
+{
+	char out[64];
+
+	assert_int_equal(kvx_admin(c, "sync", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:sync");
+}
+
+static int
+setup_fake(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (!fx || fake_start(&fx->f) < 0)
+		return -1;
+	*state = fx;
+	return 0;
+}
+
+static int
+setup_conn(void **state)
+{
+	struct fixture *fx;
+
+	if (setup_fake(state) < 0)
+		return -1;
+	fx = *state;
+	fx->c = kvx_connect(fx->f.path);
+	return fx->c ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	kvx_disconnect(fx->c);
+	fake_stop(&fx->f);
+	free(fx);
+	req_timeout_ms = REQ_TIMEOUT_MS;
+	return 0;
+}
+
+static int
+memfd_sized(size_t bytes)
+{
+	int fd = memfd_create("test-pool", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+	return fd;
+}
+
+/* ---- tests ---- */
+
+static void
+test_connect_learns_node_name(void **state)
+{
+	struct fixture *fx = *state;
+	const struct kvx_eng_hello *m = (const void *)fx->f.last;
+
+	assert_string_equal(kvx_node_name(fx->c), "kvx-test.node_1");
+	assert_true(kvx_conn_fd(fx->c) >= 0);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nmsgs, 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_HELLO], 1);
+	assert_int_equal(fx->f.last_len, sizeof(*m));
+	assert_int_equal(m->version, KVX_ENG_VERSION);
+	assert_int_equal(m->hdr.seq, 1);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+static void
+test_connect_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char path[108];
+	int fd;
+
+	/* a bound socket nobody listens on */
+	snprintf(path, sizeof(path), "%s/dead.sock", fx->f.dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	errno = 0;
+	assert_null(kvx_connect(path));
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd);
+	unlink(path);
+
+	errno = 0;
+	assert_null(kvx_connect(path));
+	assert_int_equal(errno, ENOENT);
+	errno = 0;
+	assert_null(kvx_connect(NULL));
+	assert_int_equal(errno, EINVAL);
+
+	/* the fake is still waiting for its one client */
+	fx->c = kvx_connect(fx->f.path);
+	assert_non_null(fx->c);
+}
+
+static void
+test_connect_refuses_bad_hello_reply(void **state)
+{
+	struct fixture *fx = *state;
+
+	pthread_mutex_lock(&fx->f.mu);
+	snprintf(fx->f.node, sizeof(fx->f.node), "bad name");
+	pthread_mutex_unlock(&fx->f.mu);
+	errno = 0;
+	assert_null(kvx_connect(fx->f.path));
+	assert_int_equal(errno, EBADMSG);
+}
+
+static void
+test_connect_reports_hello_status(void **state)
+{
+	struct fixture *fx = *state;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.hello_status = -EACCES;
+	pthread_mutex_unlock(&fx->f.mu);
+	errno = 0;
+	assert_null(kvx_connect(fx->f.path));
+	assert_int_equal(errno, EACCES);
+}
+
+static void
+test_state_str(void **state)
+{
+	(void)state;
+	assert_string_equal(kvx_state_str(KVX_STATE_BOOTSTRAPPING), "BOOTSTRAPPING");
+	assert_string_equal(kvx_state_str(KVX_STATE_WAITING_FOR_INPUT), "WAITING_FOR_INPUT");
+	assert_string_equal(kvx_state_str(KVX_STATE_TRANSFERRING), "TRANSFERRING");
+	assert_string_equal(kvx_state_str(KVX_STATE_SUCCESS), "SUCCESS");
+	assert_string_equal(kvx_state_str(KVX_STATE_FAILED), "FAILED");
+	assert_string_equal(kvx_state_str(KVX_STATE_DRAINING), "DRAINING");
+	assert_string_equal(kvx_state_str(KVX_STATE_RELEASED), "RELEASED");
+	assert_string_equal(kvx_state_str(7), "?");
+	assert_string_equal(kvx_state_str(-1), "?");
+}
+
+static void
+test_bad_arguments_send_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	struct kvx_pool_geometry g = {.page_size = 4096, .npages = 4, .nbufs = 2};
+	struct kvx_pool_geometry bad;
+	static uint32_t pages[KVX_MAX_ROOM_PAGES + 1];
+	static char longcmd[KVX_ENG_MSG_MAX + 1];
+	const char *src[KVX_MAX_SOURCES + 1];
+	const char *one[] = {"pf0"};
+	char name64[KVX_NAME_MAX + 1];
+	struct kvx_event ev;
+	char out[16];
+	int before, memfd, small, i;
+
+	for (i = 0; i <= KVX_MAX_SOURCES; i++)
+		src[i] = "pf0";
+	memset(name64, 'a', KVX_NAME_MAX);
+	name64[KVX_NAME_MAX] = '\0';
+	memset(longcmd, 'x', sizeof(longcmd) - 1);
+	memfd = memfd_sized(4096 * 4 * 2);
+	small = memfd_sized(4096 * 4 * 2 - 1);
+	sync_fake(c);
+	before = fake_count(&fx->f);
+
+	/* NULL connection */
+	assert_int_equal(kvx_pool_register(NULL, memfd, &g), -EINVAL);
+	assert_int_equal(kvx_pool_unregister(NULL, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(NULL, 1, 1, pages, 1, one, 1), -EINVAL);
+	assert_int_equal(kvx_chunk_submit(NULL, 1, 0, 1, pages, 1, 0, 1), -EINVAL);
+	assert_int_equal(kvx_room_close(NULL, 1), -EINVAL);
+	assert_int_equal(kvx_event_read(NULL, &ev, 1, 0), -EINVAL);
+	assert_int_equal(kvx_admin(NULL, "x", out, sizeof(out)), -EINVAL);
+	assert_int_equal(kvx_conn_fd(NULL), -EINVAL);
+	assert_null(kvx_node_name(NULL));
+
+	/* pool geometry and fd */
+	assert_int_equal(kvx_pool_register(c, memfd, NULL), -EINVAL);
+	assert_int_equal(kvx_pool_register(c, -1, &g), -EINVAL);
+	bad = g, bad.page_size = 0;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL);
+	bad = g, bad.page_size = 4000;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL);
+	bad = g, bad.page_size = 32u << 20;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL);
+	bad = g, bad.npages = 0;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL);
+	bad = g, bad.nbufs = 0;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL);
+	bad = g, bad.page_size = 16u << 20, bad.npages = UINT32_MAX, bad.nbufs = UINT32_MAX;
+	assert_int_equal(kvx_pool_register(c, memfd, &bad), -EINVAL); /* size overflows */
+	assert_int_equal(kvx_pool_register(c, small, &g), -EINVAL);   /* memfd too small */
+	assert_int_equal(kvx_pool_unregister(c, 0), -EINVAL);
+	assert_int_equal(kvx_pool_unregister(c, -3), -EINVAL);
+
+	/* room open */
+	assert_int_equal(kvx_room_open(c, KVX_ROOM_ID_MAX + 1, 1, pages, 1, one, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 0, pages, 1, one, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, NULL, 1, one, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, pages, 0, one, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, pages, KVX_MAX_ROOM_PAGES + 1, one, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, NULL, 1), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, one, 0), -EINVAL);
+	assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, src, KVX_MAX_SOURCES + 1), -EINVAL);
+	{
+		const char *bad_names[] = {"", "bad name", "a/b", "tab\t", "\xc3\xa9", name64};
+		const char *s2[2] = {"pf0", NULL};
+
+		for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
+			s2[1] = bad_names[i];
+			assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, s2, 2), -EINVAL);
+		}
+		s2[1] = NULL;
+		assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, s2, 2), -EINVAL);
+		s2[1] = "pf0"; /* the same source twice */
+		assert_int_equal(kvx_room_open(c, 1, 1, pages, 1, s2, 2), -EINVAL);
+	}
+
+	/* chunk */
+	assert_int_equal(kvx_chunk_submit(c, KVX_ROOM_ID_MAX + 1, 0, 1, pages, 1, 0, 1), -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 0, pages, 1, 0, 1), -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, NULL, 1, 0, 1), -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, pages, 0, 0, 1), -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, pages, KVX_MAX_ROOM_PAGES + 1, 0, 1),
+			 -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, pages, 2, KVX_MAX_ROOM_PAGES - 1, 1),
+			 -EINVAL);
+	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, pages, 1, UINT32_MAX, 1), -EINVAL);
+
+	/* close, events, admin */
+	assert_int_equal(kvx_room_close(c, KVX_ROOM_ID_MAX + 1), -EINVAL);
+	assert_int_equal(kvx_event_read(c, NULL, 1, 0), -EINVAL);
+	assert_int_equal(kvx_event_read(c, &ev, 0, 0), -EINVAL);
+	assert_int_equal(kvx_admin(c, NULL, out, sizeof(out)), -EINVAL);
+	assert_int_equal(kvx_admin(c, "", out, sizeof(out)), -EINVAL);
+	assert_int_equal(kvx_admin(c, "x", NULL, 4), -EINVAL);
+	assert_int_equal(kvx_admin(c, longcmd, out, sizeof(out)), -EINVAL); /* > MSG_MAX */
+
+	/* nothing reached kvxd: the sync is the only message since `before` */
+	sync_fake(c);
+	assert_int_equal(fake_count(&fx->f), before + 1);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+
+	/* and the limits themselves are accepted */
+	assert_int_equal(kvx_room_open(c, KVX_ROOM_ID_MAX, 1, pages, KVX_MAX_ROOM_PAGES, src, 1),
+			 7);
+	assert_int_equal(
+		kvx_chunk_submit(c, KVX_ROOM_ID_MAX, 0, 1, pages, KVX_MAX_ROOM_PAGES, 0, 1), 0);
+	sync_fake(c);
+	assert_int_equal(fake_count(&fx->f), before + 4);
+	close(memfd);
+	close(small);
+}
+
+/* Read n events, at most max per call (later calls wait up to timeout_ms for events still in
+ * flight), and check they are rooms first_room, first_room + 1, ... in that order. */
+static void
+expect_events(struct kvx_conn *c, int max, int timeout_ms, int n, uint64_t first_room)
+{
+	struct kvx_event ev[8];
+	int i, got = 0, r;
+
+	assert_true(max <= 8 && n <= 8);
+	while (got < n) {
+		r = kvx_event_read(c, ev + got, max < n - got ? max : n - got, timeout_ms);
+		assert_true(r > 0 && r <= max);
+		got += r;
+	}
+	for (i = 0; i < n; i++) {
+		char want[32];
+
+		assert_int_equal(ev[i].room, first_room + (uint64_t)i);
+		assert_int_equal(ev[i].generation, 2);
+		snprintf(want, sizeof(want), "room %llu", (unsigned long long)(first_room + i));
+		assert_string_equal(ev[i].reason, want);
+	}
+}
+
+static bool
+fd_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static void
+test_events_before_reply_are_queued_in_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_event ev;
+	char out[32];
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 3; /* rooms 100, 101, 102, then the reply and nothing after it */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:rooms");
+
+	/* the socket is empty now, yet the fd reports the queued events until they are read */
+	assert_true(fd_readable(kvx_conn_fd(fx->c)));
+	expect_events(fx->c, 2, 0, 2, 100);
+	assert_true(fd_readable(kvx_conn_fd(fx->c)));
+	expect_events(fx->c, 8, 0, 1, 102);
+	assert_false(fd_readable(kvx_conn_fd(fx->c)));
+	assert_int_equal(kvx_event_read(fx->c, &ev, 1, 0), 0);
+	assert_int_equal(kvx_event_read(fx->c, &ev, 1, 30), 0); /* waits, then nothing */
+
+	/* events queued during a request come before events that arrive after it */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 1; /* 103 */
+	fx->f.inject_after = 1;	 /* 104, after the reply */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(fx->c, 1), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 1; /* 105 */
+	fx->f.inject_after = 2;	 /* 106, 107 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(fx->c, 2), 0);
+	expect_events(fx->c, 3, 1000, 5, 103);
+	assert_int_equal(kvx_event_read(fx->c, &ev, 1, 0), 0);
+	assert_false(fd_readable(kvx_conn_fd(fx->c)));
+}
+
+static void
+test_pool_register_passes_memfd(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_pool_geometry g = {.page_size = 4096, .npages = 4, .nbufs = 3};
+	const struct kvx_eng_pool_reg *m = (const void *)fx->f.last;
+	struct stat mine;
+	int memfd = memfd_sized(4096 * 4 * 3);
+
+	assert_int_equal(fstat(memfd, &mine), 0);
+	assert_int_equal(kvx_pool_register(fx->c, memfd, &g), 7);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nfds, 1);
+	assert_true(S_ISREG(fx->f.fd_st.st_mode));
+	assert_int_equal(fx->f.fd_st.st_size, 4096 * 4 * 3);
+	assert_int_equal(fx->f.fd_st.st_ino, mine.st_ino);
+	assert_int_equal(fx->f.fd_st.st_dev, mine.st_dev);
+	assert_int_equal(fx->f.last_len, sizeof(*m));
+	assert_int_equal(m->hdr.type, KVX_ENG_POOL_REG);
+	assert_memory_equal(&m->geom, &g, sizeof(g));
+	pthread_mutex_unlock(&fx->f.mu);
+	/* the caller keeps its own fd */
+	assert_int_equal(fcntl(memfd, F_GETFD), FD_CLOEXEC);
+	assert_int_equal(kvx_pool_unregister(fx->c, 7), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(((const struct kvx_eng_pool_unreg *)fx->f.last)->pool_id, 7);
+	pthread_mutex_unlock(&fx->f.mu);
+	close(memfd);
+}
+
+static void
+test_room_open_message(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {5, 9, 2};
+	const char *src[] = {"pf0", "prefill-1.rack_2"};
+	const struct kvx_eng_room_open *m = (const void *)fx->f.last;
+	const char *names = (const char *)(m + 1);
+	char zero[KVX_NAME_MAX] = {0};
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.value = 3;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_open(fx->c, 1234, 2, pages, 3, src, 2), 3);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.bad_in, 0);
+	assert_int_equal(fx->f.last_len, sizeof(*m) + 2 * KVX_NAME_MAX + 3 * 4);
+	assert_int_equal(m->hdr.type, KVX_ENG_ROOM_OPEN);
+	assert_int_equal(m->room, 1234);
+	assert_int_equal(m->pool_id, 2);
+	assert_int_equal(m->npages, 3);
+	assert_int_equal(m->nsources, 2);
+	assert_string_equal(names, "pf0");
+	assert_memory_equal(names + 3, zero, KVX_NAME_MAX - 3);
+	assert_string_equal(names + KVX_NAME_MAX, "prefill-1.rack_2");
+	assert_memory_equal(names + 2 * KVX_NAME_MAX, pages, sizeof(pages));
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+static void
+test_chunk_submit_sends_one_datagram(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {40, 41, 42, 7};
+	const struct kvx_eng_chunk *m = (const void *)fx->f.last;
+	uint64_t chunk_seq;
+	int before;
+
+	sync_fake(fx->c);
+	before = fake_count(&fx->f);
+	/* returns without a reply (the fake never sends one for a chunk) */
+	assert_int_equal(kvx_chunk_submit(fx->c, 99, 5, 3, pages, 4, 12, 9), 0);
+	for (int i = 0; i < 200 && fake_count(&fx->f) == before; i++)
+		usleep(5000);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nmsgs, before + 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 1);
+	assert_int_equal(fx->f.bad_in, 0);
+	assert_int_equal(fx->f.last_len, sizeof(*m) + sizeof(pages));
+	assert_int_equal(m->hdr.type, KVX_ENG_CHUNK);
+	assert_int_equal(m->hdr.len, sizeof(*m) + sizeof(pages));
+	assert_int_equal(m->room, 99);
+	assert_int_equal(m->chunk_index, 5);
+	assert_int_equal(m->pool_id, 3);
+	assert_int_equal(m->npages, 4);
+	assert_int_equal(m->dst_offset, 12);
+	assert_int_equal(m->last, 1);
+	assert_int_equal(m->pad, 0);
+	assert_memory_equal(m + 1, pages, sizeof(pages));
+	chunk_seq = m->hdr.seq;
+	pthread_mutex_unlock(&fx->f.mu);
+
+	/* sequence numbers keep increasing across chunks and requests */
+	assert_int_equal(kvx_chunk_submit(fx->c, 99, 6, 3, pages, 1, 16, 0), 0);
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 2);
+	assert_int_equal(fx->f.last_seq, chunk_seq + 2);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+static void
+test_server_close_is_econnreset(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	struct kvx_event ev[4];
+	char out[16];
+
+	req_timeout_ms = 2000; /* a missed end of stream fails here instead of hanging */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 2; /* queued, then the fake closes instead of replying */
+	fx->f.close_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -ECONNRESET);
+	assert_int_equal(kvx_room_close(fx->c, 1), -ECONNRESET);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), -ECONNRESET);
+	/* events that arrived before the close are still delivered, then the reset */
+	assert_true(fd_readable(kvx_conn_fd(fx->c)));
+	expect_events(fx->c, 4, 0, 2, 100);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -ECONNRESET);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 1000), -ECONNRESET);
+}
+
+static void
+test_server_close_wakes_event_read(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	struct kvx_event ev;
+	int64_t t0;
+
+	/* the fake closes the session on receiving this chunk; a blocked read wakes with it */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.close_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), 0);
+	t0 = now_ms();
+	assert_int_equal(kvx_event_read(fx->c, &ev, 1, 5000), -ECONNRESET);
+	assert_true(now_ms() - t0 < 4000);
+	assert_int_equal(kvx_room_close(fx->c, 5), -ECONNRESET);
+}
+
+static void
+test_malformed_reply_is_ebadmsg(void **state)
+{
+	struct fixture *fx = *state;
+	static const int kinds[] = {BAD_HDR_LEN, BAD_TEXT_LEN, BAD_TYPE,
+				    BAD_SHORT,	 BAD_FUTURE,   BAD_STATUS};
+	const uint32_t pages[] = {1};
+	const char *src[] = {"pf0"};
+	int memfd = memfd_sized(4096);
+	struct kvx_pool_geometry g = {.page_size = 4096, .npages = 1, .nbufs = 1};
+	char out[32];
+	size_t i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		pthread_mutex_lock(&fx->f.mu);
+		fx->f.bad = kinds[i];
+		pthread_mutex_unlock(&fx->f.mu);
+		assert_int_equal(kvx_admin(fx->c, "counters", out, sizeof(out)), -EBADMSG);
+		/* the session goes on */
+		sync_fake(fx->c);
+	}
+	/* a pool id or generation of 0 is no answer */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.bad = BAD_VALUE_ZERO;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_pool_register(fx->c, memfd, &g), -EBADMSG);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.bad = BAD_VALUE_ZERO;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_open(fx->c, 1, 1, pages, 1, src, 1), -EBADMSG);
+	sync_fake(fx->c);
+	close(memfd);
+}
+
+static void
+test_reply_timeout_then_late_reply_dropped(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32];
+	int64_t t0;
+
+	req_timeout_ms = 200;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.hold_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	t0 = now_ms();
+	assert_int_equal(kvx_admin(fx->c, "peers", out, sizeof(out)), -ETIMEDOUT);
+	assert_true(now_ms() - t0 >= 190);
+	/* the fake now sends the late "stale" reply first, then the answer to this request */
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:rooms");
+}
+
+static void
+test_admin_text(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32], tiny[4];
+
+	assert_int_equal(kvx_admin(fx->c, "fail", out, sizeof(out)), -ENOENT);
+	assert_string_equal(out, "no such command\n"); /* the error's explanation */
+	assert_int_equal(kvx_admin(fx->c, "fault qp_create:2", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:fault qp_create:2");
+	assert_int_equal(kvx_admin(fx->c, "peers", tiny, sizeof(tiny)), 0);
+	assert_string_equal(tiny, "ok:"); /* truncated, NUL-terminated */
+	assert_int_equal(kvx_admin(fx->c, "peers", NULL, 0), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_connect_learns_node_name, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_connect_refused, setup_fake, teardown),
+		cmocka_unit_test_setup_teardown(test_connect_refuses_bad_hello_reply, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_connect_reports_hello_status, setup_fake,
+						teardown),
+		cmocka_unit_test(test_state_str),
+		cmocka_unit_test_setup_teardown(test_bad_arguments_send_nothing, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_events_before_reply_are_queued_in_order,
+						setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_register_passes_memfd, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_open_message, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_submit_sends_one_datagram, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_server_close_is_econnreset, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_server_close_wakes_event_read, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_reply_is_ebadmsg, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reply_timeout_then_late_reply_dropped,
+						setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_admin_text, setup_conn, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

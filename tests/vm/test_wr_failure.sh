@@ -1,0 +1,39 @@
+#!/bin/bash
+# test_wr_failure.sh: a room whose RDMA write fails (the prefill kvxd is told to corrupt the
+# destination rkey of its next write chain) ends FAILED on both sides, pushed to decode at
+# once; the errored QP is replaced by fresh QPs on both sides, and later rooms succeed.
+. "$(dirname "$0")/lib.sh"
+
+kvxd_start prefill
+kvxd_start decode
+wait_peer decode prefill 20
+wait_peer prefill decode 20
+
+B=("$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json
+	--inflight 1 --pages 16 --bufs 4 --page-size 4096)
+
+"${B[@]}" --rooms 8 >"$KVX_LOGDIR/before.json" || fail "rooms before the fault failed"
+[ "$(json_get "$KVX_LOGDIR/before.json" verified)" = ok ] || fail "before: not verified"
+
+ctl prefill fault wr.corrupt_rkey:1 || fail "cannot arm the fault"
+"${B[@]}" --rooms 1 --allow-failures >"$KVX_LOGDIR/bad.json" 2>"$KVX_LOGDIR/bad.err" ||
+	fail "bench with the bad room failed: $(cat "$KVX_LOGDIR/bad.json" "$KVX_LOGDIR/bad.err")"
+cat "$KVX_LOGDIR/bad.json"
+[ "$(json_get "$KVX_LOGDIR/bad.json" failed_decode)" = 1 ] || fail "decode did not see the room fail"
+[ "$(json_get "$KVX_LOGDIR/bad.json" failed_prefill)" = 1 ] || fail "prefill did not see the room fail"
+[ "$(metric prefill fault_wr_corrupt_rkey_fired_total)" = 1 ] || fail "the fault did not fire"
+[ "$(metric prefill core_wc_error_total)" -ge 1 ] || fail "no error completion on prefill"
+[ "$(metric prefill status_pushed_total)" -ge 1 ] || fail "no ROOM_STATUS pushed"
+[ "$(metric decode status_received_total)" -ge 1 ] || fail "decode got no ROOM_STATUS"
+grep -q "remote access error\|RDMA write failed" "$KVX_LOGDIR/bad.json" "$KVX_LOGDIR/bad.err" \
+	"$KVX_LOGDIR/prefill.log" || fail "the WC error is not reported with its status text"
+
+# the connection is replaced (fresh QPs, new epoch), then rooms flow again
+wait_until 20 eval '[ "$(metric prefill qp_replaced_total)" -ge 1 ]' || fail "QP not replaced"
+wait_peer decode prefill 20
+wait_peer prefill decode 20
+"${B[@]}" --rooms 16 --inflight 4 >"$KVX_LOGDIR/after.json" || fail "rooms after the fault failed"
+[ "$(json_get "$KVX_LOGDIR/after.json" verified)" = ok ] || fail "after: not verified"
+[ "$(json_get "$KVX_LOGDIR/after.json" rooms)" = 16 ] || fail "after: not all rooms done"
+ctl prefill peers
+echo "PASS: wr failure"
