@@ -182,8 +182,8 @@ room_timeouts(struct kvx_room_table_node *n, void *arg)
 	if (r->removing || kvx_room_state_terminal(state) ||
 	    w->now < r->opened_ms + w->d->cfg.waiting_ms)
 		return 0;
-	snprintf(m.reason, sizeof(m.reason), "waiting timeout (%u ms) in %s",
-		 w->d->cfg.waiting_ms, kvx_room_state_str(state));
+	snprintf(m.reason, sizeof(m.reason), "waiting timeout (%u ms) in %s", w->d->cfg.waiting_ms,
+		 kvx_room_state_str(state));
 	r->opened_ms = UINT64_MAX / 2; /* once */
 	w->d->ctr.waiting_timeouts++;
 	kvx_pcore_send(&w->d->cores[r->core], &m);
@@ -213,18 +213,15 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		break;
 	}
 	case KVXD_MSG_STATUS_PUSH: {
-		struct kvx_wire_msg w = {.type = KVX_WIRE_ROOM_STATUS};
-		struct kvxd_peer *p = m->peer >= 0 && m->peer < d->npeers ? &d->peers[m->peer]
-									   : NULL;
+		struct kvx_wire_room_status st = {.room = m->room_id,
+						  .gen = m->gen,
+						  .src_idx = m->src_idx,
+						  .state = m->state,
+						  .error = m->error};
 
-		w.u.room_status = (struct kvx_wire_room_status){.room = m->room_id,
-								.gen = m->gen,
-								.src_idx = m->src_idx,
-								.state = m->state,
-								.error = m->error};
-		snprintf(w.u.room_status.reason, sizeof(w.u.room_status.reason), "%s", m->reason);
-		if (p && p->state == KVXD_PEER_READY && kvxd_peer_send(d, p, &w) == 0)
-			d->ctr.status_pushed++;
+		snprintf(st.reason, sizeof(st.reason), "%s", m->reason);
+		if (m->peer >= 0 && m->peer < d->npeers)
+			kvxd_peer_push_status(d, &d->peers[m->peer], &st);
 		break;
 	}
 	case KVXD_MSG_QP_QUIESCED: {
@@ -293,8 +290,7 @@ orphan_sweep(struct kvx_room_table_node *n, void *arg)
 	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
 		if (w->d->engines[i] && w->d->engines[i]->id == r->engine_id)
 			engine_alive = true;
-	if (!engine_alive && kvx_room_state_terminal(kvxd_room_state(r)) &&
-	    kvxd_room_quiescent(r))
+	if (!engine_alive && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r))
 		kvxd_room_remove(w->d, r);
 	return 0;
 }

@@ -81,7 +81,8 @@ kvxd_engine_accept(struct kvxd *d)
 			}
 		e = slot >= 0 ? calloc(1, sizeof(*e)) : NULL;
 		if (!e) {
-			KVX_WARN("engine connection refused: %d sessions already", KVXD_MAX_ENGINES);
+			KVX_WARN("engine connection refused: %d sessions already",
+				 KVXD_MAX_ENGINES);
 			close(fd);
 			continue;
 		}
@@ -486,11 +487,10 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_POOL_UNREG: {
-		struct kvxd_pool *p = len == sizeof(struct kvx_eng_pool_unreg)
-					      ? pool_get(d, e,
-							 ((const struct kvx_eng_pool_unreg *)buf)
-								 ->pool_id)
-					      : NULL;
+		struct kvxd_pool *p =
+			len == sizeof(struct kvx_eng_pool_unreg)
+				? pool_get(d, e, ((const struct kvx_eng_pool_unreg *)buf)->pool_id)
+				: NULL;
 
 		reply(e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
 		break;
@@ -590,13 +590,13 @@ room_line(struct kvx_room_table_node *n, void *arg)
 
 	w->n++;
 	if (w->off + 200 < w->len)
-		w->off += snprintf(w->out + w->off, w->len - w->off,
-				   "room %llu %s gen %u state %s outstanding %llu%s%s\n",
-				   (unsigned long long)r->id, kvx_room_role_str(r->role), r->gen,
-				   kvx_room_state_str(kvxd_room_state(r)),
-				   (unsigned long long)(atomic_load(&r->wr_posted) -
-							atomic_load(&r->wr_done)),
-				   r->reason[0] ? " reason: " : "", r->reason);
+		w->off += snprintf(
+			w->out + w->off, w->len - w->off,
+			"room %llu %s gen %u state %s outstanding %llu%s%s\n",
+			(unsigned long long)r->id, kvx_room_role_str(r->role), r->gen,
+			kvx_room_state_str(kvxd_room_state(r)),
+			(unsigned long long)(atomic_load(&r->wr_posted) - atomic_load(&r->wr_done)),
+			r->reason[0] ? " reason: " : "", r->reason);
 	return 0;
 }
 
@@ -606,10 +606,10 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 	size_t off = 0;
 
 	out[0] = '\0';
-#define P(...)                                                                                     \
-	do {                                                                                       \
-		if (off < len)                                                                     \
-			off += snprintf(out + off, len - off, __VA_ARGS__);                        \
+#define P(...)                                                              \
+	do {                                                                \
+		if (off < len)                                              \
+			off += snprintf(out + off, len - off, __VA_ARGS__); \
 	} while (0)
 	if (strcmp(cmd, "peers") == 0) {
 		for (int i = 0; i < d->npeers; i++) {
@@ -648,6 +648,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("events_sent_total", c->events_sent);
 		C("events_dropped_total", c->events_dropped);
 		C("status_pushed_total", c->status_pushed);
+		C("status_queued_total", c->status_queued);
+		C("status_dropped_total", c->status_dropped);
 		C("status_received_total", c->status_received);
 		C("rooms_opened_total", c->rooms_opened);
 		C("rooms_closed_total", c->rooms_closed);
@@ -657,8 +659,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		for (int i = 0; i < d->ncores; i++) {
 			struct kvxd_core_stats *s = &d->cores[i].st;
 
-#define S(metric, f)                                                                                 \
-	P("kvx_core_" metric "{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i,                     \
+#define S(metric, f)                                                             \
+	P("kvx_core_" metric "{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i, \
 	  (unsigned long long)atomic_load_explicit(&s->f, memory_order_relaxed))
 			S("iterations_total", iterations);
 			S("parks_total", parks);

@@ -20,7 +20,7 @@
 
 #define KVXD_MAX_ENGINES 64
 #define KVXD_MAX_POOLS 256
-#define KVXD_MAX_PENDING 16	/* accepted sockets that have not said HELLO yet */
+#define KVXD_MAX_PENDING 16 /* accepted sockets that have not said HELLO yet */
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
 
 enum kvxd_fd_kind {
@@ -50,9 +50,9 @@ struct kvxd_stream {
 };
 
 enum kvxd_journal_kind {
-	KVXD_J_QPC,	 /* a QP context (memory) */
-	KVXD_J_QP,	 /* a QP created on a core's CQ */
-	KVXD_J_SOCKET,	 /* the control connection */
+	KVXD_J_QPC,    /* a QP context (memory) */
+	KVXD_J_QP,     /* a QP created on a core's CQ */
+	KVXD_J_SOCKET, /* the control connection */
 };
 
 struct kvxd_journal_entry {
@@ -67,11 +67,11 @@ struct kvxd_journal {
 };
 
 enum kvxd_peer_state {
-	KVXD_PEER_IDLE = 0,	  /* no connection; the initiator retries at retry_at_ms */
-	KVXD_PEER_CONNECTING,	  /* TCP connect in progress */
-	KVXD_PEER_HELLO,	  /* HELLO sent / awaited */
-	KVXD_PEER_QP_EXCHANGE,	  /* QPs created, QP_INFO / QP_READY exchange */
-	KVXD_PEER_READY,	  /* published to the polling cores */
+	KVXD_PEER_IDLE = 0,    /* no connection; the initiator retries at retry_at_ms */
+	KVXD_PEER_CONNECTING,  /* TCP connect in progress */
+	KVXD_PEER_HELLO,       /* HELLO sent / awaited */
+	KVXD_PEER_QP_EXCHANGE, /* QPs created, QP_INFO / QP_READY exchange */
+	KVXD_PEER_READY,       /* published to the polling cores */
 };
 
 struct kvxd_peer {
@@ -90,6 +90,10 @@ struct kvxd_peer {
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms;
 	char last_error[256];
+	/* ROOM_STATUS frames waiting for a (replacement) connection: a failure push is never lost
+	 * to a connection that is being replaced */
+	struct kvx_wire_room_status *pend_status;
+	int npend_status, cap_status;
 	uint64_t n_handshakes, n_setup_failures, n_resets;
 };
 
@@ -103,8 +107,8 @@ struct kvxd_engine {
 
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
-		events_sent, events_dropped, status_pushed, status_received, rooms_opened,
-		rooms_closed, waiting_timeouts, qp_replaced;
+		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
+		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced;
 };
 
 struct kvxd {
@@ -153,6 +157,9 @@ void kvxd_peer_accept(struct kvxd *d);
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);
 void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
 int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m);
+/* Send a ROOM_STATUS now, or as soon as the peer is READY again. */
+void kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p,
+			   const struct kvx_wire_room_status *st);
 struct kvxd_peer *kvxd_peer_find(struct kvxd *d, const char *name);
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
 const char *kvxd_peer_state_str(int state);

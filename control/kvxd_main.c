@@ -25,8 +25,9 @@
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: kvxd -c FILE            run the node described by FILE\n"
-		   "       kvxd --check-config -c FILE   validate FILE, print the effective config\n");
+	fprintf(f,
+		"usage: kvxd -c FILE            run the node described by FILE\n"
+		"       kvxd --check-config -c FILE   validate FILE, print the effective config\n");
 }
 
 static int

@@ -167,6 +167,54 @@ kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m
 	return stream_flush(d, &p->s);
 }
 
+#define STATUS_QUEUE_MAX 4096
+
+void
+kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS, .u.room_status = *st};
+
+	if (p->state == KVXD_PEER_READY && p->npend_status == 0 && kvxd_peer_send(d, p, &m) == 0) {
+		d->ctr.status_pushed++;
+		return;
+	}
+	if (p->npend_status == p->cap_status) {
+		int cap = p->cap_status ? 2 * p->cap_status : 64;
+		void *nb = cap <= STATUS_QUEUE_MAX
+				   ? realloc(p->pend_status, sizeof(*p->pend_status) * cap)
+				   : NULL;
+
+		if (!nb) {
+			d->ctr.status_dropped++;
+			KVX_ERR("peer %s: ROOM_STATUS queue full: room %llu's failure not pushed",
+				p->name, (unsigned long long)st->room);
+			return;
+		}
+		p->pend_status = nb;
+		p->cap_status = cap;
+	}
+	p->pend_status[p->npend_status++] = *st;
+	d->ctr.status_queued++;
+}
+
+static void
+flush_status(struct kvxd *d, struct kvxd_peer *p)
+{
+	int i;
+
+	for (i = 0; i < p->npend_status; i++) {
+		struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS,
+					 .u.room_status = p->pend_status[i]};
+
+		if (kvxd_peer_send(d, p, &m))
+			break;
+		d->ctr.status_pushed++;
+	}
+	memmove(p->pend_status, p->pend_status + i,
+		sizeof(*p->pend_status) * (p->npend_status - i));
+	p->npend_status -= i;
+}
+
 /* ---- journal ------------------------------------------------------------------------------- */
 
 static void
@@ -339,6 +387,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->n_handshakes++;
 	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores,
 		 d->ncores > 1 ? "s" : "");
+	flush_status(d, p);
 	kvxd_send_meta_for_peer(d, p);
 }
 
@@ -532,8 +581,8 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 	switch (m->type) {
 	case KVX_WIRE_HELLO_ACK:
 		if (strcmp(m->u.hello.name, p->name) != 0) {
-			snprintf(p->last_error, sizeof(p->last_error),
-				 "dialed %s but %s answered", p->name, m->u.hello.name);
+			snprintf(p->last_error, sizeof(p->last_error), "dialed %s but %s answered",
+				 p->name, m->u.hello.name);
 			return -EPROTO;
 		}
 		return setup_qps(d, p);
@@ -629,8 +678,8 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 			return;
 		}
 		if (frc) {
-			peer_fail(d, p, frc, frc == -ECONNRESET ? "peer closed the connection"
-							    : "recv");
+			peer_fail(d, p, frc,
+				  frc == -ECONNRESET ? "peer closed the connection" : "recv");
 			return;
 		}
 	}
@@ -705,8 +754,9 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events)
 	p = kvxd_peer_find(d, m.u.hello.name);
 	if (!p || !p->allowed || p->initiator) {
 		KVX_WARN("incoming connection from '%s' refused: %s", m.u.hello.name,
-			 !p ? "not a configured peer"
-			    : !p->allowed ? "not on the allow-list" : "we dial that peer");
+			 !p	       ? "not a configured peer"
+			 : !p->allowed ? "not on the allow-list"
+				       : "we dial that peer");
 		pending_drop(d, s, true);
 		return;
 	}
