@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,67 @@ reply(struct kvxd_engine *e, uint64_t seq, int status, int64_t value, const char
 		.value = value,
 	};
 	memcpy(buf + sizeof(*r), text, tlen);
-	return send(e->fd, buf, r->hdr.len, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	for (int tries = 0; tries < 2; tries++) {
+		struct pollfd pfd = {.fd = e->fd, .events = POLLOUT};
+
+		if (send(e->fd, buf, r->hdr.len, MSG_NOSIGNAL) == (ssize_t)r->hdr.len)
+			return 0;
+		if (errno != EAGAIN)
+			break;
+		/* libkvx reads while it waits for this reply: a short, bounded wait */
+		poll(&pfd, 1, 100);
+	}
+	KVX_WARN("engine %d: reply to request %llu not delivered: %s", e->id,
+		 (unsigned long long)seq, strerror(errno));
+	return -errno;
+}
+
+#define EVQ_MAX (1u << 16)
+
+static void engine_close(struct kvxd *d, struct kvxd_engine *e);
+
+/* Send queued events in order; returns 0, or -errno when the session broke. */
+static int
+evq_flush(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->evq_len) {
+		struct kvx_eng_event *m = &e->evq[e->evq_head];
+
+		if (send(e->fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			if (errno == EAGAIN)
+				break;
+			return -errno;
+		}
+		d->ctr.events_sent++;
+		e->evq_head = (e->evq_head + 1) % e->evq_cap;
+		e->evq_len--;
+	}
+	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->evq_len ? EPOLLOUT : 0));
+	return 0;
+}
+
+static int
+evq_push(struct kvxd_engine *e, const struct kvx_eng_event *m)
+{
+	if (e->evq_len == e->evq_cap) {
+		uint32_t cap = e->evq_cap ? 2 * e->evq_cap : 256;
+		struct kvx_eng_event *nq;
+
+		if (cap > EVQ_MAX)
+			return -ENOBUFS;
+		nq = malloc(sizeof(*nq) * cap);
+		if (!nq)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < e->evq_len; i++)
+			nq[i] = e->evq[(e->evq_head + i) % e->evq_cap];
+		free(e->evq);
+		e->evq = nq;
+		e->evq_cap = cap;
+		e->evq_head = 0;
+	}
+	e->evq[(e->evq_head + e->evq_len) % e->evq_cap] = *m;
+	e->evq_len++;
+	return 0;
 }
 
 int
@@ -118,11 +179,27 @@ kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev
 	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
 	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)}, .ev = *ev};
 
-	if (!e || send(e->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+	if (!e) {
 		d->ctr.events_dropped++;
 		return -ENOTCONN;
 	}
-	d->ctr.events_sent++;
+	if (e->evq_len == 0 && send(e->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == 0) {
+		d->ctr.events_sent++;
+		return 0;
+	}
+	if (e->evq_len == 0 && errno != EAGAIN) {
+		d->ctr.events_dropped++;
+		return -errno;
+	}
+	if (evq_push(e, &m)) {
+		/* an engine that stopped reading its events loses its session, nothing else */
+		KVX_WARN("engine %d: %u events unread: closing its session", e->id, e->evq_len);
+		d->ctr.events_dropped += e->evq_len + 1;
+		engine_close(d, e);
+		return -ENOBUFS;
+	}
+	if (e->evq_len == 1)
+		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
 	return 0;
 }
 
@@ -439,6 +516,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 			pool_unregister(d, p);
 	}
 	KVX_INFO("engine %d disconnected", e->id);
+	free(e->evq);
 	free(e);
 }
 
@@ -540,6 +618,12 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 {
 	static uint8_t buf[KVX_ENG_MSG_MAX + 1];
 
+	if ((events & EPOLLOUT) && evq_flush(d, e)) {
+		engine_close(d, e);
+		return;
+	}
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		return;
 	for (int i = 0; i < 64; i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
@@ -571,7 +655,6 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		}
 		handle(d, e, buf, (size_t)n, fd);
 	}
-	(void)events;
 }
 
 /* ---- operator commands --------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 
 #include "kvx/kvx.h"
 #include "core/config.h"
+#include "core/engine_proto.h"
 #include "core/room_table.h"
 #include "core/wire.h"
 #include "verbs/pcore.h"
@@ -103,6 +104,10 @@ struct kvxd_engine {
 	struct kvxd_fd ev;
 	bool hello;
 	uid_t uid;
+	/* events the socket could not take yet (sent in order on EPOLLOUT; never dropped while
+	 * the engine is connected) */
+	struct kvx_eng_event *evq;
+	uint32_t evq_head, evq_len, evq_cap;
 };
 
 struct kvxd_counters {
