@@ -15,7 +15,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVX_UNIT_ONLY=OFF >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
 build-asan: deps

@@ -75,6 +75,12 @@ enum kvxd_peer_state {
 	KVXD_PEER_READY,       /* published to the polling cores */
 };
 
+struct kvxd_status_entry {
+	struct kvx_wire_room_status st;
+	uint64_t queued_ms;
+	uint32_t sent_epoch; /* 0: not sent yet */
+};
+
 struct kvxd_peer {
 	int idx;
 	char name[KVX_CFG_NAME_MAX];
@@ -91,9 +97,10 @@ struct kvxd_peer {
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms;
 	char last_error[256];
-	/* ROOM_STATUS frames waiting for a (replacement) connection: a failure push is never lost
-	 * to a connection that is being replaced */
-	struct kvx_wire_room_status *pend_status;
+	/* ROOM_STATUS frames of the last waiting_ms, sent or not.  A frame written into a
+	 * connection that the far side was closing at the same moment is lost with it, so every
+	 * new session of the peer starts by (re)sending these; decode drops duplicates. */
+	struct kvxd_status_entry *pend_status;
 	int npend_status, cap_status;
 	uint64_t n_handshakes, n_setup_failures, n_resets;
 };

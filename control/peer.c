@@ -169,15 +169,40 @@ kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m
 
 #define STATUS_QUEUE_MAX 4096
 
+/* Drop entries older than the waiting timeout: decode has failed those rooms by itself. */
+static void
+status_prune(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
+{
+	int i = 0;
+
+	while (i < p->npend_status && p->pend_status[i].queued_ms + d->cfg.waiting_ms < now)
+		i++;
+	memmove(p->pend_status, p->pend_status + i,
+		sizeof(*p->pend_status) * (p->npend_status - i));
+	p->npend_status -= i;
+}
+
+static int
+status_send(struct kvxd *d, struct kvxd_peer *p, struct kvxd_status_entry *e)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS, .u.room_status = e->st};
+	int rc = kvxd_peer_send(d, p, &m);
+
+	if (rc == 0) {
+		if (!e->sent_epoch)
+			d->ctr.status_pushed++;
+		e->sent_epoch = p->epoch;
+	}
+	return rc;
+}
+
 void
 kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
 {
-	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS, .u.room_status = *st};
+	uint64_t now = kvxd_now_ms();
+	struct kvxd_status_entry *e;
 
-	if (p->state == KVXD_PEER_READY && p->npend_status == 0 && kvxd_peer_send(d, p, &m) == 0) {
-		d->ctr.status_pushed++;
-		return;
-	}
+	status_prune(d, p, now);
 	if (p->npend_status == p->cap_status) {
 		int cap = p->cap_status ? 2 * p->cap_status : 64;
 		void *nb = cap <= STATUS_QUEUE_MAX
@@ -193,26 +218,22 @@ kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire
 		p->pend_status = nb;
 		p->cap_status = cap;
 	}
-	p->pend_status[p->npend_status++] = *st;
+	e = &p->pend_status[p->npend_status++];
+	*e = (struct kvxd_status_entry){.st = *st, .queued_ms = now};
 	d->ctr.status_queued++;
+	if (p->state == KVXD_PEER_READY)
+		status_send(d, p, e);
 }
 
+/* A new session: send every failure of the last waiting_ms again, in order. */
 static void
 flush_status(struct kvxd *d, struct kvxd_peer *p)
 {
-	int i;
-
-	for (i = 0; i < p->npend_status; i++) {
-		struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS,
-					 .u.room_status = p->pend_status[i]};
-
-		if (kvxd_peer_send(d, p, &m))
+	status_prune(d, p, kvxd_now_ms());
+	for (int i = 0; i < p->npend_status; i++)
+		if (p->pend_status[i].sent_epoch != p->epoch &&
+		    status_send(d, p, &p->pend_status[i]))
 			break;
-		d->ctr.status_pushed++;
-	}
-	memmove(p->pend_status, p->pend_status + i,
-		sizeof(*p->pend_status) * (p->npend_status - i));
-	p->npend_status -= i;
 }
 
 /* ---- journal ------------------------------------------------------------------------------- */

@@ -215,8 +215,8 @@ cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, u
 	uint32_t qpn)
 {
 	static const char *const str[] = {"success", "Work Request Flushed Error",
-					  "transport retry counter exceeded",
-					  "remote access error", "general error"};
+					  "transport retry counter exceeded", "remote access error",
+					  "general error"};
 	struct kvx_vx_wc *w = &c->wc[c->tail++ % FAKE_CQ_DEPTH];
 	uint64_t one = 1;
 

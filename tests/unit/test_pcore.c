@@ -36,6 +36,8 @@ struct env {
 	struct kvxd_msg out[4096];
 	int nout;
 	uint32_t next_token;
+	struct kvxd_room *rooms[64];
+	int nrooms;
 };
 
 static struct env E;
@@ -111,11 +113,49 @@ setup(void **state)
 	return 0;
 }
 
+static struct kvxd_room *
+track(struct kvxd_room *r)
+{
+	assert_true(E.nrooms < 64);
+	E.rooms[E.nrooms++] = r;
+	return r;
+}
+
 static int
 teardown(void **state)
 {
+	for (int i = 0; i < E.nrooms; i++) {
+		struct kvxd_room *r = E.rooms[i];
+
+		kvx_room_table_del(E.by_id, &r->by_id);
+		if (r->role == KVX_ROOM_DECODE)
+			kvx_room_table_del(E.by_token, &r->by_token);
+		while (r->pend_head) {
+			struct kvxd_chunk *ch = r->pend_head;
+
+			r->pend_head = ch->next;
+			free(ch);
+		}
+		free(r->meta);
+		free(r);
+	}
+	for (struct side *s = &E.pf; s; s = s == &E.pf ? &E.dc : NULL) {
+		assert_int_equal(kvx_vx->qp_destroy(s->qpc->qp), 0);
+		kvx_pcore_qpc_free(s->qpc);
+		assert_int_equal(kvx_vx->mr_dereg(s->pool.mr), 0);
+		free(s->mem);
+		kvx_pcore_fini(&s->core);
+	}
+	assert_int_equal(kvx_room_table_destroy(E.by_id), 0);
+	assert_int_equal(kvx_room_table_destroy(E.by_token), 0);
+	assert_int_equal(kvx_vx->dev_close(E.dev), 0);
+	/* everything the test acquired through the seam was released */
+	assert_int_equal(fake_vx_live().qp, 0);
+	assert_int_equal(fake_vx_live().mr, 0);
+	assert_int_equal(fake_vx_live().cq, 0);
+	assert_int_equal(fake_vx_live().dev, 0);
 	rcu_unregister_thread();
-	return 0; /* the process ends; the fake's memory goes with it */
+	return 0;
 }
 
 /* Step both cores until neither does anything; collect their outboxes. */
@@ -126,9 +166,12 @@ run(void)
 		int work = kvx_pcore_poll_once(&E.pf.core) + kvx_pcore_poll_once(&E.dc.core);
 		int n;
 
-		for (struct kvxd_core *c = &E.pf.core; c;
-		     c = c == &E.pf.core ? &E.dc.core : NULL)
+		for (struct kvxd_core *c = &E.pf.core; c; c = c == &E.pf.core ? &E.dc.core : NULL)
 			while ((n = kvx_mbox_get_burst(c->outbox, &E.out[E.nout], 16)) > 0) {
+				for (int k = E.nout; k < E.nout + n; k++)
+					if (E.out[k].type == KVXD_MSG_CHUNK_FREE ||
+					    E.out[k].type == KVXD_MSG_META_FREE)
+						free(E.out[k].ptr);
 				E.nout += n;
 				work += n;
 				assert_true(E.nout < 4000);
@@ -183,7 +226,7 @@ count_msgs(uint32_t type)
 static struct kvxd_room *
 decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 {
-	struct kvxd_room *r = calloc(1, sizeof(*r));
+	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN};
 
 	r->id = id;
@@ -206,7 +249,7 @@ decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 static struct kvxd_room *
 prefill_room(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages)
 {
-	struct kvxd_room *r = calloc(1, sizeof(*r));
+	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 4 * npages);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
@@ -239,8 +282,11 @@ submit(struct kvxd_room *r, uint32_t index, const uint32_t *src, uint32_t npages
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * npages);
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
 
-	*ch = (struct kvxd_chunk){
-		.pool = &E.pf.pool, .index = index, .npages = npages, .dst_offset = off, .last = last};
+	*ch = (struct kvxd_chunk){.pool = &E.pf.pool,
+				  .index = index,
+				  .npages = npages,
+				  .dst_offset = off,
+				  .last = last};
 	memcpy(ch->pages, src, 4 * npages);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
 }
@@ -291,7 +337,7 @@ static void
 test_chunks_wait_for_meta(void **state)
 {
 	uint32_t src[2] = {5, 6}, dst[2] = {7, 8};
-	struct kvxd_room *d = decode_room(6, dst, 2), *p = calloc(1, sizeof(*p));
+	struct kvxd_room *d = decode_room(6, dst, 2), *p = track(calloc(1, sizeof(*p)));
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 8);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = p, .ptr = meta};
 
