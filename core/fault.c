@@ -24,8 +24,9 @@ kvx_fault_name(enum kvx_fault_point p)
 unsigned long
 kvx_fault_fired(enum kvx_fault_point p)
 {
-	return p < KVX_FAULT_COUNT ? atomic_load_explicit(&fault_fired_count[p], memory_order_relaxed)
-				   : 0;
+	return p < KVX_FAULT_COUNT
+		       ? atomic_load_explicit(&fault_fired_count[p], memory_order_relaxed)
+		       : 0;
 }
 
 bool

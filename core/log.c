@@ -36,8 +36,11 @@ kvx_log(int level, const char *where, const char *fmt, ...)
 	if (level > log_level)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(line, sizeof(line), "%ld.%06ld %s %s %s: ", (long)ts.tv_sec,
-		     ts.tv_nsec / 1000, log_ident, level_str[level < 0 ? 0 : level > 3 ? 3 : level],
+	n = snprintf(line, sizeof(line), "%ld.%06ld %s %s %s: ", (long)ts.tv_sec, ts.tv_nsec / 1000,
+		     log_ident,
+		     level_str[level < 0   ? 0
+			       : level > 3 ? 3
+					   : level],
 		     where);
 	if (n < 0)
 		return;

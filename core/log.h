@@ -16,15 +16,16 @@ enum kvx_log_level {
 
 void kvx_log_init(const char *ident, int level);
 int kvx_log_level(void);
-void kvx_log(int level, const char *where, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void kvx_log(int level, const char *where, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #define KVX_ERR(...) kvx_log(KVX_LOG_ERROR, __func__, __VA_ARGS__)
 #define KVX_WARN(...) kvx_log(KVX_LOG_WARN, __func__, __VA_ARGS__)
 #define KVX_INFO(...) kvx_log(KVX_LOG_INFO, __func__, __VA_ARGS__)
-#define KVX_DEBUG(...)                                                                             \
-	do {                                                                                       \
-		if (kvx_log_level() >= KVX_LOG_DEBUG)                                              \
-			kvx_log(KVX_LOG_DEBUG, __func__, __VA_ARGS__);                             \
+#define KVX_DEBUG(...)                                                 \
+	do {                                                           \
+		if (kvx_log_level() >= KVX_LOG_DEBUG)                  \
+			kvx_log(KVX_LOG_DEBUG, __func__, __VA_ARGS__); \
 	} while (0)
 
 #endif /* KVX_CORE_LOG_H */

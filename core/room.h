@@ -57,8 +57,7 @@ int kvx_room_fsm_set(struct kvx_room_fsm *f, enum kvx_room_state to, struct kvx_
 static inline int
 kvx_room_state_terminal(int state)
 {
-	return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_FAILED ||
-	       state == KVX_ROOM_RELEASED;
+	return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_FAILED || state == KVX_ROOM_RELEASED;
 }
 
 #endif /* KVX_CORE_ROOM_H */

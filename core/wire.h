@@ -144,7 +144,7 @@ uint32_t kvx_wire_room_meta_page(const struct kvx_wire_room_meta *rm, uint32_t i
 /* Sequence state of one session, from the local side's point of view. */
 struct kvx_wire_seq {
 	bool initiator;
-	bool got_hello;	   /* acceptor: HELLO received */
+	bool got_hello;	    /* acceptor: HELLO received */
 	bool got_hello_ack; /* initiator: HELLO_ACK received */
 	bool got_qp_info;
 	bool got_qp_ready;

@@ -131,8 +131,7 @@ drop_pending(struct kvxd_core *c, struct kvxd_room *r)
 }
 
 /* Fail a room (sticky).  A prefill room pushes the failure to its decode endpoint at once. */
-static void
-room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
+static void room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 static void
@@ -316,7 +315,8 @@ chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
 			x = &q->chain[q->chain_n++];
 			*x = (struct kvx_vx_write){
 				.wr_id = (uint64_t)(uintptr_t)w,
-				.laddr = (uint64_t)(uintptr_t)(p->base + ((uint64_t)b * p->npages + s) * ps),
+				.laddr = (uint64_t)(uintptr_t)(p->base +
+							       ((uint64_t)b * p->npages + s) * ps),
 				.len = run * ps,
 				.lkey = p->lkey,
 				.raddr = m->addr + ((uint64_t)b * m->pool_npages + d) * ps,
@@ -381,7 +381,8 @@ ready_drain(struct kvxd_core *c)
 			}
 			n = chunk_build(c, r, q, ch);
 			if (n < 0) {
-				room_fail(c, r, n, "chunk %u needs more WRs than the send queue holds",
+				room_fail(c, r, n,
+					  "chunk %u needs more WRs than the send queue holds",
 					  ch->index);
 				break;
 			}
@@ -486,8 +487,8 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 static void
 on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 {
-	struct kvxd_qpc *q = caa_container_of((uint8_t *)(uintptr_t)wc->wr_id, struct kvxd_qpc,
-					      recv_tag);
+	struct kvxd_qpc *q =
+		caa_container_of((uint8_t *)(uintptr_t)wc->wr_id, struct kvxd_qpc, recv_tag);
 	struct kvx_room_table_node *n;
 	struct kvxd_room *r;
 	uint32_t src, bit;

@@ -125,21 +125,21 @@ struct kvxd_qpc {
 
 enum kvxd_msg_type {
 	/* control -> core */
-	KVXD_MSG_QP_ADD = 1,	 /* qpc: start using it for its peer */
-	KVXD_MSG_QP_REMOVE,	 /* qpc: the control core moved it to ERR; retire when drained */
-	KVXD_MSG_ROOM_OPEN,	 /* decode room: metas are going out */
-	KVXD_MSG_ROOM_FAIL,	 /* room: fail it (error, reason) */
-	KVXD_MSG_ROOM_META,	 /* prefill room + meta */
-	KVXD_MSG_CHUNK,		 /* prefill room + chunk */
-	KVXD_MSG_ROOM_DROP,	 /* room left the tables: return it for freeing */
+	KVXD_MSG_QP_ADD = 1, /* qpc: start using it for its peer */
+	KVXD_MSG_QP_REMOVE,  /* qpc: the control core moved it to ERR; retire when drained */
+	KVXD_MSG_ROOM_OPEN,  /* decode room: metas are going out */
+	KVXD_MSG_ROOM_FAIL,  /* room: fail it (error, reason) */
+	KVXD_MSG_ROOM_META,  /* prefill room + meta */
+	KVXD_MSG_CHUNK,	     /* prefill room + chunk */
+	KVXD_MSG_ROOM_DROP,  /* room left the tables: return it for freeing */
 	/* core -> control */
-	KVXD_MSG_EVENT = 32,	 /* room state changed (state, error, reason) */
-	KVXD_MSG_STATUS_PUSH,	 /* prefill room failed: tell the decode endpoint */
-	KVXD_MSG_QP_QUIESCED,	 /* errored qpc has no WR left: replace the connection */
-	KVXD_MSG_QP_RETIRED,	 /* qpc drained after QP_REMOVE: destroy it */
-	KVXD_MSG_ROOM_FREE,	 /* room: free after a grace period */
-	KVXD_MSG_CHUNK_FREE,	 /* chunk: free */
-	KVXD_MSG_META_FREE,	 /* meta: free */
+	KVXD_MSG_EVENT = 32,  /* room state changed (state, error, reason) */
+	KVXD_MSG_STATUS_PUSH, /* prefill room failed: tell the decode endpoint */
+	KVXD_MSG_QP_QUIESCED, /* errored qpc has no WR left: replace the connection */
+	KVXD_MSG_QP_RETIRED,  /* qpc drained after QP_REMOVE: destroy it */
+	KVXD_MSG_ROOM_FREE,   /* room: free after a grace period */
+	KVXD_MSG_CHUNK_FREE,  /* chunk: free */
+	KVXD_MSG_META_FREE,   /* meta: free */
 };
 
 struct kvxd_msg {
@@ -158,8 +158,8 @@ struct kvxd_msg {
 
 /* Counters: single writer (the core), read relaxed by the control core. */
 struct kvxd_core_stats {
-	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm,
-		bad_imm, bytes_posted, rooms_success, rooms_failed, outbox_full;
+	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
+		bytes_posted, rooms_success, rooms_failed, outbox_full;
 };
 
 struct kvxd_core {

@@ -48,7 +48,8 @@ kvx_topo_pick_poll_cpus(const char *devname, int control_cpu, int *out, int max)
 		/* walk down */
 		int prev = -1;
 
-		for (int c = hwloc_bitmap_first(set); c >= 0 && c < cpu; c = hwloc_bitmap_next(set, c))
+		for (int c = hwloc_bitmap_first(set); c >= 0 && c < cpu;
+		     c = hwloc_bitmap_next(set, c))
 			prev = c;
 		cpu = prev;
 	}

@@ -39,17 +39,17 @@ enum kvx_vx_wc_status {
 };
 
 enum kvx_vx_wc_opcode {
-	KVX_VX_WC_WRITE = 0,	      /* a posted RDMA WRITE (or WRITE_WITH_IMM) completed */
+	KVX_VX_WC_WRITE = 0,	     /* a posted RDMA WRITE (or WRITE_WITH_IMM) completed */
 	KVX_VX_WC_RECV_WITH_IMM = 1, /* a remote WRITE_WITH_IMM consumed one posted receive */
-	KVX_VX_WC_RECV = 2,	      /* flushed receive (status != SUCCESS) */
+	KVX_VX_WC_RECV = 2,	     /* flushed receive (status != SUCCESS) */
 };
 
 struct kvx_vx_wc {
 	uint64_t wr_id;
-	uint32_t status; /* enum kvx_vx_wc_status */
-	uint32_t opcode; /* enum kvx_vx_wc_opcode */
-	uint32_t imm;	 /* host order, for RECV_WITH_IMM */
-	uint32_t qpn;	 /* local QP number */
+	uint32_t status;	/* enum kvx_vx_wc_status */
+	uint32_t opcode;	/* enum kvx_vx_wc_opcode */
+	uint32_t imm;		/* host order, for RECV_WITH_IMM */
+	uint32_t qpn;		/* local QP number */
 	const char *status_str; /* ibv_wc_status_str() text for the log */
 };
 

@@ -148,8 +148,7 @@ ibv_mr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 
 	if (!m)
 		return -ENOMEM;
-	m->mr = ibv_reg_mr(d->pd, addr, len,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	m->mr = ibv_reg_mr(d->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!m->mr) {
 		int rc = errno ? -errno : -ENOMEM;
 
@@ -281,7 +280,8 @@ ibv_cq_poll_burst(struct kvx_vx_cq *c, struct kvx_vx_wc *out, int max)
 			o->qpn = wc[i].qp_num;
 			o->imm = 0;
 			if (wc[i].status != IBV_WC_SUCCESS)
-				/* opcode is undefined on error; the wr_id tag tells send from recv */
+				/* opcode is undefined on error; the wr_id tag tells send from recv
+				 */
 				o->opcode = KVX_VX_WC_RECV;
 			else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 				o->opcode = KVX_VX_WC_RECV_WITH_IMM;
@@ -439,8 +439,8 @@ ibv_qp_to_rtr(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *p)
 
 	memcpy(a.ah_attr.grh.dgid.raw, p->remote_gid, 16);
 	return modify(q, &a,
-		      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+		      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
 		      "RTR");
 }
 
@@ -484,13 +484,15 @@ ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, i
 		for (int i = 0; i < m; i++) {
 			const struct kvx_vx_write *x = &w[done + i];
 
-			sge[i] = (struct ibv_sge){.addr = x->laddr, .length = x->len, .lkey = x->lkey};
+			sge[i] = (struct ibv_sge){
+				.addr = x->laddr, .length = x->len, .lkey = x->lkey};
 			wr[i] = (struct ibv_send_wr){
 				.wr_id = x->wr_id,
 				.next = i + 1 < m ? &wr[i + 1] : NULL,
 				.sg_list = &sge[i],
 				.num_sge = 1,
-				.opcode = x->with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+				.opcode = x->with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM
+						      : IBV_WR_RDMA_WRITE,
 				.send_flags = IBV_SEND_SIGNALED,
 				.imm_data = htonl(x->imm),
 				.wr.rdma = {.remote_addr = x->raddr, .rkey = x->rkey},

@@ -18,9 +18,9 @@
 extern "C" {
 #endif
 
-#define KVX_NAME_MAX 64		/* node names, including the NUL */
-#define KVX_MAX_SOURCES 16	/* sources (prefill nodes) of one room */
-#define KVX_MAX_ROOM_PAGES 4096 /* destination pages of one room */
+#define KVX_NAME_MAX 64			      /* node names, including the NUL */
+#define KVX_MAX_SOURCES 16		      /* sources (prefill nodes) of one room */
+#define KVX_MAX_ROOM_PAGES 4096		      /* destination pages of one room */
 #define KVX_ROOM_ID_MAX ((uint64_t)INT64_MAX) /* room ids are 63-bit */
 
 struct kvx_conn;
@@ -43,16 +43,16 @@ const char *kvx_state_str(int state);
 struct kvx_pool_geometry {
 	uint32_t page_size; /* bytes, a multiple of 64, at most 16 MiB */
 	uint32_t npages;    /* pages per buffer */
-	uint32_t nbufs;     /* buffers (e.g. one per layer for K and one for V) */
+	uint32_t nbufs;	    /* buffers (e.g. one per layer for K and one for V) */
 };
 
 /* A room event: the room's state changed. */
 struct kvx_event {
 	uint64_t room;
 	uint32_t generation;
-	int32_t state;	   /* enum kvx_state */
-	int32_t error;	   /* 0, or the negative errno that explains FAILED */
-	char reason[96];   /* human-readable cause of FAILED, or "" */
+	int32_t state;	 /* enum kvx_state */
+	int32_t error;	 /* 0, or the negative errno that explains FAILED */
+	char reason[96]; /* human-readable cause of FAILED, or "" */
 };
 
 /* Connect to the kvxd listening on the Unix socket at path.  Returns NULL with errno set. */
