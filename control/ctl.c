@@ -20,13 +20,21 @@
 #define TICK_MS 20
 #define DRAIN_BOUND_MS 3000
 
-uint64_t
-kvxd_now_ms(void)
+static uint64_t
+monotonic_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t (*kvxd_clock_ms)(void) = monotonic_ms;
+
+uint64_t
+kvxd_now_ms(void)
+{
+	return kvxd_clock_ms();
 }
 
 int
@@ -345,8 +353,8 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	}
 }
 
-static void
-loop_once(struct kvxd *d, int timeout_ms)
+void
+kvxd_loop_once(struct kvxd *d, int timeout_ms)
 {
 	struct epoll_event ev[64];
 	int n;
@@ -396,7 +404,7 @@ kvxd_run(struct kvxd *d)
 	uint64_t until;
 
 	while (!d->stopping)
-		loop_once(d, TICK_MS);
+		kvxd_loop_once(d, TICK_MS);
 
 	/* Stop taking work, let in-flight WRs complete (bounded), then fence and retire every
 	 * QP through its core, and only then let main() tear the rest down in reverse order. */
@@ -404,14 +412,14 @@ kvxd_run(struct kvxd *d)
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, d->eng_fd, NULL);
 	until = kvxd_now_ms() + DRAIN_BOUND_MS;
 	while (!rooms_quiescent(d) && kvxd_now_ms() < until)
-		loop_once(d, 5);
+		kvxd_loop_once(d, 5);
 	if (!rooms_quiescent(d))
 		KVX_WARN("stopping with WRs still in flight after %d ms: fencing", DRAIN_BOUND_MS);
 	for (int i = 0; i < d->npeers; i++)
 		kvxd_peer_reset(d, &d->peers[i], "shutting down");
 	until = kvxd_now_ms() + DRAIN_BOUND_MS;
 	while (d->live_qpcs > 0 && kvxd_now_ms() < until)
-		loop_once(d, 5);
+		kvxd_loop_once(d, 5);
 	if (d->live_qpcs)
 		KVX_WARN("%d QPs not retired in %d ms", d->live_qpcs, DRAIN_BOUND_MS);
 	return 0;

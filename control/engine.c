@@ -738,6 +738,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("rooms_closed_total", c->rooms_closed);
 		C("waiting_timeouts_total", c->waiting_timeouts);
 		C("qp_replaced_total", c->qp_replaced);
+		C("journal_pending_entries", kvxd_journal_pending(d));
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int i = 0; i < d->ncores; i++) {
 			struct kvxd_core_stats *s = &d->cores[i].st;
@@ -762,6 +763,18 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 #undef C
 		return 0;
 	}
+	if (strncmp(cmd, "peer ", 5) == 0) {
+		char name[KVX_CFG_NAME_MAX], verb[16];
+		int rc;
+
+		if (sscanf(cmd + 5, "%63s %15s", name, verb) != 2) {
+			P("usage: peer NAME pause|resume|try\n");
+			return -EINVAL;
+		}
+		rc = kvxd_peer_admin(d, name, verb);
+		P(rc == 0 ? "peer %s: %s\n" : "peer %s: cannot %s\n", name, verb);
+		return rc;
+	}
 	if (strncmp(cmd, "fault ", 6) == 0) {
 		int rc = kvx_fault_arm_list(cmd + 6, out, len);
 
@@ -769,7 +782,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			P("armed %s\n", cmd + 6);
 		return rc;
 	}
-	P("commands: peers | rooms | counters | fault NAME:N\n");
+	P("commands: peers | rooms | counters | fault NAME:N[,NAME:N] | peer NAME "
+	  "pause|resume|try\n");
 	return strcmp(cmd, "help") == 0 ? 0 : -EINVAL;
 #undef P
 }

@@ -51,14 +51,24 @@ struct kvxd_stream {
 };
 
 enum kvxd_journal_kind {
-	KVXD_J_QPC,    /* a QP context (memory) */
-	KVXD_J_QP,     /* a QP created on a core's CQ */
-	KVXD_J_SOCKET, /* the control connection */
+	KVXD_J_SOCKET = 1, /* the control connection: close it */
+	KVXD_J_SLOT,	   /* the peer-table slot (the session): free it */
+	KVXD_J_QPC,	   /* a core's QP context (memory): free it */
+	KVXD_J_QP,	   /* a QP on a core's CQ: destroy it (through its core once published) */
+	KVXD_J_QP_ARMED,   /* a QP past RTR, able to take writes: fence it (error state) first */
+};
+
+enum kvxd_release_step {
+	KVXD_REL_NONE = 0,
+	KVXD_REL_REMOVING, /* published QP: its core drains it (QP_REMOVE sent) */
+	KVXD_REL_RETIRED,  /* its core gave it back: destroy it */
 };
 
 struct kvxd_journal_entry {
-	int kind;
-	int core;
+	uint8_t kind;
+	uint8_t core;
+	uint8_t step; /* enum kvxd_release_step (KVXD_J_QP) */
+	bool handed;  /* KVXD_J_QP: published to its polling core */
 };
 
 /* Every native resource a peer setup acquired, in order (DESIGN.md section 4). */
@@ -73,6 +83,7 @@ enum kvxd_peer_state {
 	KVXD_PEER_HELLO,       /* HELLO sent / awaited */
 	KVXD_PEER_QP_EXCHANGE, /* QPs created, QP_INFO / QP_READY exchange */
 	KVXD_PEER_READY,       /* published to the polling cores */
+	KVXD_PEER_CLOSING,     /* torn down; the journal is still being rolled back */
 };
 
 struct kvxd_status_entry {
@@ -94,6 +105,9 @@ struct kvxd_peer {
 	struct kvxd_qpc *qpc[KVX_MAX_CORES];
 	uint32_t psn[KVX_MAX_CORES];
 	bool sent_ready, got_ready;
+	bool paused;   /* operator: no connection until resumed */
+	bool try_once; /* operator: one attempt, pause again if it fails */
+	bool stalled;  /* fault handshake.stall: ignore this session's input */
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms;
 	char last_error[256];
@@ -147,10 +161,14 @@ struct kvxd {
 	struct kvxd_counters ctr;
 };
 
+/* Milliseconds on the monotonic clock; tests may replace kvxd_clock_ms. */
+extern uint64_t (*kvxd_clock_ms)(void);
 uint64_t kvxd_now_ms(void);
 
 /* ctl.c */
 int kvxd_run(struct kvxd *d);
+/* One control-loop iteration (tests step it). */
+void kvxd_loop_once(struct kvxd *d, int timeout_ms);
 /* After the polling cores stopped: destroy QPs they still hold, free every room. */
 void kvxd_shutdown_release(struct kvxd *d);
 int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
@@ -175,6 +193,8 @@ void kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p,
 struct kvxd_peer *kvxd_peer_find(struct kvxd *d, const char *name);
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
 const char *kvxd_peer_state_str(int state);
+int kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb);
+int kvxd_journal_pending(const struct kvxd *d);
 
 /* engine.c */
 int kvxd_engine_listen(struct kvxd *d);

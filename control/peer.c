@@ -6,6 +6,7 @@
  * same resources through the polling cores.  Thread: the control core.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,18 +19,19 @@
 #include <unistd.h>
 
 #include "control/kvxd.h"
+#include "core/fault.h"
 #include "core/log.h"
 
 #define RECONNECT_MS 200
 #define RX_MAX (2 * KVX_WIRE_FRAME_MAX)
 
-static const char *const peer_state_names[] = {"IDLE", "CONNECTING", "HELLO", "QP_EXCHANGE",
-					       "READY"};
+static const char *const peer_state_names[] = {"IDLE",	      "CONNECTING", "HELLO",
+					       "QP_EXCHANGE", "READY",	    "CLOSING"};
 
 const char *
 kvxd_peer_state_str(int state)
 {
-	return state >= 0 && state <= KVXD_PEER_READY ? peer_state_names[state] : "?";
+	return state >= 0 && state <= KVXD_PEER_CLOSING ? peer_state_names[state] : "?";
 }
 
 struct kvxd_peer *
@@ -238,54 +240,143 @@ flush_status(struct kvxd *d, struct kvxd_peer *p)
 
 /* ---- journal ------------------------------------------------------------------------------- */
 
+#define FAULT(p, point)                                                                         \
+	do {                                                                                    \
+		if (kvx_fault_hit(point)) {                                                     \
+			snprintf((p)->last_error, sizeof((p)->last_error), "injected fault %s", \
+				 kvx_fault_name(point));                                        \
+			return -EIO;                                                            \
+		}                                                                               \
+	} while (0)
+
+/* Record an acquisition right after it succeeded.  The journal is sized for every acquisition
+ * of one setup; running out is a programming error. */
 static void
 journal_push(struct kvxd_peer *p, int kind, int core)
 {
-	/* sized for every acquisition of one setup; overflow is a programming error */
+	assert(p->j.n < KVXD_JOURNAL_MAX);
+#ifndef KVXD_TEST_SKIP_JOURNAL /* the negative control of tests/unit/test_peer.c */
 	if (p->j.n < KVXD_JOURNAL_MAX)
 		p->j.e[p->j.n++] = (struct kvxd_journal_entry){.kind = kind, .core = core};
+#endif
 }
 
 static int
-journal_release(struct kvxd *d, struct kvxd_peer *p, const struct kvxd_journal_entry *e)
+release_socket(struct kvxd *d, struct kvxd_peer *p)
 {
-	int rc = 0;
-
-	switch (e->kind) {
-	case KVXD_J_QPC:
-		kvx_pcore_qpc_free(p->qpc[e->core]);
-		p->qpc[e->core] = NULL;
-		break;
-	case KVXD_J_QP:
-		rc = kvx_vx->qp_destroy(p->qpc[e->core]->qp);
-		if (rc == 0)
-			p->qpc[e->core]->qp = NULL;
-		break;
-	case KVXD_J_SOCKET:
-		epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL);
-		close(p->s.fd);
-		p->s.fd = -1;
-		stream_free_buffers(&p->s);
-		break;
-	}
-	return rc;
+	if (kvx_fault_hit(KVX_FAULT_RB_CLOSE_SOCKET))
+		return -EIO;
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL);
+	if (close(p->s.fd) < 0 && errno != EINTR)
+		KVX_WARN("peer %s: close: %s", p->name, strerror(errno));
+	p->s.fd = -1;
+	stream_free_buffers(&p->s);
+	return 0;
 }
 
-/* Release in reverse order; an entry leaves the journal only once its release succeeded. */
+/* The release call of one entry.  0: released; -EINPROGRESS: a polling core is draining the
+ * QP (the rollback resumes when it gives the QP back); other: the release failed. */
+static int
+journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *e)
+{
+	struct kvxd_qpc *q = e->kind >= KVXD_J_QPC ? p->qpc[e->core] : NULL;
+	int rc;
+
+	switch (e->kind) {
+	case KVXD_J_SOCKET:
+		return release_socket(d, p);
+	case KVXD_J_SLOT:
+		if (kvx_fault_hit(KVX_FAULT_RB_RELEASE_SLOT))
+			return -EIO;
+		p->sent_ready = p->got_ready = p->stalled = false;
+		return 0;
+	case KVXD_J_QPC:
+		kvx_pcore_qpc_free(q);
+		p->qpc[e->core] = NULL;
+		return 0;
+	case KVXD_J_QP_ARMED:
+		if (kvx_fault_hit(KVX_FAULT_RB_QP_TO_ERR))
+			return -EIO;
+		return kvx_vx->qp_to_err(q->qp);
+	case KVXD_J_QP:
+		if (e->handed && e->step == KVXD_REL_NONE) {
+			struct kvxd_msg m = {.type = KVXD_MSG_QP_REMOVE, .qpc = q};
+
+			if (kvx_pcore_send(&d->cores[e->core], &m))
+				return -EAGAIN; /* inbox full: the sweep retries */
+			e->step = KVXD_REL_REMOVING;
+		}
+		if (e->step == KVXD_REL_REMOVING)
+			return -EINPROGRESS;
+		if (kvx_fault_hit(KVX_FAULT_RB_DESTROY_QP))
+			return -EIO;
+		rc = kvx_vx->qp_destroy(q->qp);
+		if (rc == 0) {
+			q->qp = NULL;
+			if (e->handed)
+				d->live_qpcs--;
+		}
+		return rc;
+	}
+	return 0;
+}
+
+/* Release in reverse order; an entry leaves the journal only once its release succeeded.
+ * Returns 0 (empty), -EINPROGRESS (waiting for a core) or the failed release's error. */
 static int
 journal_rollback(struct kvxd *d, struct kvxd_peer *p)
 {
 	while (p->j.n > 0) {
-		int rc = journal_release(d, p, &p->j.e[p->j.n - 1]);
+		struct kvxd_journal_entry *e = &p->j.e[p->j.n - 1];
+		int rc = journal_release(d, p, e);
 
+		if (rc == -EINPROGRESS)
+			return rc;
 		if (rc) {
-			KVX_ERR("peer %s: rollback stopped with %d entries left: %s", p->name,
-				p->j.n, strerror(-rc));
+			KVX_ERR("peer %s: rollback stopped, %d entr%s left: %s", p->name, p->j.n,
+				p->j.n == 1 ? "y" : "ies", strerror(-rc));
 			return rc;
 		}
 		p->j.n--;
 	}
+	if (p->state == KVXD_PEER_CLOSING)
+		p->state = KVXD_PEER_IDLE;
 	return 0;
+}
+
+int
+kvxd_journal_pending(const struct kvxd *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < d->npeers; i++)
+		if (d->peers[i].state != KVXD_PEER_READY)
+			n += d->peers[i].j.n;
+	return n;
+}
+
+/* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
+void
+kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q)
+{
+	struct kvxd_peer *p = q->peer >= 0 && q->peer < d->npeers ? &d->peers[q->peer] : NULL;
+
+	for (int i = 0; p && i < p->j.n; i++) {
+		struct kvxd_journal_entry *e = &p->j.e[i];
+
+		if (e->kind == KVXD_J_QP && p->qpc[e->core] == q) {
+			e->step = KVXD_REL_RETIRED;
+			journal_rollback(d, p);
+			return;
+		}
+	}
+	/* not journaled (shutdown of a stopped core): release directly */
+	if (q->qp && kvx_vx->qp_destroy(q->qp) != 0) {
+		KVX_ERR("qp 0x%x: destroy failed; kept", q->qpn);
+		return;
+	}
+	kvx_pcore_qpc_free(q);
+	d->live_qpcs--;
 }
 
 /* ---- setup --------------------------------------------------------------------------------- */
@@ -313,6 +404,17 @@ qp_attr(struct kvxd *d, struct kvxd_peer *p, int core, const struct kvx_wire_qp_
 	return a;
 }
 
+/* The session slot, right after the control connection: from here on the peer has a session
+ * to roll back. */
+static int
+take_slot(struct kvxd_peer *p)
+{
+	p->sent_ready = p->got_ready = p->stalled = false;
+	journal_push(p, KVXD_J_SLOT, 0);
+	FAULT(p, KVX_FAULT_HS_AFTER_SLOT);
+	return 0;
+}
+
 /* Create one QP per core, move it to INIT, pre-post its receives, and send QP_INFO. */
 static int
 setup_qps(struct kvxd *d, struct kvxd_peer *p)
@@ -329,11 +431,13 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 			return -ENOMEM;
 		p->qpc[c] = q;
 		journal_push(p, KVXD_J_QPC, c);
+		FAULT(p, KVX_FAULT_HS_AFTER_QPC);
 		rc = kvx_vx->qp_create(d->dev, d->cores[c].cq, d->cfg.sq_depth, d->cfg.rq_depth,
 				       &q->qp);
 		if (rc)
 			return rc;
 		journal_push(p, KVXD_J_QP, c);
+		FAULT(p, KVX_FAULT_HS_AFTER_QP_CREATE);
 		q->qpn = kvx_vx->qp_num(q->qp);
 		q->peer = p->idx;
 		p->psn[c] = kvx_vx_random_psn();
@@ -341,6 +445,7 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		rc = kvx_vx->qp_to_init(q->qp, &a);
 		if (rc)
 			return rc;
+		FAULT(p, KVX_FAULT_HS_AFTER_QP_INIT);
 		ids = malloc(sizeof(*ids) * q->rq_depth);
 		if (!ids)
 			return -ENOMEM;
@@ -350,7 +455,8 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		free(ids);
 		if (rc)
 			return rc;
-		q->rq_posted = q->rq_depth;
+		q->rq_posted = q->rq_depth; /* destroying the QP takes them back */
+		FAULT(p, KVX_FAULT_HS_AFTER_RECV_POST);
 		m.u.qp_info.qp[c].qpn = q->qpn;
 		m.u.qp_info.qp[c].psn = p->psn[c];
 	}
@@ -361,6 +467,7 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 	return kvxd_peer_send(d, p, &m);
 }
 
+/* Validate the remote's QP data, bring every QP to RTS, send QP_READY. */
 static int
 connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *ri)
 {
@@ -378,92 +485,128 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 		rc = kvx_vx->qp_to_rtr(p->qpc[c]->qp, &a);
 		if (rc)
 			return rc;
+		journal_push(p, KVXD_J_QP_ARMED, c);
+		FAULT(p, KVX_FAULT_HS_AFTER_RTR);
 		rc = kvx_vx->qp_to_rts(p->qpc[c]->qp, &a);
 		if (rc)
 			return rc;
+		FAULT(p, KVX_FAULT_HS_AFTER_RTS);
 	}
 	p->sent_ready = true;
 	return kvxd_peer_send(d, p, &m);
 }
 
-/* Setup complete: hand the QPs to the polling cores; the journal's QP entries now belong to
- * the published-peer teardown (kvxd_peer_reset). */
-static void
+/* Setup complete: hand the QPs to the polling cores.  The journal stays as it is and becomes
+ * the published peer's teardown: one release path for both. */
+static int
 publish(struct kvxd *d, struct kvxd_peer *p)
 {
+	FAULT(p, KVX_FAULT_HS_BEFORE_PUBLISH);
 	p->epoch++;
-	for (int c = 0; c < d->ncores; c++) {
-		struct kvxd_msg m = {.type = KVXD_MSG_QP_ADD, .qpc = p->qpc[c]};
+	for (int i = 0; i < p->j.n; i++) {
+		struct kvxd_journal_entry *e = &p->j.e[i];
+		struct kvxd_msg m = {.type = KVXD_MSG_QP_ADD, .qpc = p->qpc[e->core]};
 
-		p->qpc[c]->epoch = p->epoch;
+		if (e->kind != KVXD_J_QP)
+			continue;
+		m.qpc->epoch = p->epoch;
+		if (kvx_pcore_send(&d->cores[e->core], &m))
+			return -EAGAIN; /* nothing was handed on this core: the rollback is local */
+		e->handed = true;
 		d->live_qpcs++;
-		if (kvx_pcore_send(&d->cores[c], &m))
-			KVX_ERR("core %d inbox full: peer %s QP not published", c, p->name);
 	}
-	/* only the socket stays journaled for the published peer */
-	p->j.n = 0;
-	journal_push(p, KVXD_J_SOCKET, 0);
 	p->state = KVXD_PEER_READY;
 	p->deadline_ms = 0;
+	p->try_once = false;
 	p->n_handshakes++;
+	p->last_error[0] = '\0';
 	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores,
 		 d->ncores > 1 ? "s" : "");
 	flush_status(d, p);
 	kvxd_send_meta_for_peer(d, p);
+	return 0;
 }
 
-void
-kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q)
+struct dep_walk {
+	struct kvxd *d;
+	struct kvxd_peer *p;
+};
+
+/* Rooms that depended on a peer whose setup failed end FAILED, with the reason. */
+static int
+fail_dependent(struct kvx_room_table_node *n, void *arg)
 {
-	if (q->qp && kvx_vx->qp_destroy(q->qp) != 0) {
-		KVX_ERR("qp 0x%x: destroy failed; kept", q->qpn);
-		return;
+	struct dep_walk *w = arg;
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -EHOSTUNREACH, .room = r};
+	bool depends = false;
+
+	if (r->removing || kvx_room_state_terminal(kvxd_room_state(r)))
+		return 0;
+	if (r->role == KVX_ROOM_DECODE) {
+		for (int i = 0; i < r->nsrc; i++)
+			if (strcmp(r->src_names[i], w->p->name) == 0)
+				depends = true;
+	} else {
+		depends = r->meta_peer == w->p->idx + 1;
 	}
-	kvx_pcore_qpc_free(q);
-	d->live_qpcs--;
+	if (!depends)
+		return 0;
+	snprintf(m.reason, sizeof(m.reason), "peer %s: setup failed: %s", w->p->name,
+		 w->p->last_error);
+	kvx_pcore_send(&w->d->cores[r->core], &m);
+	return 0;
 }
 
 void
 kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 {
-	if (p->state == KVXD_PEER_IDLE && p->s.fd < 0 && p->j.n == 0)
-		return;
-	KVX_WARN("peer %s: closing connection (%s): %s", p->name, kvxd_peer_state_str(p->state),
-		 why);
-	snprintf(p->last_error, sizeof(p->last_error), "%s", why);
-	p->n_resets++;
-	d->ctr.peer_resets++;
-	if (p->state == KVXD_PEER_READY) {
-		/* Published: fence each QP (error state: no further writes in or out), then the
-		 * owning core retires it once every WR has its completion. */
-		for (int c = 0; c < d->ncores; c++) {
-			struct kvxd_msg m = {.type = KVXD_MSG_QP_REMOVE, .qpc = p->qpc[c]};
+	bool was_setup = p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE;
 
-			kvx_vx->qp_to_err(p->qpc[c]->qp);
-			if (kvx_pcore_send(&d->cores[c], &m))
-				KVX_ERR("core %d inbox full: qp 0x%x not retired", c,
-					p->qpc[c]->qpn);
-			p->qpc[c] = NULL;
-		}
-	} else if (p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE ||
-		   p->state == KVXD_PEER_CONNECTING) {
-		p->n_setup_failures++;
+	if (p->state == KVXD_PEER_IDLE && p->j.n == 0)
+		return;
+	if (p->state != KVXD_PEER_IDLE && p->state != KVXD_PEER_CLOSING) {
+		KVX_WARN("peer %s: closing connection (%s): %s", p->name,
+			 kvxd_peer_state_str(p->state), why);
+		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+		p->n_resets++;
+		d->ctr.peer_resets++;
 	}
-	if (p->s.fd >= 0 && p->s.tx_off < p->s.tx_len)
-		stream_flush(d, &p->s); /* best effort: ROOM_STATUS frames already queued */
-	journal_rollback(d, p);
-	p->state = KVXD_PEER_IDLE;
-	p->sent_ready = p->got_ready = false;
+	if (p->s.fd >= 0) {
+		if (p->s.tx_off < p->s.tx_len)
+			stream_flush(d, &p->s); /* best effort: frames already queued */
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL); /* read nothing more */
+	}
+	p->state = KVXD_PEER_CLOSING;
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
+	if (was_setup) {
+		struct dep_walk w = {.d = d, .p = p};
+
+		p->n_setup_failures++;
+		rcu_read_lock();
+		kvx_room_table_for_each(d->by_id, fail_dependent, &w);
+		rcu_read_unlock();
+	}
+	if (p->try_once) {
+		p->paused = true;
+		p->try_once = false;
+	}
+	/* fences armed QPs first (reverse order), then retires published ones through their
+	 * cores; the original error stays in last_error */
+	journal_rollback(d, p);
 }
 
 static void
 peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what)
 {
-	char why[160];
+	char why[300];
 
-	snprintf(why, sizeof(why), "%s: %s", what, rc < 0 ? strerror(-rc) : "failed");
+	if (strncmp(p->last_error, "injected fault", 14) == 0 ||
+	    (p->last_error[0] && what == p->last_error))
+		snprintf(why, sizeof(why), "%s", p->last_error);
+	else
+		snprintf(why, sizeof(why), "%s: %s", what, rc < 0 ? strerror(-rc) : "failed");
 	kvxd_peer_reset(d, p, why);
 }
 
@@ -480,34 +623,47 @@ send_hello(struct kvxd *d, struct kvxd_peer *p, uint16_t type)
 	return kvxd_peer_send(d, p, &m);
 }
 
-static void
-dial(struct kvxd *d, struct kvxd_peer *p)
+static int
+dial_acquire(struct kvxd *d, struct kvxd_peer *p)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->addr.port)};
-	int fd, one = 1;
+	int fd, one = 1, rc;
 
-	if (journal_rollback(d, p)) /* finish an earlier rollback first */
-		return;
 	inet_pton(AF_INET, p->addr.host, &sa.sin_addr);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
-		return;
-	}
+	if (fd < 0)
+		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	p->s.fd = fd;
 	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
 	journal_push(p, KVXD_J_SOCKET, 0);
+	if (kvxd_epoll_add(d, fd, &p->s.ev, EPOLLIN | EPOLLOUT))
+		return -errno;
+	p->s.want_out = true;
+	FAULT(p, KVX_FAULT_HS_AFTER_SOCKET);
+	rc = take_slot(p);
+	if (rc)
+		return rc;
 	kvx_wire_seq_init(&p->seq, true);
 	p->state = KVXD_PEER_CONNECTING;
-	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
-	if (kvxd_epoll_add(d, fd, &p->s.ev, EPOLLIN | EPOLLOUT)) {
-		peer_fail(d, p, -errno, "epoll");
-		return;
-	}
-	p->s.want_out = true;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
-		peer_fail(d, p, -errno, "connect");
+		return -errno;
+	return 0;
+}
+
+static void
+dial(struct kvxd *d, struct kvxd_peer *p)
+{
+	int rc;
+
+	if (p->j.n && journal_rollback(d, p)) /* finish an earlier rollback first */
+		return;
+	p->last_error[0] = '\0';
+	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
+	p->state = KVXD_PEER_CONNECTING;
+	rc = dial_acquire(d, p);
+	if (rc)
+		peer_fail(d, p, rc, "connect");
 }
 
 void
@@ -516,16 +672,44 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 	for (int i = 0; i < d->npeers; i++) {
 		struct kvxd_peer *p = &d->peers[i];
 
-		if (p->deadline_ms && now >= p->deadline_ms && p->state != KVXD_PEER_READY) {
-			peer_fail(d, p, -ETIMEDOUT, "handshake timeout");
+		if (p->deadline_ms && now >= p->deadline_ms && p->state != KVXD_PEER_READY &&
+		    p->state != KVXD_PEER_CLOSING && p->state != KVXD_PEER_IDLE) {
+			snprintf(p->last_error, sizeof(p->last_error),
+				 "handshake timeout after %u ms in %s", d->cfg.handshake_ms,
+				 kvxd_peer_state_str(p->state));
+			peer_fail(d, p, -ETIMEDOUT, p->last_error);
 			continue;
 		}
-		if (p->state == KVXD_PEER_IDLE && p->j.n)
+		if ((p->state == KVXD_PEER_IDLE || p->state == KVXD_PEER_CLOSING) && p->j.n)
 			journal_rollback(d, p); /* periodic sweep of an unfinished rollback */
-		if (!d->stopping && p->initiator && p->state == KVXD_PEER_IDLE &&
+		if (!d->stopping && !p->paused && p->initiator && p->state == KVXD_PEER_IDLE &&
 		    now >= p->retry_at_ms)
 			dial(d, p);
 	}
+}
+
+int
+kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, name);
+
+	if (!p)
+		return -ENOENT;
+	if (strcmp(verb, "pause") == 0) {
+		p->paused = true;
+		p->try_once = false;
+		kvxd_peer_reset(d, p, "paused by the operator");
+	} else if (strcmp(verb, "resume") == 0) {
+		p->paused = p->try_once = false;
+		p->retry_at_ms = 0;
+	} else if (strcmp(verb, "try") == 0) {
+		p->paused = false;
+		p->try_once = true;
+		p->retry_at_ms = 0;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* ---- frames -------------------------------------------------------------------------------- */
@@ -576,6 +760,7 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 				   .npages = rm->npages};
 	for (uint32_t i = 0; i < rm->npages; i++)
 		meta->pages[i] = kvx_wire_room_meta_page(rm, i);
+	r->meta_peer = p->idx + 1;
 	m.room = r;
 	m.ptr = meta;
 	if (kvx_pcore_send(&d->cores[r->core], &m))
@@ -599,6 +784,8 @@ on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_s
 static int
 on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 {
+	int rc;
+
 	switch (m->type) {
 	case KVX_WIRE_HELLO_ACK:
 		if (strcmp(m->u.hello.name, p->name) != 0) {
@@ -606,14 +793,21 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 				 p->name, m->u.hello.name);
 			return -EPROTO;
 		}
+		if (m->u.hello.version != KVX_WIRE_VERSION) {
+			snprintf(p->last_error, sizeof(p->last_error),
+				 "peer speaks protocol version %u, we speak %u", m->u.hello.version,
+				 KVX_WIRE_VERSION);
+			return -EPROTONOSUPPORT;
+		}
 		return setup_qps(d, p);
 	case KVX_WIRE_QP_INFO:
 		return connect_qps(d, p, &m->u.qp_info);
 	case KVX_WIRE_QP_READY:
 		p->got_ready = true;
-		if (p->sent_ready)
-			publish(d, p);
-		return 0;
+		if (!p->sent_ready)
+			return 0;
+		rc = publish(d, p);
+		return rc;
 	case KVX_WIRE_ROOM_META:
 		on_room_meta(d, p, &m->u.room_meta);
 		return 0;
@@ -621,6 +815,7 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 		on_room_status(d, p, &m->u.room_status);
 		return 0;
 	case KVX_WIRE_BYE:
+		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE");
 		return -ECONNRESET;
 	default:
 		return 0; /* HEARTBEAT; ABORT/ABORT_ACK are not used yet */
@@ -649,8 +844,12 @@ drain_frames(struct kvxd *d, struct kvxd_peer *p)
 		}
 		d->ctr.frames_rx++;
 		off += n;
+		if (p->state != KVXD_PEER_READY && kvx_fault_hit(KVX_FAULT_HS_STALL))
+			p->stalled = true; /* from now on this session never answers */
+		if (p->stalled)
+			continue;
 		rc = on_frame(d, p, &m);
-		if (rc || p->s.fd < 0)
+		if (rc || p->state == KVXD_PEER_CLOSING || p->s.fd < 0)
 			break;
 	}
 	if (p->s.fd >= 0 && off) {
@@ -665,6 +864,8 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 {
 	int rc;
 
+	if (p->state == KVXD_PEER_CLOSING || p->state == KVXD_PEER_IDLE)
+		return;
 	if (p->state == KVXD_PEER_CONNECTING) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -698,7 +899,7 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 			peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "protocol");
 			return;
 		}
-		if (frc) {
+		if (frc && p->state != KVXD_PEER_CLOSING) {
 			peer_fail(d, p, frc,
 				  frc == -ECONNRESET ? "peer closed the connection" : "recv");
 			return;
@@ -752,6 +953,37 @@ pending_drop(struct kvxd *d, struct kvxd_stream *s, bool close_fd)
 	free(s);
 }
 
+/* Acceptor: adopt the socket (journaled), take the slot, answer, create the QPs. */
+static int
+accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_stream *s, size_t hello_len)
+{
+	int rc;
+
+	p->s.fd = s->fd;
+	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
+	p->s.rx = s->rx;
+	p->s.rx_len = s->rx_len;
+	p->s.rx_cap = s->rx_cap;
+	s->rx = NULL;
+	pending_drop(d, s, false);
+	journal_push(p, KVXD_J_SOCKET, 0);
+	kvxd_epoll_mod(d, p->s.fd, &p->s.ev, EPOLLIN);
+	memmove(p->s.rx, p->s.rx + hello_len, p->s.rx_len - hello_len); /* keep what follows */
+	p->s.rx_len -= hello_len;
+	FAULT(p, KVX_FAULT_HS_AFTER_SOCKET);
+	rc = take_slot(p);
+	if (rc)
+		return rc;
+	p->state = KVXD_PEER_HELLO;
+	rc = send_hello(d, p, KVX_WIRE_HELLO_ACK);
+	if (rc)
+		return rc;
+	rc = setup_qps(d, p);
+	if (rc)
+		return rc;
+	return drain_frames(d, p);
+}
+
 /* An accepted socket's first frame must be a HELLO from an allowed peer. */
 void
 kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events)
@@ -773,47 +1005,34 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events)
 		return;
 	}
 	p = kvxd_peer_find(d, m.u.hello.name);
-	if (!p || !p->allowed || p->initiator) {
+	if (!p || !p->allowed || p->initiator || p->paused) {
 		KVX_WARN("incoming connection from '%s' refused: %s", m.u.hello.name,
-			 !p	       ? "not a configured peer"
-			 : !p->allowed ? "not on the allow-list"
-				       : "we dial that peer");
+			 !p		? "not a configured peer"
+			 : !p->allowed	? "not on the allow-list"
+			 : p->initiator ? "we dial that peer"
+					: "paused by the operator");
 		pending_drop(d, s, true);
 		return;
 	}
 	if (m.u.hello.version != KVX_WIRE_VERSION) {
-		KVX_WARN("peer %s speaks version %u, we speak %u", p->name, m.u.hello.version,
-			 KVX_WIRE_VERSION);
+		KVX_WARN("peer %s speaks protocol version %u, we speak %u", p->name,
+			 m.u.hello.version, KVX_WIRE_VERSION);
 		pending_drop(d, s, true);
 		return;
 	}
-	/* A new session supersedes the old one (the peer restarted or replaced its QPs). */
+	/* A new session supersedes the old one (the peer restarted or replaces its QPs), once
+	 * the old one is rolled back; until then the peer is refused and dials again. */
 	kvxd_peer_reset(d, p, "superseded by a new session");
-	if (journal_rollback(d, p)) {
+	if (p->j.n && journal_rollback(d, p)) {
+		KVX_INFO("peer %s: previous session still rolling back; refused for now", p->name);
 		pending_drop(d, s, true);
 		return;
 	}
-	p->s.fd = s->fd;
-	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
-	journal_push(p, KVXD_J_SOCKET, 0);
-	kvxd_epoll_mod(d, p->s.fd, &p->s.ev, EPOLLIN);
-	/* keep any bytes after the HELLO */
-	p->s.rx = s->rx;
-	p->s.rx_len = s->rx_len;
-	p->s.rx_cap = s->rx_cap;
-	s->rx = NULL;
-	pending_drop(d, s, false);
-	memmove(p->s.rx, p->s.rx + n, p->s.rx_len - n);
-	p->s.rx_len -= n;
 	p->seq = seq;
-	p->state = KVXD_PEER_HELLO;
+	p->last_error[0] = '\0';
 	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
 	d->ctr.frames_rx++;
-	rc = send_hello(d, p, KVX_WIRE_HELLO_ACK);
-	if (rc == 0)
-		rc = setup_qps(d, p);
-	if (rc == 0)
-		rc = drain_frames(d, p);
+	rc = accept_acquire(d, p, s, (size_t)n);
 	if (rc)
 		peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "setup");
 	(void)events;

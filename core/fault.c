@@ -9,6 +9,20 @@
 
 static const char *const fault_names[KVX_FAULT_COUNT] = {
 	[KVX_FAULT_WR_CORRUPT_RKEY] = "wr.corrupt_rkey",
+	[KVX_FAULT_HS_AFTER_SOCKET] = "handshake.after_socket",
+	[KVX_FAULT_HS_AFTER_SLOT] = "handshake.after_slot",
+	[KVX_FAULT_HS_AFTER_QPC] = "handshake.after_qpc_alloc",
+	[KVX_FAULT_HS_AFTER_QP_CREATE] = "handshake.after_qp_create",
+	[KVX_FAULT_HS_AFTER_QP_INIT] = "handshake.after_qp_init",
+	[KVX_FAULT_HS_AFTER_RECV_POST] = "handshake.after_recv_post",
+	[KVX_FAULT_HS_AFTER_RTR] = "handshake.after_rtr",
+	[KVX_FAULT_HS_AFTER_RTS] = "handshake.after_rts",
+	[KVX_FAULT_HS_BEFORE_PUBLISH] = "handshake.before_publish",
+	[KVX_FAULT_HS_STALL] = "handshake.stall",
+	[KVX_FAULT_RB_QP_TO_ERR] = "rollback.qp_to_err",
+	[KVX_FAULT_RB_DESTROY_QP] = "rollback.destroy_qp",
+	[KVX_FAULT_RB_RELEASE_SLOT] = "rollback.release_slot",
+	[KVX_FAULT_RB_CLOSE_SOCKET] = "rollback.close_socket",
 };
 
 /* countdown: 0 = inert; n > 0 = fire when it drops to 0 */
@@ -67,13 +81,13 @@ arm_one(const char *item, char *err, size_t errlen)
 	}
 	errno = 0;
 	n = strtol(colon + 1, &end, 10);
-	if (errno || *end || n < 1 || n > 1000000) {
-		snprintf(err, errlen, "fault '%s': N must be an integer 1..1000000", item);
+	if (errno || *end || n < 0 || n > 1000000) {
+		snprintf(err, errlen, "fault '%s': N (hits to let pass) must be 0..1000000", item);
 		return -EINVAL;
 	}
 	for (int i = 0; i < KVX_FAULT_COUNT; i++) {
 		if (strlen(fault_names[i]) == nlen && memcmp(fault_names[i], item, nlen) == 0) {
-			atomic_store(&fault_countdown[i], n);
+			atomic_store(&fault_countdown[i], n + 1);
 			return 0;
 		}
 	}

@@ -82,6 +82,7 @@ struct kvxd_room {
 	/* written by the control core only */
 	int engine_id; /* -1: none (yet), or the engine went away */
 	bool removing;
+	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from, 0 = none yet */
 	uint32_t meta_sent_mask;
 	uint64_t opened_ms;
 	/* immutable after creation */

@@ -374,7 +374,7 @@ test_wr_error_fails_room_and_quiesces_qp(void **state)
 	const struct kvxd_msg *ev;
 	char err[128];
 
-	assert_int_equal(kvx_fault_arm_list("wr.corrupt_rkey:1", err, sizeof(err)), 0);
+	assert_int_equal(kvx_fault_arm_list("wr.corrupt_rkey:0", err, sizeof(err)), 0);
 	submit(p, 0, src, 4, 0, true);
 	run();
 	ev = get_event(p, KVX_ROOM_FAILED);

@@ -15,7 +15,7 @@ B=("$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --
 "${B[@]}" --rooms 8 >"$KVX_LOGDIR/before.json" || fail "rooms before the fault failed"
 [ "$(json_get "$KVX_LOGDIR/before.json" verified)" = ok ] || fail "before: not verified"
 
-ctl prefill fault wr.corrupt_rkey:1 || fail "cannot arm the fault"
+ctl prefill fault wr.corrupt_rkey:0 || fail "cannot arm the fault"
 "${B[@]}" --rooms 1 --allow-failures >"$KVX_LOGDIR/bad.json" 2>"$KVX_LOGDIR/bad.err" ||
 	fail "bench with the bad room failed: $(cat "$KVX_LOGDIR/bad.json" "$KVX_LOGDIR/bad.err")"
 cat "$KVX_LOGDIR/bad.json"
