@@ -237,7 +237,7 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 
 		/* Every WR on the errored QP has its completion: replace the connection with
 		 * fresh QPs on both sides (never reset and reuse a QP). */
-		if (p->state == KVXD_PEER_READY && m->qpc->epoch == p->epoch) {
+		if (p->state == KVXD_PEER_READY && m->gen == p->epoch) {
 			d->ctr.qp_replaced++;
 			kvxd_peer_reset(d, p, "QP error: replacing the connection");
 		}

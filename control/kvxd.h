@@ -109,7 +109,7 @@ struct kvxd_peer {
 	bool try_once; /* operator: one attempt, pause again if it fails */
 	bool stalled;  /* fault handshake.stall: ignore this session's input */
 	uint32_t epoch;
-	uint64_t deadline_ms, retry_at_ms;
+	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	char last_error[256];
 	/* ROOM_STATUS frames of the last waiting_ms, sent or not.  A frame written into a
 	 * connection that the far side was closing at the same moment is lost with it, so every

@@ -23,6 +23,7 @@
 #include "core/log.h"
 
 #define RECONNECT_MS 200
+#define SWEEP_MS 1000 /* retry of a rollback whose release failed */
 #define RX_MAX (2 * KVX_WIRE_FRAME_MAX)
 
 static const char *const peer_state_names[] = {"IDLE",	      "CONNECTING", "HELLO",
@@ -179,6 +180,8 @@ status_prune(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 
 	while (i < p->npend_status && p->pend_status[i].queued_ms + d->cfg.waiting_ms < now)
 		i++;
+	if (i == 0)
+		return;
 	memmove(p->pend_status, p->pend_status + i,
 		sizeof(*p->pend_status) * (p->npend_status - i));
 	p->npend_status -= i;
@@ -300,8 +303,13 @@ journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *
 		return kvx_vx->qp_to_err(q->qp);
 	case KVXD_J_QP:
 		if (e->handed && e->step == KVXD_REL_NONE) {
+			/* its core owns its completions: fence it, and the core gives it back
+			 * once every WR it ever had has completed (flushes included) */
 			struct kvxd_msg m = {.type = KVXD_MSG_QP_REMOVE, .qpc = q};
 
+			rc = kvx_vx->qp_to_err(q->qp);
+			if (rc)
+				return rc;
 			if (kvx_pcore_send(&d->cores[e->core], &m))
 				return -EAGAIN; /* inbox full: the sweep retries */
 			e->step = KVXD_REL_REMOVING;
@@ -425,7 +433,9 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 	for (int c = 0; c < d->ncores; c++) {
 		struct kvx_vx_qp_attr a;
 		struct kvxd_qpc *q = kvx_pcore_qpc_alloc(d->cfg.sq_depth, d->cfg.rq_depth);
+		struct kvxd_msg add = {.type = KVXD_MSG_QP_ADD, .qpc = q};
 		uint64_t *ids;
+		int posted;
 
 		if (!q)
 			return -ENOMEM;
@@ -451,11 +461,22 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < q->rq_depth; i++)
 			ids[i] = (uint64_t)(uintptr_t)&q->recv_tag;
-		rc = kvx_vx->post_recv_burst(q->qp, ids, (int)q->rq_depth);
+		posted = 0;
+		rc = kvx_vx->post_recv_burst(q->qp, ids, (int)q->rq_depth, &posted);
 		free(ids);
+		/* From here its core owns the QP's completions (receives flush into the core's CQ
+		 * when the QP is fenced), whether or not every receive was posted. */
+		q->rq_posted = (uint32_t)posted;
+		q->rq_deficit = q->rq_depth - (uint32_t)posted;
+		if (kvx_pcore_send(&d->cores[c], &add) == 0) {
+			if (p->j.n && p->j.e[p->j.n - 1].kind == KVXD_J_QP)
+				p->j.e[p->j.n - 1].handed = true;
+			d->live_qpcs++;
+		} else if (rc == 0) {
+			rc = -EAGAIN;
+		}
 		if (rc)
 			return rc;
-		q->rq_posted = q->rq_depth; /* destroying the QP takes them back */
 		FAULT(p, KVX_FAULT_HS_AFTER_RECV_POST);
 		m.u.qp_info.qp[c].qpn = q->qpn;
 		m.u.qp_info.qp[c].psn = p->psn[c];
@@ -505,15 +526,11 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->epoch++;
 	for (int i = 0; i < p->j.n; i++) {
 		struct kvxd_journal_entry *e = &p->j.e[i];
-		struct kvxd_msg m = {.type = KVXD_MSG_QP_ADD, .qpc = p->qpc[e->core]};
+		struct kvxd_msg m = {
+			.type = KVXD_MSG_QP_ACTIVATE, .qpc = p->qpc[e->core], .gen = p->epoch};
 
-		if (e->kind != KVXD_J_QP)
-			continue;
-		m.qpc->epoch = p->epoch;
-		if (kvx_pcore_send(&d->cores[e->core], &m))
-			return -EAGAIN; /* nothing was handed on this core: the rollback is local */
-		e->handed = true;
-		d->live_qpcs++;
+		if (e->kind == KVXD_J_QP && kvx_pcore_send(&d->cores[e->core], &m))
+			return -EAGAIN;
 	}
 	p->state = KVXD_PEER_READY;
 	p->deadline_ms = 0;
@@ -561,7 +578,8 @@ fail_dependent(struct kvx_room_table_node *n, void *arg)
 void
 kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 {
-	bool was_setup = p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE;
+	bool answered = p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE;
+	bool in_setup = answered || p->state == KVXD_PEER_CONNECTING;
 
 	if (p->state == KVXD_PEER_IDLE && p->j.n == 0)
 		return;
@@ -580,10 +598,12 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	p->state = KVXD_PEER_CLOSING;
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
-	if (was_setup) {
+	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
+	if (in_setup)
+		p->n_setup_failures++;
+	if (answered) {
 		struct dep_walk w = {.d = d, .p = p};
 
-		p->n_setup_failures++;
 		rcu_read_lock();
 		kvx_room_table_for_each(d->by_id, fail_dependent, &w);
 		rcu_read_unlock();
@@ -680,8 +700,12 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			peer_fail(d, p, -ETIMEDOUT, p->last_error);
 			continue;
 		}
-		if ((p->state == KVXD_PEER_IDLE || p->state == KVXD_PEER_CLOSING) && p->j.n)
-			journal_rollback(d, p); /* periodic sweep of an unfinished rollback */
+		if ((p->state == KVXD_PEER_IDLE || p->state == KVXD_PEER_CLOSING) && p->j.n &&
+		    now >= p->sweep_at_ms) {
+			/* periodic sweep of an unfinished rollback */
+			p->sweep_at_ms = now + SWEEP_MS;
+			journal_rollback(d, p);
+		}
 		if (!d->stopping && !p->paused && p->initiator && p->state == KVXD_PEER_IDLE &&
 		    now >= p->retry_at_ms)
 			dial(d, p);

@@ -238,7 +238,7 @@ wr_put(struct kvxd_qpc *q, struct kvxd_wr *w)
 static void
 qpc_check_quiesced(struct kvxd_core *c, struct kvxd_qpc *q)
 {
-	struct kvxd_msg m = {.qpc = q, .peer = q->peer};
+	struct kvxd_msg m = {.qpc = q, .peer = q->peer, .gen = q->epoch};
 
 	if (q->sq_used || q->rq_posted || q->chain_n)
 		return;
@@ -441,12 +441,13 @@ flush_chains(struct kvxd_core *c)
 			int n = q->rq_deficit < RQ_REPLENISH_BATCH * 4 ? (int)q->rq_deficit
 								       : RQ_REPLENISH_BATCH * 4;
 
+			int rposted = 0;
+
 			for (int i = 0; i < n; i++)
 				ids[i] = (uint64_t)(uintptr_t)&q->recv_tag;
-			if (kvx_vx->post_recv_burst(q->qp, ids, n) == 0) {
-				q->rq_posted += n;
-				q->rq_deficit -= n;
-			}
+			kvx_vx->post_recv_burst(q->qp, ids, n, &rposted);
+			q->rq_posted += rposted;
+			q->rq_deficit -= rposted;
 		}
 	}
 }
@@ -537,6 +538,9 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 	case KVXD_MSG_QP_ADD:
 		m->qpc->next = c->qpcs;
 		c->qpcs = m->qpc;
+		break;
+	case KVXD_MSG_QP_ACTIVATE:
+		m->qpc->epoch = m->gen;
 		if (!c->qpc_by_peer[m->qpc->peer] || c->qpc_by_peer[m->qpc->peer]->errored ||
 		    c->qpc_by_peer[m->qpc->peer]->closing)
 			c->qpc_by_peer[m->qpc->peer] = m->qpc;

@@ -126,13 +126,14 @@ struct kvxd_qpc {
 
 enum kvxd_msg_type {
 	/* control -> core */
-	KVXD_MSG_QP_ADD = 1, /* qpc: start using it for its peer */
-	KVXD_MSG_QP_REMOVE,  /* qpc: the control core moved it to ERR; retire when drained */
-	KVXD_MSG_ROOM_OPEN,  /* decode room: metas are going out */
-	KVXD_MSG_ROOM_FAIL,  /* room: fail it (error, reason) */
-	KVXD_MSG_ROOM_META,  /* prefill room + meta */
-	KVXD_MSG_CHUNK,	     /* prefill room + chunk */
-	KVXD_MSG_ROOM_DROP,  /* room left the tables: return it for freeing */
+	KVXD_MSG_QP_ADD = 1,  /* qpc (INIT, receives posted): own its completions from now on */
+	KVXD_MSG_QP_ACTIVATE, /* qpc: connected; send to its peer through it (gen = epoch) */
+	KVXD_MSG_QP_REMOVE,   /* qpc: the control core moved it to ERR; retire when drained */
+	KVXD_MSG_ROOM_OPEN,   /* decode room: metas are going out */
+	KVXD_MSG_ROOM_FAIL,   /* room: fail it (error, reason) */
+	KVXD_MSG_ROOM_META,   /* prefill room + meta */
+	KVXD_MSG_CHUNK,	      /* prefill room + chunk */
+	KVXD_MSG_ROOM_DROP,   /* room left the tables: return it for freeing */
 	/* core -> control */
 	KVXD_MSG_EVENT = 32,  /* room state changed (state, error, reason) */
 	KVXD_MSG_STATUS_PUSH, /* prefill room failed: tell the decode endpoint */

@@ -113,8 +113,9 @@ struct kvx_vx_ops {
 	 * with *posted = how many of the chain's head were accepted. */
 	int (*post_write_chain)(struct kvx_vx_qp *qp, const struct kvx_vx_write *w, int n,
 				int *posted);
-	/* Post n zero-length receives (for WRITE_WITH_IMM) with the given wr_ids. */
-	int (*post_recv_burst)(struct kvx_vx_qp *qp, const uint64_t *wr_ids, int n);
+	/* Post n zero-length receives (for WRITE_WITH_IMM) with the given wr_ids.  Returns 0, or
+	 * -errno with *posted = how many of the head were accepted. */
+	int (*post_recv_burst)(struct kvx_vx_qp *qp, const uint64_t *wr_ids, int n, int *posted);
 };
 
 /* The backend in use; the real one unless a test swapped it. */

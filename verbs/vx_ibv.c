@@ -510,11 +510,12 @@ ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, i
 }
 
 static int
-ibv_post_recv_burst(struct kvx_vx_qp *q, const uint64_t *wr_ids, int n)
+ibv_post_recv_burst(struct kvx_vx_qp *q, const uint64_t *wr_ids, int n, int *posted)
 {
 	struct ibv_recv_wr wr[64], *bad = NULL;
 	int done = 0;
 
+	*posted = 0;
 	while (done < n) {
 		int m = n - done < 64 ? n - done : 64, rc;
 
@@ -522,10 +523,13 @@ ibv_post_recv_burst(struct kvx_vx_qp *q, const uint64_t *wr_ids, int n)
 			wr[i] = (struct ibv_recv_wr){.wr_id = wr_ids[done + i],
 						     .next = i + 1 < m ? &wr[i + 1] : NULL};
 		rc = ibv_post_recv(q->qp, wr, &bad);
-		if (rc)
+		if (rc) {
+			*posted = done + (int)(bad ? bad - wr : 0);
 			return -rc;
+		}
 		done += m;
 	}
+	*posted = done;
 	return 0;
 }
 

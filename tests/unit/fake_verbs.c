@@ -438,12 +438,14 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 }
 
 static int
-fpost_recv(struct kvx_vx_qp *q, const uint64_t *ids, int n)
+fpost_recv(struct kvx_vx_qp *q, const uint64_t *ids, int n, int *posted)
 {
 	int rc = scripted("post_recv_burst");
 
+	*posted = 0;
 	if (rc)
 		return rc;
+	*posted = n;
 	for (int i = 0; i < n; i++) {
 		if (q->state == QPS_ERR)
 			cq_push(q->cq, ids[i], KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_RECV, 0, q->qpn);

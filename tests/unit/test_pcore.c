@@ -64,6 +64,7 @@ connect_pair(void)
 {
 	struct kvx_vx_qp_attr a = {.port = 1};
 	uint64_t ids[64];
+	int posted;
 
 	E.pf.qpc = kvx_pcore_qpc_alloc(64, 64);
 	E.dc.qpc = kvx_pcore_qpc_alloc(64, 64);
@@ -81,14 +82,15 @@ connect_pair(void)
 	kvx_vx->qp_to_rts(E.dc.qpc->qp, &a);
 	for (int i = 0; i < 64; i++)
 		ids[i] = (uint64_t)(uintptr_t)&E.dc.qpc->recv_tag;
-	assert_int_equal(kvx_vx->post_recv_burst(E.dc.qpc->qp, ids, 64), 0);
+	assert_int_equal(kvx_vx->post_recv_burst(E.dc.qpc->qp, ids, 64, &posted), 0);
 	E.dc.qpc->rq_posted = 64;
 	for (struct side *s = &E.pf; s; s = s == &E.pf ? &E.dc : NULL) {
 		struct kvxd_msg m = {.type = KVXD_MSG_QP_ADD, .qpc = s->qpc};
+		struct kvxd_msg act = {.type = KVXD_MSG_QP_ACTIVATE, .qpc = s->qpc, .gen = 1};
 
 		s->qpc->peer = 0;
-		s->qpc->epoch = 1;
 		assert_int_equal(kvx_pcore_send(&s->core, &m), 0);
+		assert_int_equal(kvx_pcore_send(&s->core, &act), 0);
 	}
 }
 
