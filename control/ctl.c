@@ -318,6 +318,7 @@ tick(struct kvxd *d, uint64_t now)
 	kvx_room_table_for_each(d->by_id, room_timeouts, &tw);
 	kvx_room_table_for_each(d->by_id, orphan_sweep, &ow);
 	rcu_read_unlock();
+	kvxd_pool_sweep(d);
 }
 
 static void

@@ -508,16 +508,30 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 			d->engines[i] = NULL;
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
-	/* Its pools go when no room or chunk points at them any more (best effort now). */
+	/* Its pools go now, or when no room or chunk points at them any more (the sweep). */
 	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
-		if (p && p->engine_id == e->id && atomic_load(&p->refs) == 0)
-			pool_unregister(d, p);
+		if (p && p->engine_id == e->id) {
+			p->orphan = true;
+			if (atomic_load(&p->refs) == 0)
+				pool_unregister(d, p);
+		}
 	}
 	KVX_INFO("engine %d disconnected", e->id);
 	free(e->evq);
 	free(e);
+}
+
+void
+kvxd_pool_sweep(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+		struct kvxd_pool *p = d->pools[i];
+
+		if (p && p->orphan && atomic_load(&p->refs) == 0)
+			pool_unregister(d, p);
+	}
 }
 
 void
@@ -740,6 +754,9 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("qp_replaced_total", c->qp_replaced);
 		C("journal_pending_entries", kvxd_journal_pending(d));
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
+		for (int f = 0; f < KVX_FAULT_COUNT; f++)
+			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,
+			  kvx_fault_name(f), kvx_fault_fired(f));
 		for (int i = 0; i < d->ncores; i++) {
 			struct kvxd_core_stats *s = &d->cores[i].st;
 

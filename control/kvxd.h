@@ -203,6 +203,8 @@ void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events
 int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
+/* Unregister pools whose engine went away once nothing points at them. */
+void kvxd_pool_sweep(struct kvxd *d);
 int kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len);
 
 #endif /* KVX_CONTROL_KVXD_H */

@@ -40,6 +40,7 @@ struct kvxd_pool {
 	uint32_t lkey, rkey;
 	struct kvx_vx_mr *mr;
 	atomic_int refs; /* rooms and chunks that point here */
+	bool orphan;	 /* its engine went away: unregister once refs drops to 0 */
 };
 
 /* One prefill submission, copied out of the engine's message. */

@@ -93,19 +93,19 @@ pump_once(void)
 }
 
 /* Step both nodes (advancing the fake clock by 1 ms a step) until cond holds. */
-#define PUMP_UNTIL(cond)                                                                           \
-	do {                                                                                       \
-		int i_;                                                                            \
-		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                                        \
-			pump_once();                                                               \
-			fake_ms++;                                                                 \
-			if (i_ % 64 == 63)                                                         \
-				usleep(100);                                                       \
-		}                                                                                  \
-		if (!(cond))                                                                       \
-			fail_msg("timed out waiting for %s (a %s j%d, b %s j%d)", #cond,           \
-				 kvxd_peer_state_str(A.peers[0].state), A.peers[0].j.n,            \
-				 kvxd_peer_state_str(B.peers[0].state), B.peers[0].j.n);           \
+#define PUMP_UNTIL(cond)                                                                 \
+	do {                                                                             \
+		int i_;                                                                  \
+		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                              \
+			pump_once();                                                     \
+			fake_ms++;                                                       \
+			if (i_ % 64 == 63)                                               \
+				usleep(100);                                             \
+		}                                                                        \
+		if (!(cond))                                                             \
+			fail_msg("timed out waiting for %s (a %s j%d, b %s j%d)", #cond, \
+				 kvxd_peer_state_str(A.peers[0].state), A.peers[0].j.n,  \
+				 kvxd_peer_state_str(B.peers[0].state), B.peers[0].j.n); \
 	} while (0)
 
 #define PA (&A.peers[0])
@@ -200,9 +200,9 @@ test_setup_and_teardown_release_everything(void **state)
 }
 
 static const enum kvx_fault_point acquisition_points[] = {
-	KVX_FAULT_HS_AFTER_SOCKET,    KVX_FAULT_HS_AFTER_SLOT,	   KVX_FAULT_HS_AFTER_QPC,
-	KVX_FAULT_HS_AFTER_QP_CREATE, KVX_FAULT_HS_AFTER_QP_INIT,  KVX_FAULT_HS_AFTER_RECV_POST,
-	KVX_FAULT_HS_AFTER_RTR,	      KVX_FAULT_HS_AFTER_RTS,	   KVX_FAULT_HS_BEFORE_PUBLISH,
+	KVX_FAULT_HS_AFTER_SOCKET,    KVX_FAULT_HS_AFTER_SLOT,	  KVX_FAULT_HS_AFTER_QPC,
+	KVX_FAULT_HS_AFTER_QP_CREATE, KVX_FAULT_HS_AFTER_QP_INIT, KVX_FAULT_HS_AFTER_RECV_POST,
+	KVX_FAULT_HS_AFTER_RTR,	      KVX_FAULT_HS_AFTER_RTS,	  KVX_FAULT_HS_BEFORE_PUBLISH,
 };
 
 /* Fail the first side that reaches the point (skip = how many hits to let pass). */
@@ -253,9 +253,9 @@ test_failing_release_keeps_entries_and_next_setup_finishes_it(void **state)
 
 	/* after_rts fires on the first side to reach RTS; its rollback then fails to destroy
 	 * the QP: the fence (ARMED) is released, the QP, its context, slot and socket stay */
-	assert_int_equal(kvx_fault_arm_list("handshake.after_rts:0,rollback.destroy_qp:0", err,
-					    sizeof(err)),
-			 0);
+	assert_int_equal(
+		kvx_fault_arm_list("handshake.after_rts:0,rollback.destroy_qp:0", err, sizeof(err)),
+		0);
 	kvxd_peer_admin(&A, "b", "try");
 	PUMP_UNTIL(kvx_fault_fired(KVX_FAULT_RB_DESTROY_QP) > 0 &&
 		   (PA->state == KVXD_PEER_CLOSING || PB->state == KVXD_PEER_CLOSING));
@@ -292,10 +292,9 @@ test_periodic_sweep_finishes_a_rollback(void **state)
 {
 	char err[256];
 
-	assert_int_equal(
-		kvx_fault_arm_list("handshake.after_qp_init:0,rollback.close_socket:0", err,
-				   sizeof(err)),
-		0);
+	assert_int_equal(kvx_fault_arm_list("handshake.after_qp_init:0,rollback.close_socket:0",
+					    err, sizeof(err)),
+			 0);
 	kvxd_peer_admin(&A, "b", "try");
 	PUMP_UNTIL(kvx_fault_fired(KVX_FAULT_RB_CLOSE_SOCKET) > 0);
 	/* nobody dials again (a is paused after its try): the control core's sweep does it */
