@@ -287,19 +287,29 @@ test_failing_release_keeps_entries_and_next_setup_finishes_it(void **state)
 	assert_live_at_base();
 }
 
+/* Every release point: the failed release keeps its entry and those before it, and the
+ * control core's periodic sweep finishes the rollback (nobody dials: a is paused). */
 static void
-test_periodic_sweep_finishes_a_rollback(void **state)
+test_periodic_sweep_finishes_every_failed_release(void **state)
 {
-	char err[256];
+	static const enum kvx_fault_point rb[] = {KVX_FAULT_RB_QP_TO_ERR, KVX_FAULT_RB_DESTROY_QP,
+						  KVX_FAULT_RB_RELEASE_SLOT,
+						  KVX_FAULT_RB_CLOSE_SOCKET};
 
-	assert_int_equal(kvx_fault_arm_list("handshake.after_qp_init:0,rollback.close_socket:0",
-					    err, sizeof(err)),
-			 0);
-	kvxd_peer_admin(&A, "b", "try");
-	PUMP_UNTIL(kvx_fault_fired(KVX_FAULT_RB_CLOSE_SOCKET) > 0);
-	/* nobody dials again (a is paused after its try): the control core's sweep does it */
-	PUMP_UNTIL(both_idle());
-	assert_live_at_base();
+	for (size_t i = 0; i < sizeof(rb) / sizeof(rb[0]); i++) {
+		char spec[128], err[256];
+		unsigned long before = kvx_fault_fired(rb[i]);
+
+		snprintf(spec, sizeof(spec), "handshake.after_rts:0,%s:0", kvx_fault_name(rb[i]));
+		assert_int_equal(kvx_fault_arm_list(spec, err, sizeof(err)), 0);
+		kvxd_peer_admin(&A, "b", "try");
+		PUMP_UNTIL(kvx_fault_fired(rb[i]) == before + 1);
+		assert_true(PA->j.n > 0 || PB->j.n > 0); /* the rest of that rollback is pending */
+		assert_true(kvxd_journal_pending(&A) + kvxd_journal_pending(&B) > 0);
+		PUMP_UNTIL(both_idle());
+		assert_live_at_base();
+		kvxd_peer_admin(&A, "b", "pause");
+	}
 }
 
 static void
@@ -359,8 +369,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 			test_failing_release_keeps_entries_and_next_setup_finishes_it, setup,
 			teardown),
-		cmocka_unit_test_setup_teardown(test_periodic_sweep_finishes_a_rollback, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_periodic_sweep_finishes_every_failed_release,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stalled_handshake_times_out_and_rolls_back,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rooms_of_a_failed_peer_fail, setup, teardown),
