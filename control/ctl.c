@@ -68,6 +68,19 @@ kvxd_room_find(struct kvxd *d, uint64_t id, int role)
 	return n ? caa_container_of(n, struct kvxd_room, by_id) : NULL;
 }
 
+/* May the room's bookkeeping go?  Decode: SUCCESS or RELEASED (never while a source may still
+ * write).  Prefill: finished, every WR completed, every ACK target acknowledged. */
+bool
+kvxd_room_removable(const struct kvxd_room *r)
+{
+	int st = kvxd_room_state(r);
+
+	if (r->role == KVX_ROOM_DECODE)
+		return st == KVX_ROOM_SUCCESS || st == KVX_ROOM_RELEASED;
+	return (st == KVX_ROOM_SUCCESS || st == KVX_ROOM_FAILED) && kvxd_room_quiescent(r) &&
+	       r->ntgt == 0;
+}
+
 bool
 kvxd_room_quiescent(const struct kvxd_room *r)
 {
@@ -187,14 +200,27 @@ room_timeouts(struct kvx_room_table_node *n, void *arg)
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT, .room = r};
 	int state = kvxd_room_state(r);
 
-	if (r->removing || kvx_room_state_terminal(state) ||
-	    w->now < r->opened_ms + w->d->cfg.waiting_ms)
+	if (r->removing)
+		return 0;
+	if (r->role == KVX_ROOM_DECODE && r->aborting) {
+		kvxd_abort_tick_room(w->d, r, w->now);
+		return 0;
+	}
+	if (r->tombstone && r->ntgt == 0 && w->now >= r->opened_ms + w->d->cfg.waiting_ms) {
+		kvxd_room_remove(w->d, r);
+		return 0;
+	}
+	if (kvx_room_state_terminal(state) || w->now < r->opened_ms + w->d->cfg.waiting_ms)
 		return 0;
 	snprintf(m.reason, sizeof(m.reason), "waiting timeout (%u ms) in %s", w->d->cfg.waiting_ms,
 		 kvx_room_state_str(state));
-	r->opened_ms = UINT64_MAX / 2; /* once */
 	w->d->ctr.waiting_timeouts++;
-	kvx_pcore_send(&w->d->cores[r->core], &m);
+	if (r->role == KVX_ROOM_DECODE) {
+		kvxd_decode_abort(w->d, r, -ETIMEDOUT, m.reason); /* the same path as any abort */
+	} else {
+		r->opened_ms = UINT64_MAX / 2; /* once */
+		kvx_pcore_send(&w->d->cores[r->core], &m);
+	}
 	return 0;
 }
 
@@ -259,6 +285,9 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 	case KVXD_MSG_META_FREE:
 		free(m->ptr);
 		break;
+	case KVXD_MSG_DRAINED:
+		kvxd_on_drained(d, r);
+		break;
 	default:
 		break;
 	}
@@ -293,12 +322,12 @@ orphan_sweep(struct kvx_room_table_node *n, void *arg)
 	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
 	bool engine_alive = false;
 
-	if (r->removing || r->engine_id < 0)
+	if (r->removing)
 		return 0;
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; r->engine_id >= 0 && i < KVXD_MAX_ENGINES; i++)
 		if (w->d->engines[i] && w->d->engines[i]->id == r->engine_id)
 			engine_alive = true;
-	if (!engine_alive && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r))
+	if ((!engine_alive || r->engine_closed) && kvxd_room_removable(r))
 		kvxd_room_remove(w->d, r);
 	return 0;
 }

@@ -361,8 +361,8 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 	if (old) {
 		if (old->engine_id != e->id && old->engine_id >= 0)
 			return -EEXIST;
-		if (!kvx_room_state_terminal(kvxd_room_state(old)) || !kvxd_room_quiescent(old))
-			return -EBUSY;
+		if (!kvxd_room_removable(old))
+			return -EBUSY; /* still running, or draining: wait for RELEASED */
 		kvxd_room_remove(d, old);
 	}
 	r = calloc(1, sizeof(*r));
@@ -377,8 +377,10 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 		return -ENOMEM;
 	}
 	memcpy(r->pages, pages, sizeof(uint32_t) * m->npages);
-	for (uint32_t i = 0; i < m->nsources; i++)
+	for (uint32_t i = 0; i < m->nsources; i++) {
 		snprintf(r->src_names[i], sizeof(r->src_names[i]), "%s", names[i]);
+		r->src_peer[i] = src_peer[i];
+	}
 	r->id = m->room;
 	r->role = KVX_ROOM_DECODE;
 	r->fsm.role = KVX_ROOM_DECODE;
@@ -488,16 +490,34 @@ room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 
 	for (int role = KVX_ROOM_DECODE; role <= KVX_ROOM_PREFILL; role++) {
 		struct kvxd_room *r = kvxd_room_find(d, id, role);
+		int st;
 
-		if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0))
+		if (!r || r->removing || r->tombstone ||
+		    (r->engine_id != e->id && r->engine_id >= 0))
 			continue;
-		if (!kvx_room_state_terminal(kvxd_room_state(r)) || !kvxd_room_quiescent(r))
+		st = kvxd_room_state(r);
+		if (role == KVX_ROOM_DECODE && !kvxd_room_removable(r))
+			return -EBUSY; /* its pages are not the engine's yet */
+		if (role == KVX_ROOM_PREFILL && st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED)
 			return -EBUSY;
-		kvxd_room_remove(d, r);
-		d->ctr.rooms_closed++;
 		found = 1;
+		d->ctr.rooms_closed++;
+		if (kvxd_room_removable(r))
+			kvxd_room_remove(d, r);
+		else
+			r->engine_closed = true; /* ACK targets outlive the engine's interest */
 	}
 	return found ? 0 : -ENOENT;
+}
+
+static int64_t
+room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
+{
+	struct kvxd_room *r = kvxd_room_find(d, id, KVX_ROOM_DECODE);
+
+	if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0))
+		return -ENOENT;
+	return kvxd_decode_abort(d, r, -ECANCELED, "aborted by the engine");
 }
 
 static void
@@ -606,6 +626,12 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 			      ? room_close(d, e, ((const struct kvx_eng_room_close *)buf)->room)
 			      : -EBADMSG,
 		      0, NULL);
+		break;
+	case KVX_ENG_ROOM_ABORT:
+		v = len == sizeof(struct kvx_eng_room_abort)
+			    ? room_abort(d, e, ((const struct kvx_eng_room_abort *)buf)->room)
+			    : -EBADMSG;
+		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_ADMIN: {
 		char cmd[256];
@@ -753,6 +779,16 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("waiting_timeouts_total", c->waiting_timeouts);
 		C("qp_replaced_total", c->qp_replaced);
 		C("journal_pending_entries", kvxd_journal_pending(d));
+		C("aborts_total", c->aborts);
+		C("releases_total", c->releases);
+		C("abort_release_ms_sum", c->abort_release_ms_sum);
+		C("aborts_received_total", c->aborts_received);
+		C("abort_acks_sent_total", c->acks_sent);
+		C("abort_acks_unsent_total", c->acks_unsent);
+		C("abort_acks_received_total", c->acks_received);
+		C("abort_acks_stale_total", c->acks_stale);
+		C("tombstones_total", c->tombstones);
+		C("fences_total", c->fences);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,
@@ -775,6 +811,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			S("rooms_success_total", rooms_success);
 			S("rooms_failed_total", rooms_failed);
 			S("outbox_full_total", outbox_full);
+			S("chunks_skipped_total", chunks_skipped);
 #undef S
 		}
 #undef C

@@ -110,6 +110,7 @@ struct kvxd_peer {
 	bool stalled;  /* fault handshake.stall: ignore this session's input */
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
+	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */
 	char last_error[256];
 	/* ROOM_STATUS frames of the last waiting_ms, sent or not.  A frame written into a
 	 * connection that the far side was closing at the same moment is lost with it, so every
@@ -134,7 +135,9 @@ struct kvxd_engine {
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
-		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced;
+		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, aborts,
+		releases, abort_release_ms_sum, acks_received, acks_stale, acks_sent, acks_unsent,
+		aborts_received, tombstones, fences;
 };
 
 struct kvxd {
@@ -175,6 +178,7 @@ int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
 bool kvxd_room_quiescent(const struct kvxd_room *r);
+bool kvxd_room_removable(const struct kvxd_room *r);
 struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);
 void kvxd_send_meta_for_peer(struct kvxd *d, struct kvxd_peer *p);
 int kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src);
@@ -195,6 +199,14 @@ void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
 const char *kvxd_peer_state_str(int state);
 int kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb);
 int kvxd_journal_pending(const struct kvxd *d);
+
+/* abort.c */
+int64_t kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *reason);
+void kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *a);
+void kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort_ack *a);
+void kvxd_on_drained(struct kvxd *d, struct kvxd_room *r);
+void kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now);
+void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
 
 /* engine.c */
 int kvxd_engine_listen(struct kvxd *d);

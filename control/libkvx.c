@@ -661,6 +661,28 @@ kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int po
 	return request(c, KVX_ENG_CHUNK, len, -1, NULL);
 }
 
+int64_t
+kvx_room_abort(struct kvx_conn *c, uint64_t room)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_room_abort *m;
+	int r;
+
+	if (!c || room > KVX_ROOM_ID_MAX)
+		return -EINVAL;
+	m = tx_msg(c, sizeof(*m));
+	m->room = room;
+	r = request(c, KVX_ENG_ROOM_ABORT, sizeof(*m), -1, &rep);
+	if (r < 0)
+		return r;
+	if (rep->status < 0)
+		return rep->status;
+	/* the abort generation: a room generation, so 1..UINT32_MAX (events carry 32 bits) */
+	if (rep->value < 1 || rep->value > UINT32_MAX)
+		return -EBADMSG;
+	return rep->value;
+}
+
 int
 kvx_room_close(struct kvx_conn *c, uint64_t room)
 {

@@ -346,6 +346,14 @@ journal_rollback(struct kvxd *d, struct kvxd_peer *p)
 			return rc;
 		}
 		p->j.n--;
+		if (e->kind == KVXD_J_QP) {
+			bool more = false;
+
+			for (int i = 0; i < p->j.n; i++)
+				more |= p->j.e[i].kind == KVXD_J_QP;
+			if (!more) /* every QP of that session is destroyed: fences complete */
+				p->qp_sessions_ended++;
+		}
 	}
 	if (p->state == KVXD_PEER_CLOSING)
 		p->state = KVXD_PEER_IDLE;
@@ -540,6 +548,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores,
 		 d->ncores > 1 ? "s" : "");
 	flush_status(d, p);
+	kvxd_abort_resend_for_peer(d, p);
 	kvxd_send_meta_for_peer(d, p);
 	return 0;
 }
@@ -571,7 +580,10 @@ fail_dependent(struct kvx_room_table_node *n, void *arg)
 		return 0;
 	snprintf(m.reason, sizeof(m.reason), "peer %s: setup failed: %s", w->p->name,
 		 w->p->last_error);
-	kvx_pcore_send(&w->d->cores[r->core], &m);
+	if (r->role == KVX_ROOM_DECODE)
+		kvxd_decode_abort(w->d, r, m.error, m.reason);
+	else
+		kvx_pcore_send(&w->d->cores[r->core], &m);
 	return 0;
 }
 
@@ -795,14 +807,13 @@ static void
 on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
 {
 	struct kvxd_room *r = kvxd_room_find(d, st->room, KVX_ROOM_DECODE);
-	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = st->error};
+	char reason[KVXD_REASON_MAX];
 
 	d->ctr.status_received++;
-	if (!r || r->gen != st->gen || st->state != KVX_ROOM_FAILED)
-		return; /* another generation: counted, dropped */
-	m.room = r;
-	snprintf(m.reason, sizeof(m.reason), "source %s: %s", p->name, st->reason);
-	kvx_pcore_send(&d->cores[r->core], &m);
+	if (!r || r->removing || r->aborting || r->gen != st->gen || st->state != KVX_ROOM_FAILED)
+		return; /* another generation, or already aborting: counted, dropped */
+	snprintf(reason, sizeof(reason), "source %s: %s", p->name, st->reason);
+	kvxd_decode_abort(d, r, st->error, reason);
 }
 
 static int
@@ -838,11 +849,17 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 	case KVX_WIRE_ROOM_STATUS:
 		on_room_status(d, p, &m->u.room_status);
 		return 0;
+	case KVX_WIRE_ABORT:
+		kvxd_on_abort(d, p, &m->u.abort);
+		return 0;
+	case KVX_WIRE_ABORT_ACK:
+		kvxd_on_abort_ack(d, p, &m->u.abort_ack);
+		return 0;
 	case KVX_WIRE_BYE:
 		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE");
 		return -ECONNRESET;
 	default:
-		return 0; /* HEARTBEAT; ABORT/ABORT_ACK are not used yet */
+		return 0; /* HEARTBEAT */
 	}
 }
 

@@ -28,6 +28,7 @@ enum kvx_eng_type {
 	KVX_ENG_CHUNK = 5,	/* prefill; no reply, failures arrive as events */
 	KVX_ENG_ROOM_CLOSE = 6, /* reply status */
 	KVX_ENG_ADMIN = 7,	/* reply text */
+	KVX_ENG_ROOM_ABORT = 8, /* decode; reply value = the abort generation */
 	KVX_ENG_REPLY = 64,	/* kvxd -> engine */
 	KVX_ENG_EVENT = 65,	/* kvxd -> engine */
 };
@@ -80,6 +81,11 @@ struct kvx_eng_chunk {
 };
 
 struct kvx_eng_room_close {
+	struct kvx_eng_hdr hdr;
+	uint64_t room;
+};
+
+struct kvx_eng_room_abort {
 	struct kvx_eng_hdr hdr;
 	uint64_t room;
 };

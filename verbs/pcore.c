@@ -178,6 +178,59 @@ prefill_check_done(struct kvxd_core *c, struct kvxd_room *r)
 		room_set(c, r, KVX_ROOM_SUCCESS);
 }
 
+static void
+drain_remove(struct kvxd_core *c, struct kvxd_room *r)
+{
+	struct kvxd_room **pp = &c->drain_head;
+
+	if (!r->in_drain)
+		return;
+	while (*pp && *pp != r)
+		pp = &(*pp)->drain_next;
+	if (*pp)
+		*pp = r->drain_next;
+	r->drain_next = NULL;
+	r->in_drain = false;
+}
+
+/* Prefill: may this room be acknowledged?  Only when it is FAILED (or SUCCESS), every WR it
+ * ever posted has its completion, and the QP that carried its errored WRs has reaped a
+ * completion for every WR posted on it (DESIGN.md 5, invariant 1).  Reports it once. */
+static void
+prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
+{
+	int st = r->fsm.state;
+
+	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
+	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
+		return;
+	if (room_outstanding(r) == 0 &&
+	    (!r->err_qpc || (r->err_qpc->sq_used == 0 && r->err_qpc->chain_n == 0))) {
+		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
+
+		drain_remove(c, r);
+		r->drained_sent = true;
+		r->err_qpc = NULL; /* the QP may be retired and freed from here on */
+		out_put(c, &m);
+	} else if (!r->in_drain) {
+		r->in_drain = true;
+		r->drain_next = c->drain_head;
+		c->drain_head = r;
+	}
+}
+
+/* An errored QP became quiescent: the rooms waiting for it may drain now. */
+static void
+drain_recheck(struct kvxd_core *c)
+{
+	struct kvxd_room *r = c->drain_head, *next;
+
+	for (; r; r = next) {
+		next = r->drain_next;
+		prefill_check_drained(c, r);
+	}
+}
+
 /* ---- QP contexts --------------------------------------------------------------------------- */
 
 struct kvxd_qpc *
@@ -240,6 +293,8 @@ qpc_check_quiesced(struct kvxd_core *c, struct kvxd_qpc *q)
 {
 	struct kvxd_msg m = {.qpc = q, .peer = q->peer, .gen = q->epoch};
 
+	if (q->errored && !q->sq_used && !q->chain_n && c->drain_head)
+		drain_recheck(c);
 	if (q->sq_used || q->rq_posted || q->chain_n)
 		return;
 	if (q->closing) {
@@ -377,6 +432,7 @@ ready_drain(struct kvxd_core *c)
 				break; /* waits for the (replacement) connection */
 			if (!chunk_fits_room(r, ch, why, sizeof(why))) {
 				room_fail(c, r, -EINVAL, "%s", why);
+				prefill_check_drained(c, r);
 				break;
 			}
 			n = chunk_build(c, r, q, ch);
@@ -431,10 +487,15 @@ flush_chains(struct kvxd_core *c)
 					room_fail(c, r, rc, "post_send failed on qp 0x%x: %s",
 						  q->qpn, strerror(-rc));
 					wr_put(q, w);
+					if (!r->err_qpc)
+						r->err_qpc = q;
+					prefill_check_drained(c, r); /* waits for chain_n */
 				}
 				qpc_mark_errored(c, q);
 			}
 			q->chain_n = 0;
+			if (rc)
+				drain_recheck(c);
 		}
 		if (q->rq_deficit >= RQ_REPLENISH_BATCH && !q->errored && !q->closing) {
 			uint64_t ids[RQ_REPLENISH_BATCH * 4];
@@ -470,6 +531,8 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		stat_add(&c->st.wc_ok, 1);
 		prefill_check_done(c, r);
 	} else {
+		if (!r->err_qpc)
+			r->err_qpc = q; /* its WRs stay counted until this QP has flushed */
 		if (wc->status == KVX_VX_WC_FLUSH_ERR) {
 			stat_add(&c->st.wc_flush, 1);
 			room_fail(c, r, -ECANCELED,
@@ -483,6 +546,7 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		qpc_mark_errored(c, q);
 	}
 	qpc_check_quiesced(c, q);
+	prefill_check_drained(c, r);
 }
 
 static void
@@ -557,6 +621,27 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		break;
 	case KVXD_MSG_ROOM_FAIL:
 		room_fail(c, r, m->error, "%s", m->reason);
+		prefill_check_drained(c, r);
+		break;
+	case KVXD_MSG_ROOM_ABORT:
+		if (r->role == KVX_ROOM_DECODE) {
+			/* the new generation is armed (by the control core) before any ABORT goes
+			 * out; the pages stay held until ROOM_RELEASE */
+			if (kvx_room_state_terminal(r->fsm.state) &&
+			    r->fsm.state != KVX_ROOM_FAILED)
+				break;
+			r->gen = m->gen;
+			room_fail(c, r, m->error, "%s", m->reason);
+			room_set(c, r, KVX_ROOM_DRAINING);
+		} else {
+			/* FAILED first (sticky), before anything else: a later chunk is skipped */
+			room_fail(c, r, m->error, "%s", m->reason);
+			prefill_check_drained(c, r);
+		}
+		break;
+	case KVXD_MSG_ROOM_RELEASE:
+		r->gen = m->gen;
+		room_set(c, r, KVX_ROOM_RELEASED);
 		break;
 	case KVXD_MSG_ROOM_META:
 		if (r->meta_known || kvx_room_state_terminal(r->fsm.state)) {
@@ -577,6 +662,7 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		if (r->fsm.state == KVX_ROOM_FAILED || kvx_room_state_terminal(r->fsm.state) ||
 		    r->last_posted) {
 			/* A chunk for a finished room is skipped; it undoes only itself. */
+			stat_add(&c->st.chunks_skipped, 1);
 			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
 			break;
 		}
@@ -592,6 +678,7 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 	}
 	case KVXD_MSG_ROOM_DROP:
 		drop_pending(c, r);
+		drain_remove(c, r);
 		m->type = KVXD_MSG_ROOM_FREE;
 		out_put(c, m);
 		break;

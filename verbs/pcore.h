@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvx/kvx.h"
 #include "core/config.h"
 #include "core/mbox.h"
 #include "core/room.h"
@@ -29,6 +30,7 @@
 #define KVXD_REASON_MAX 96
 #define KVXD_BATCH 32
 #define KVXD_TOKEN_SHIFT 4 /* imm = token base | source index (16 sources) */
+#define KVXD_MAX_TARGETS 8 /* decode endpoints that may abort one prefill room */
 
 /* A pool an engine registered (control core owns it; immutable while referenced). */
 struct kvxd_pool {
@@ -80,12 +82,30 @@ struct kvxd_room {
 	struct kvxd_room *ready_next;		  /* prefill: in the core's ready list */
 	bool in_ready, last_posted, meta_known;
 	struct kvxd_meta *meta;
+	struct kvxd_qpc *err_qpc;     /* prefill: the QP its errored WRs were on */
+	struct kvxd_room *drain_next; /* prefill: in the core's drain-wait list */
+	bool in_drain, drained_sent;
 	/* written by the control core only */
 	int engine_id; /* -1: none (yet), or the engine went away */
 	bool removing;
 	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from, 0 = none yet */
 	uint32_t meta_sent_mask;
 	uint64_t opened_ms;
+	/* decode abort (control core): the armed generation, who acknowledged, who was fenced */
+	bool aborting, released;
+	uint32_t abort_gen;
+	uint32_t ack_mask, fenced_mask, fencing_mask;
+	uint64_t abort_ms, release_deadline_ms;
+	int src_peer[KVX_MAX_SOURCES];
+	uint64_t fence_target[KVX_MAX_SOURCES];
+	/* prefill ACK targets (control core): one per decode endpoint, each with its generation,
+	 * kept until acknowledged, even past an engine's close */
+	struct {
+		int peer;
+		uint32_t gen;
+	} tgt[KVXD_MAX_TARGETS];
+	int ntgt;
+	bool drained, tombstone, engine_closed;
 	/* immutable after creation */
 	uint8_t role;
 	struct kvxd_pool *pool; /* decode */
@@ -127,14 +147,16 @@ struct kvxd_qpc {
 
 enum kvxd_msg_type {
 	/* control -> core */
-	KVXD_MSG_QP_ADD = 1,  /* qpc (INIT, receives posted): own its completions from now on */
-	KVXD_MSG_QP_ACTIVATE, /* qpc: connected; send to its peer through it (gen = epoch) */
-	KVXD_MSG_QP_REMOVE,   /* qpc: the control core moved it to ERR; retire when drained */
-	KVXD_MSG_ROOM_OPEN,   /* decode room: metas are going out */
-	KVXD_MSG_ROOM_FAIL,   /* room: fail it (error, reason) */
-	KVXD_MSG_ROOM_META,   /* prefill room + meta */
-	KVXD_MSG_CHUNK,	      /* prefill room + chunk */
-	KVXD_MSG_ROOM_DROP,   /* room left the tables: return it for freeing */
+	KVXD_MSG_QP_ADD = 1,   /* qpc (INIT, receives posted): own its completions from now on */
+	KVXD_MSG_QP_ACTIVATE,  /* qpc: connected; send to its peer through it (gen = epoch) */
+	KVXD_MSG_QP_REMOVE,    /* qpc: the control core moved it to ERR; retire when drained */
+	KVXD_MSG_ROOM_OPEN,    /* decode room: metas are going out */
+	KVXD_MSG_ROOM_FAIL,    /* room: fail it (error, reason) */
+	KVXD_MSG_ROOM_META,    /* prefill room + meta */
+	KVXD_MSG_CHUNK,	       /* prefill room + chunk */
+	KVXD_MSG_ROOM_DROP,    /* room left the tables: return it for freeing */
+	KVXD_MSG_ROOM_ABORT,   /* decode: fail, arm gen, DRAINING; prefill: fail, report drain */
+	KVXD_MSG_ROOM_RELEASE, /* decode: nothing can write any more: RELEASED (gen) */
 	/* core -> control */
 	KVXD_MSG_EVENT = 32,  /* room state changed (state, error, reason) */
 	KVXD_MSG_STATUS_PUSH, /* prefill room failed: tell the decode endpoint */
@@ -143,6 +165,8 @@ enum kvxd_msg_type {
 	KVXD_MSG_ROOM_FREE,   /* room: free after a grace period */
 	KVXD_MSG_CHUNK_FREE,  /* chunk: free */
 	KVXD_MSG_META_FREE,   /* meta: free */
+	KVXD_MSG_DRAINED,     /* prefill room FAILED/SUCCESS, every WR completed, its errored QP
+			       * quiescent: nothing it posted can still write */
 };
 
 struct kvxd_msg {
@@ -162,7 +186,7 @@ struct kvxd_msg {
 /* Counters: single writer (the core), read relaxed by the control core. */
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
-		bytes_posted, rooms_success, rooms_failed, outbox_full;
+		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped;
 };
 
 struct kvxd_core {
@@ -174,6 +198,7 @@ struct kvxd_core {
 	struct kvxd_qpc *qpcs;
 	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS];
 	struct kvxd_room *ready_head, *ready_tail;
+	struct kvxd_room *drain_head; /* FAILED prefill rooms waiting to drain */
 	uint32_t idle_park_us;
 	uint64_t idle_since_ns;
 	atomic_bool stop;

@@ -79,7 +79,17 @@ int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
 
-/* Drop a finished room's bookkeeping (SUCCESS or FAILED).  Returns 0, -ENOENT, -EBUSY. */
+/* Decode: abort a room.  kvxd arms a new generation, asks every source it notified to stop,
+ * and keeps the pages held: the room goes FAILED -> DRAINING -> RELEASED, and only the RELEASED
+ * event (carrying the abort generation) hands the pages back, once no source can still write
+ * into them (all sources acknowledged the abort after draining, or their connections were
+ * fenced).  Every decode failure (a source's failure, the waiting timeout) takes the same path.
+ * Returns the abort generation, or -ENOENT (unknown room), -EALREADY (the room already
+ * succeeded: nothing to abort; its pages are the engine's). */
+int64_t kvx_room_abort(struct kvx_conn *c, uint64_t room);
+
+/* Drop a finished room's bookkeeping: decode SUCCESS or RELEASED, prefill SUCCESS or FAILED.
+ * Returns 0, -ENOENT, or -EBUSY (a decode room still draining: wait for RELEASED). */
 int kvx_room_close(struct kvx_conn *c, uint64_t room);
 
 /* Read up to max events; waits up to timeout_ms (-1: forever, 0: poll).  Returns how many

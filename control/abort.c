@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Abort and drain-aware acknowledgement (DESIGN.md section 5).  Thread: the control core.
+ *
+ * Decode: one abort function for every path (engine abort, waiting timeout, a source's
+ * failure, a peer whose setup failed).  It arms a new generation before any ABORT goes out,
+ * keeps the pages held (DRAINING), counts ABORT_ACKs of that generation from distinct sources,
+ * and releases exactly once: when every notified source acknowledged, or when the release
+ * timeout expired and every silent source's QPs were fenced (error state) and destroyed.  A
+ * timer alone never releases.
+ *
+ * Prefill: an ABORT marks the room FAILED before anything else (its core does, sticky); the
+ * room keeps one ACK target per decode endpoint, each with its generation; when its core
+ * reports the room drained (every WR completed, its errored QP quiescent), every target gets
+ * its ABORT_ACK.  An ABORT for an unknown or cleared room leaves a FAILED tombstone and is
+ * acknowledged at once (nothing of it is outstanding).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/kvxd.h"
+#include "core/log.h"
+
+static uint32_t
+next_gen(struct kvxd *d)
+{
+	if (++d->next_gen == 0)
+		d->next_gen = 1;
+	return d->next_gen;
+}
+
+static uint32_t
+notified_mask(const struct kvxd_room *r)
+{
+	return r->meta_sent_mask;
+}
+
+static void
+release(struct kvxd *d, struct kvxd_room *r)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_RELEASE, .room = r, .gen = r->abort_gen};
+	uint64_t now = kvxd_now_ms();
+
+	if (r->released)
+		return;
+	r->released = true; /* exactly once */
+	d->ctr.releases++;
+	d->ctr.abort_release_ms_sum += now - r->abort_ms;
+	KVX_DEBUG("room %llu gen %u released after %llu ms (acked 0x%x fenced 0x%x)",
+		  (unsigned long long)r->id, r->abort_gen,
+		  (unsigned long long)(now - r->abort_ms), r->ack_mask, r->fenced_mask);
+	if (kvx_pcore_send(&d->cores[r->core], &m))
+		KVX_ERR("core %d inbox full: room %llu not released", r->core,
+			(unsigned long long)r->id);
+}
+
+static void
+maybe_release(struct kvxd *d, struct kvxd_room *r)
+{
+	uint32_t need = notified_mask(r);
+
+	if (r->aborting && !r->released && ((r->ack_mask | r->fenced_mask) & need) == need)
+		release(d, r);
+}
+
+static void
+send_abort(struct kvxd *d, struct kvxd_room *r, int i)
+{
+	struct kvxd_peer *p = &d->peers[r->src_peer[i]];
+	struct kvx_wire_msg w = {.type = KVX_WIRE_ABORT};
+
+	w.u.abort.room = r->id;
+	w.u.abort.gen = r->abort_gen;
+	snprintf(w.u.abort.endpoint, sizeof(w.u.abort.endpoint), "%s", d->cfg.name);
+	if (p->state != KVXD_PEER_READY || kvxd_peer_send(d, p, &w))
+		KVX_DEBUG("room %llu: ABORT to %s not sent (%s): resent when it is back, or the "
+			  "release timeout fences",
+			  (unsigned long long)r->id, p->name, kvxd_peer_state_str(p->state));
+}
+
+struct resend_walk {
+	struct kvxd *d;
+	struct kvxd_peer *p;
+};
+
+static int
+resend_one(struct kvx_room_table_node *n, void *arg)
+{
+	struct resend_walk *w = arg;
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+
+	if (r->role != KVX_ROOM_DECODE || !r->aborting || r->released || r->removing)
+		return 0;
+	for (int i = 0; i < r->nsrc; i++) {
+		uint32_t bit = 1u << i;
+
+		if (r->src_peer[i] == w->p->idx && (r->meta_sent_mask & bit) &&
+		    !((r->ack_mask | r->fenced_mask) & bit))
+			send_abort(w->d, r, i);
+	}
+	return 0;
+}
+
+/* A peer's new session: an ABORT (or its ACK) lost with the old connection is asked again. */
+void
+kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct resend_walk w = {.d = d, .p = p};
+
+	rcu_read_lock();
+	kvx_room_table_for_each(d->by_id, resend_one, &w);
+	rcu_read_unlock();
+}
+
+int64_t
+kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *reason)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_ABORT, .room = r, .error = error};
+	int state = kvxd_room_state(r);
+
+	if (r->role != KVX_ROOM_DECODE)
+		return -EINVAL;
+	if (r->aborting)
+		return r->abort_gen; /* one abort per room: the first one's generation */
+	if (state == KVX_ROOM_SUCCESS)
+		return -EALREADY;
+	/* arm first: an ACK is only ever counted for this generation */
+	r->aborting = true;
+	r->abort_gen = next_gen(d);
+	r->ack_mask = r->fenced_mask = r->fencing_mask = 0;
+	r->abort_ms = kvxd_now_ms();
+	r->release_deadline_ms = r->abort_ms + d->cfg.release_ms;
+	d->ctr.aborts++;
+	m.gen = r->abort_gen;
+	snprintf(m.reason, sizeof(m.reason), "%s", reason);
+	if (kvx_pcore_send(&d->cores[r->core], &m))
+		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
+			(unsigned long long)r->id);
+	for (int i = 0; i < r->nsrc; i++)
+		if (r->meta_sent_mask & (1u << i))
+			send_abort(d, r, i);
+	maybe_release(d, r); /* nobody was notified: nothing can write */
+	return r->abort_gen;
+}
+
+void
+kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort_ack *a)
+{
+	struct kvxd_room *r = kvxd_room_find(d, a->room, KVX_ROOM_DECODE);
+	int src = -1;
+
+	d->ctr.acks_received++;
+	if (!r || !r->aborting || r->abort_gen != a->gen) {
+		d->ctr.acks_stale++; /* another generation, or no such abort: never releases */
+		return;
+	}
+	/* distinct sources: the source is the peer that sent it */
+	for (int i = 0; i < r->nsrc; i++)
+		if (r->src_peer[i] == p->idx)
+			src = i;
+	if (src < 0) {
+		d->ctr.acks_stale++;
+		return;
+	}
+	r->ack_mask |= 1u << src;
+	maybe_release(d, r);
+}
+
+/* ---- prefill ------------------------------------------------------------------------------- */
+
+static void
+send_ack(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen)
+{
+	struct kvx_wire_msg w = {.type = KVX_WIRE_ABORT_ACK};
+	struct kvxd_peer *p = &d->peers[peer];
+
+	w.u.abort_ack.room = r->id;
+	w.u.abort_ack.gen = gen;
+	w.u.abort_ack.src_idx = 0; /* decode knows its source by the connection */
+	if (p->state == KVXD_PEER_READY && kvxd_peer_send(d, p, &w) == 0)
+		d->ctr.acks_sent++;
+	else
+		d->ctr.acks_unsent++; /* that decode falls back to its release timeout + fence */
+}
+
+static void
+ack_all(struct kvxd *d, struct kvxd_room *r)
+{
+	for (int i = 0; i < r->ntgt; i++)
+		send_ack(d, r, r->tgt[i].peer, r->tgt[i].gen);
+	r->ntgt = 0;
+}
+
+void
+kvxd_on_drained(struct kvxd *d, struct kvxd_room *r)
+{
+	r->drained = true;
+	ack_all(d, r);
+}
+
+void
+kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *a)
+{
+	struct kvxd_room *r = kvxd_room_find(d, a->room, KVX_ROOM_PREFILL);
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_ABORT, .error = -ECANCELED};
+	int i;
+
+	d->ctr.aborts_received++;
+	if (!r) {
+		/* unknown or cleared: a FAILED tombstone skips any late chunk; nothing of it is
+		 * outstanding, so it is acknowledged at once */
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return;
+		r->id = a->room;
+		r->role = r->fsm.role = KVX_ROOM_PREFILL;
+		r->fsm.state = KVX_ROOM_FAILED;
+		snprintf(r->reason, sizeof(r->reason), "aborted by %s before it was known here",
+			 p->name);
+		r->engine_id = -1;
+		r->core = (int)(a->room % (uint64_t)d->ncores);
+		r->opened_ms = kvxd_now_ms();
+		r->tombstone = r->drained = true;
+		rcu_read_lock();
+		if (kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role))) {
+			rcu_read_unlock();
+			free(r);
+			return;
+		}
+		rcu_read_unlock();
+		d->ctr.tombstones++;
+		send_ack(d, r, p->idx, a->gen);
+		return;
+	}
+	/* one target per decode endpoint, with its own (latest) generation */
+	for (i = 0; i < r->ntgt; i++)
+		if (r->tgt[i].peer == p->idx)
+			break;
+	if (i == r->ntgt) {
+		if (r->ntgt == KVXD_MAX_TARGETS) {
+			KVX_ERR("room %llu: more than %d decode endpoints abort it",
+				(unsigned long long)r->id, KVXD_MAX_TARGETS);
+			return;
+		}
+		r->ntgt++;
+	}
+	r->tgt[i].peer = p->idx;
+	r->tgt[i].gen = a->gen;
+	if (r->drained) {
+		ack_all(d, r);
+		return;
+	}
+	m.room = r;
+	snprintf(m.reason, sizeof(m.reason), "aborted by %s (generation %u)", p->name, a->gen);
+	if (kvx_pcore_send(&d->cores[r->core], &m))
+		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
+			(unsigned long long)r->id);
+}
+
+/* ---- timers -------------------------------------------------------------------------------- */
+
+/* Has the session whose QPs carried this source's writes been fenced and destroyed? */
+static bool
+fence_done(struct kvxd *d, struct kvxd_room *r, int i)
+{
+	return d->peers[r->src_peer[i]].qp_sessions_ended >= r->fence_target[i];
+}
+
+/* Release timeout: fence every silent source (error state, then destroy, through the journal
+ * of its connection), and release once all of them are fenced.  Called from the tick. */
+void
+kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now)
+{
+	uint32_t need = notified_mask(r);
+
+	if (!r->aborting || r->released)
+		return;
+	for (int i = 0; i < r->nsrc; i++) {
+		uint32_t bit = 1u << i;
+
+		if (!(need & bit) || (r->ack_mask & bit) || (r->fenced_mask & bit))
+			continue;
+		if ((r->fencing_mask & bit) && fence_done(d, r, i)) {
+			r->fenced_mask |= bit;
+			continue;
+		}
+		if (!(r->fencing_mask & bit) && now >= r->release_deadline_ms) {
+			struct kvxd_peer *p = &d->peers[r->src_peer[i]];
+			bool has_qps = false;
+
+			for (int k = 0; k < p->j.n; k++)
+				has_qps |= p->j.e[k].kind == KVXD_J_QP;
+			r->fencing_mask |= bit;
+			r->fence_target[i] = p->qp_sessions_ended + (has_qps ? 1 : 0);
+			if (has_qps) {
+				char why[160];
+
+				snprintf(why, sizeof(why),
+					 "fence: room %llu got no ABORT_ACK within %u ms",
+					 (unsigned long long)r->id, d->cfg.release_ms);
+				d->ctr.fences++;
+				kvxd_peer_reset(d, p, why);
+			}
+			if (fence_done(d, r, i))
+				r->fenced_mask |= bit;
+		}
+	}
+	maybe_release(d, r);
+}
