@@ -204,8 +204,12 @@ prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
 	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
 	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
 		return;
+#ifdef KVXD_TEST_BUGGY_DRAIN /* negative control (tests/unit/test_drain.c) */
+	if (room_outstanding(r) == 0) {
+#else
 	if (room_outstanding(r) == 0 &&
 	    (!r->err_qpc || (r->err_qpc->sq_used == 0 && r->err_qpc->chain_n == 0))) {
+#endif
 		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
 
 		drain_remove(c, r);
@@ -663,6 +667,10 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		    r->last_posted) {
 			/* A chunk for a finished room is skipped; it undoes only itself. */
 			stat_add(&c->st.chunks_skipped, 1);
+#ifdef KVXD_TEST_BUGGY_SKIP /* negative control (tests/unit/test_drain.c): the seed bug */
+			atomic_store(&r->wr_done, atomic_load(&r->wr_posted));
+			prefill_check_drained(c, r);
+#endif
 			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
 			break;
 		}

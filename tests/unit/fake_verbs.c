@@ -46,7 +46,7 @@ static struct fake_vx_live live;
 static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
 static struct kvx_vx_qp *qps[FAKE_MAX_QP];
 static uint32_t next_key = 0x100, next_qpn = 0x11;
-static bool hold_mode;
+static bool hold_mode, defer_flush;
 static uint64_t writes_executed;
 static struct {
 	char op[32];
@@ -61,7 +61,7 @@ fake_vx_install(void)
 	memset(mrs, 0, sizeof(mrs));
 	memset(qps, 0, sizeof(qps));
 	memset(fail_script, 0, sizeof(fail_script));
-	hold_mode = false;
+	hold_mode = defer_flush = false;
 	writes_executed = 0;
 }
 
@@ -369,7 +369,8 @@ fqp_err(struct kvx_vx_qp *q)
 	if (rc)
 		return rc;
 	q->state = QPS_ERR;
-	flush_all(q);
+	if (!defer_flush)
+		flush_all(q);
 	return 0;
 }
 
@@ -412,8 +413,21 @@ complete(struct kvx_vx_qp *q, const struct kvx_vx_write *w, uint32_t status)
 	cq_push(q->cq, w->wr_id, status, KVX_VX_WC_WRITE, 0, q->qpn);
 	if (status != KVX_VX_WC_SUCCESS) {
 		q->state = QPS_ERR;
-		flush_all(q);
+		if (!defer_flush)
+			flush_all(q);
 	}
+}
+
+void
+fake_vx_defer_flush(bool on)
+{
+	defer_flush = on;
+}
+
+void
+fake_vx_flush(struct kvx_vx_qp *q)
+{
+	flush_all(q);
 }
 
 static int

@@ -35,6 +35,9 @@ int fake_vx_release(struct kvx_vx_qp *qp, int n);
  * its held writes flush). */
 int fake_vx_fail_next(struct kvx_vx_qp *qp, uint32_t status);
 int fake_vx_held(struct kvx_vx_qp *qp);
+/* Stuck mode: a QP that goes to error keeps its held writes unflushed until fake_vx_flush(). */
+void fake_vx_defer_flush(bool on);
+void fake_vx_flush(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */
 uint64_t fake_vx_writes_executed(void);
 bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libkvx against a fake kvxd: a thread that serves one connection on a SOCK_SEQPACKET socket
- * in a temporary directory, answers HELLO, POOL_REG, POOL_UNREG, ROOM_OPEN, ROOM_CLOSE and
- * ADMIN per core/engine_proto.h, records what it received (message counts, the last message,
- * the fd that came with POOL_REG), and can be scripted to inject EVENTs before a reply, send a
- * malformed reply, hold a reply back, or close the connection.
+ * in a temporary directory, answers HELLO, POOL_REG, POOL_UNREG, ROOM_OPEN, ROOM_CLOSE,
+ * ROOM_ABORT and ADMIN per core/engine_proto.h, records what it received (message counts, the
+ * last message, the fd that came with POOL_REG), and can be scripted to inject EVENTs before a
+ * reply, fail the next room or pool request with a status, send a malformed reply, hold a reply
+ * back, or close the connection.
  *
  * The fake answers requests in order, so an ADMIN "sync" round trip proves that every message
  * sent before it has been received and recorded.
@@ -48,7 +49,8 @@ struct fake {
 	int bad;	   /* enum bad_reply, for the next reply */
 	bool close_next;   /* close instead of the next reply */
 	bool hold_next;	   /* do not answer the next request; answer it just before the one after */
-	int64_t value;	   /* reply value of POOL_REG and ROOM_OPEN */
+	int64_t value;	   /* reply value of POOL_REG, ROOM_OPEN and ROOM_ABORT */
+	int status_next;   /* status of the next reply to a room or pool request, then 0 */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
 	/* observations, under mu */
 	int nmsgs;
@@ -168,6 +170,8 @@ request_ok(const uint8_t *buf, size_t n)
 		return n == sizeof(struct kvx_eng_pool_unreg);
 	case KVX_ENG_ROOM_CLOSE:
 		return n == sizeof(struct kvx_eng_room_close);
+	case KVX_ENG_ROOM_ABORT:
+		return n == sizeof(struct kvx_eng_room_abort);
 	case KVX_ENG_ADMIN:
 		return n > sizeof(struct kvx_eng_admin);
 	case KVX_ENG_ROOM_OPEN: {
@@ -207,7 +211,7 @@ fake_serve(void *arg)
 				    .msg_control = ctl.b,
 				    .msg_controllen = sizeof(ctl.b)};
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
-		int before, after, bad, status = 0, fd = -1;
+		int before, after, bad, status = 0, status_next, fd = -1;
 		bool do_close, hold;
 		uint64_t held, room;
 		int64_t value;
@@ -246,6 +250,12 @@ fake_serve(void *arg)
 		held = f->held_seq;
 		value = f->value;
 		room = f->ev_room;
+		status_next = 0;
+		if (h->type != KVX_ENG_CHUNK && h->type != KVX_ENG_HELLO &&
+		    h->type != KVX_ENG_ADMIN) {
+			status_next = f->status_next;
+			f->status_next = 0;
+		}
 		f->inject_before = f->inject_after = 0;
 		f->bad = BAD_NONE;
 		f->close_next = f->hold_next = false;
@@ -290,6 +300,7 @@ fake_serve(void *arg)
 			break;
 		}
 		default:
+			status = status_next;
 			break;
 		}
 		send_reply(f->cfd, h->seq, status, value, text);
@@ -529,6 +540,7 @@ test_bad_arguments_send_nothing(void **state)
 	assert_int_equal(kvx_room_open(NULL, 1, 1, pages, 1, one, 1), -EINVAL);
 	assert_int_equal(kvx_chunk_submit(NULL, 1, 0, 1, pages, 1, 0, 1), -EINVAL);
 	assert_int_equal(kvx_room_close(NULL, 1), -EINVAL);
+	assert_int_equal(kvx_room_abort(NULL, 1), -EINVAL);
 	assert_int_equal(kvx_event_read(NULL, &ev, 1, 0), -EINVAL);
 	assert_int_equal(kvx_admin(NULL, "x", out, sizeof(out)), -EINVAL);
 	assert_int_equal(kvx_conn_fd(NULL), -EINVAL);
@@ -587,8 +599,10 @@ test_bad_arguments_send_nothing(void **state)
 			 -EINVAL);
 	assert_int_equal(kvx_chunk_submit(c, 1, 0, 1, pages, 1, UINT32_MAX, 1), -EINVAL);
 
-	/* close, events, admin */
+	/* close, abort, events, admin */
 	assert_int_equal(kvx_room_close(c, KVX_ROOM_ID_MAX + 1), -EINVAL);
+	assert_int_equal(kvx_room_abort(c, KVX_ROOM_ID_MAX + 1), -EINVAL);
+	assert_int_equal(kvx_room_abort(c, UINT64_MAX), -EINVAL);
 	assert_int_equal(kvx_event_read(c, NULL, 1, 0), -EINVAL);
 	assert_int_equal(kvx_event_read(c, &ev, 0, 0), -EINVAL);
 	assert_int_equal(kvx_admin(c, NULL, out, sizeof(out)), -EINVAL);
@@ -608,8 +622,9 @@ test_bad_arguments_send_nothing(void **state)
 			 7);
 	assert_int_equal(
 		kvx_chunk_submit(c, KVX_ROOM_ID_MAX, 0, 1, pages, KVX_MAX_ROOM_PAGES, 0, 1), 0);
+	assert_int_equal(kvx_room_abort(c, KVX_ROOM_ID_MAX), 7);
 	sync_fake(c);
-	assert_int_equal(fake_count(&fx->f), before + 4);
+	assert_int_equal(fake_count(&fx->f), before + 5);
 	close(memfd);
 	close(small);
 }
@@ -786,6 +801,110 @@ test_chunk_submit_sends_one_datagram(void **state)
 }
 
 static void
+test_room_abort_message(void **state)
+{
+	struct fixture *fx = *state;
+	const struct kvx_eng_room_abort *m = (const void *)fx->f.last;
+	uint64_t seq;
+
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	seq = fx->f.last_seq;
+	fx->f.value = 5; /* the abort generation */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, 4321), 5);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.bad_in, 0);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 1);
+	assert_int_equal(fx->f.last_len, sizeof(*m));
+	assert_int_equal(sizeof(*m), sizeof(struct kvx_eng_hdr) + sizeof(uint64_t));
+	assert_int_equal(m->hdr.type, KVX_ENG_ROOM_ABORT);
+	assert_int_equal(m->hdr.flags, 0);
+	assert_int_equal(m->hdr.len, sizeof(*m));
+	assert_int_equal(m->hdr.seq, seq + 1);
+	assert_int_equal(m->room, 4321);
+	/* a generation is 32 bits on events: the largest one is returned whole */
+	fx->f.value = UINT32_MAX;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, KVX_ROOM_ID_MAX), (int64_t)UINT32_MAX);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(m->room, KVX_ROOM_ID_MAX);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 2);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* The events kvxd sends before the reply (the room's FAILED, say) are queued, not lost. */
+static void
+test_room_abort_queues_events_before_reply(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_event ev;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 2; /* rooms 100, 101 */
+	fx->f.inject_after = 1;	 /* room 102 */
+	fx->f.value = 3;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, 100), 3);
+	expect_events(fx->c, 8, 1000, 3, 100);
+	assert_int_equal(kvx_event_read(fx->c, &ev, 1, 0), 0);
+}
+
+static void
+test_room_abort_status_passthrough(void **state)
+{
+	struct fixture *fx = *state;
+	static const int errs[] = {-ENOENT, -EALREADY, -EINVAL, -EPERM};
+	size_t i;
+
+	for (i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		pthread_mutex_lock(&fx->f.mu);
+		fx->f.status_next = errs[i];
+		fx->f.value = 9; /* ignored on error */
+		pthread_mutex_unlock(&fx->f.mu);
+		assert_int_equal(kvx_room_abort(fx->c, 77 + i), errs[i]);
+	}
+	/* the session goes on: the next abort gets its generation */
+	assert_int_equal(kvx_room_abort(fx->c, 80), 9);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 5);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+static void
+test_room_abort_bad_reply(void **state)
+{
+	struct fixture *fx = *state;
+	static const int64_t values[] = {0, -1, (int64_t)UINT32_MAX + 1, INT64_MAX};
+	size_t i;
+
+	/* a generation of 0, a negative one, or one events could not carry, is no answer */
+	for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		pthread_mutex_lock(&fx->f.mu);
+		fx->f.value = values[i];
+		pthread_mutex_unlock(&fx->f.mu);
+		assert_int_equal(kvx_room_abort(fx->c, 1), -EBADMSG);
+	}
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.bad = BAD_STATUS;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, 1), -EBADMSG);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.value = 2;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, 1), 2);
+
+	/* kvxd gone */
+	req_timeout_ms = 2000;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.close_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_abort(fx->c, 1), -ECONNRESET);
+	assert_int_equal(kvx_room_abort(fx->c, 1), -ECONNRESET);
+}
+
+static void
 test_server_close_is_econnreset(void **state)
 {
 	struct fixture *fx = *state;
@@ -916,6 +1035,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_room_open_message, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_submit_sends_one_datagram, setup_conn,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_room_abort_message, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_room_abort_queues_events_before_reply,
+						setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_room_abort_status_passthrough, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_abort_bad_reply, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_server_close_is_econnreset, setup_conn,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_server_close_wakes_event_read, setup_conn,

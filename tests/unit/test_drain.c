@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Drain-aware acknowledgement on the prefill polling core (DESIGN.md 5, invariants 1-3): a
+ * FAILED room reports DRAINED (and so may be ABORT_ACKed) only when every WR it posted has a
+ * completion and the QP that carried its errored WRs has reaped a completion for every WR
+ * posted on it.  Built three times: as is, and with each of two bugs switched in
+ * (KVXD_TEST_BUGGY_SKIP: the skip path clears the room's count wholesale, the upstream seed;
+ * KVXD_TEST_BUGGY_DRAIN: the errored QP's quiescence is not awaited), which must fail.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "verbs/pcore.c"
+
+#include "pcore_harness.h"
+
+static int
+drained(struct kvxd_room *r)
+{
+	int n = 0;
+
+	for (int i = 0; i < E.nout; i++)
+		n += E.out[i].type == KVXD_MSG_DRAINED && E.out[i].room == r;
+	return n;
+}
+
+static void
+abort_prefill(struct kvxd_room *p)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_ABORT, .room = p, .error = -ECANCELED};
+
+	snprintf(m.reason, sizeof(m.reason), "aborted by decode");
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
+}
+
+static uint64_t
+outstanding(struct kvxd_room *r)
+{
+	return atomic_load(&r->wr_posted) - atomic_load(&r->wr_done);
+}
+
+/* The upstream seed: a room with an unresolved errored WR group; a chunk dequeued after the
+ * room went FAILED is skipped.  The count must stay where it was and nothing may be ACKed. */
+static void
+test_seed_stale_chunk_keeps_unresolved_count(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2};
+	struct kvxd_room *d = decode_room(20, dst, 1), *p = prefill_room(d, dst, 1);
+
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true); /* the QP errs, but its WRs stay unresolved */
+	submit(p, 0, src, 1, 0, false);
+	run();
+	assert_int_equal(outstanding(p), NB); /* one run, NB buffers */
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_REM_ACCESS_ERR), 0);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(outstanding(p), NB - 1); /* the errored one completed, the rest not */
+	submit(p, 1, src2, 1, 0, true); /* a stale chunk, dequeued after FAILED */
+	abort_prefill(p);
+	run();
+	assert_int_equal(outstanding(p), NB - 1);
+	assert_int_equal(drained(p), 0);
+	/* once the QP flushes, every WR has its completion: now, and only now, DRAINED */
+	fake_vx_flush(E.pf.qpc->qp);
+	run();
+	assert_int_equal(outstanding(p), 0);
+	assert_int_equal(drained(p), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
+/* Siblings of an errored WR: another room's WRs on the same QP must flush before the errored
+ * room may be ACKed, even when the errored room has nothing outstanding itself. */
+static void
+test_siblings_on_the_errored_qp_must_flush_first(void **state)
+{
+	uint32_t a_src[1] = {0}, a_dst[1] = {1}, b_src[3] = {2, 4, 6}, b_dst[3] = {3, 5, 7};
+	struct kvxd_room *da = decode_room(21, a_dst, 1), *pa = prefill_room(da, a_dst, 1);
+	struct kvxd_room *db = decode_room(22, b_dst, 3), *pb = prefill_room(db, b_dst, 3);
+
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	submit(pa, 0, a_src, 1, 0, true);
+	submit(pb, 0, b_src, 3, 0, true);
+	run();
+	/* room a's NB WRs come first; the first fails, the rest of a's flush... */
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_RETRY_EXC_ERR), 0);
+	for (int i = 1; i < NB; i++)
+		assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_FLUSH_ERR), 0);
+	abort_prefill(pa);
+	run();
+	assert_int_equal(outstanding(pa), 0);
+	assert_true(outstanding(pb) > 0); /* ...but b's are still on the errored QP */
+	assert_int_equal(drained(pa), 0);
+	fake_vx_flush(E.pf.qpc->qp);
+	run();
+	assert_int_equal(outstanding(pb), 0);
+	assert_int_equal(drained(pa), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
+/* A stuck QP (its WRs never complete) must not delay another room's ACK on another QP. */
+static void
+test_stuck_qp_does_not_delay_other_rooms(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2}, dst2[1] = {3};
+	struct kvxd_room *ds = decode_room(23, dst, 1), *ps = prefill_room(ds, dst, 1);
+	struct kvxd_room *dq = decode_room(24, dst2, 1), *pq;
+
+	connect_second_pair();
+	pq = prefill_room_peer(dq, dst2, 1, 1);
+	fake_vx_hold(true);
+	submit(ps, 0, src, 1, 0, true); /* stuck: never released */
+	run();
+	fake_vx_hold(false);
+	submit(pq, 0, src2, 1, 0, false);
+	abort_prefill(pq);
+	abort_prefill(ps);
+	run();
+	assert_int_equal(drained(pq), 1);
+	assert_int_equal(drained(ps), 0);
+	assert_int_equal(outstanding(ps), NB);
+	/* release the stuck one: it drains too */
+	fake_vx_release(E.pf.qpc->qp, NB);
+	run();
+	assert_int_equal(drained(ps), 1);
+}
+
+/* A successful room drains at once when aborted late; a skipped chunk for it changes nothing. */
+static void
+test_abort_after_success_drains_at_once(void **state)
+{
+	uint32_t src[2] = {0, 1}, dst[2] = {2, 3};
+	struct kvxd_room *d = decode_room(25, dst, 2), *p = prefill_room(d, dst, 2);
+
+	submit(p, 0, src, 2, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	abort_prefill(p);
+	run();
+	assert_null(find_event(p, KVX_ROOM_FAILED)); /* SUCCESS is terminal */
+	assert_int_equal(drained(p), 1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_seed_stale_chunk_keeps_unresolved_count,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_siblings_on_the_errored_qp_must_flush_first,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_abort_after_success_drains_at_once, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
