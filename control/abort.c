@@ -49,8 +49,8 @@ release(struct kvxd *d, struct kvxd_room *r)
 	d->ctr.releases++;
 	d->ctr.abort_release_ms_sum += now - r->abort_ms;
 	KVX_DEBUG("room %llu gen %u released after %llu ms (acked 0x%x fenced 0x%x)",
-		  (unsigned long long)r->id, r->abort_gen,
-		  (unsigned long long)(now - r->abort_ms), r->ack_mask, r->fenced_mask);
+		  (unsigned long long)r->id, r->abort_gen, (unsigned long long)(now - r->abort_ms),
+		  r->ack_mask, r->fenced_mask);
 	if (kvx_pcore_send(&d->cores[r->core], &m))
 		KVX_ERR("core %d inbox full: room %llu not released", r->core,
 			(unsigned long long)r->id);

@@ -328,9 +328,6 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 	const char(*names)[KVX_NAME_MAX] = (const void *)(m + 1);
 	const uint32_t *pages;
 	struct kvxd_pool *pool;
-	struct kvxd_room *r, *old;
-	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
-	int src_peer[KVX_MAX_SOURCES];
 
 	if (m->nsources == 0 || m->nsources > KVX_MAX_SOURCES || m->npages == 0 ||
 	    m->npages > KVX_MAX_ROOM_PAGES || m->room > KVX_ROOM_ID_MAX)
@@ -341,6 +338,23 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 	pool = pool_get(d, e, m->pool_id);
 	if (!pool)
 		return -ENOENT;
+	return kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
+}
+
+int64_t
+kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
+		      const uint32_t *pages, uint32_t npages, const char (*names)[KVX_NAME_MAX],
+		      uint32_t nsources)
+{
+	struct kvx_eng_room_open mm = {.room = room, .npages = npages, .nsources = nsources};
+	const struct kvx_eng_room_open *m = &mm;
+	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
+	int src_peer[KVX_MAX_SOURCES];
+	struct kvxd_room *r, *old;
+
+	if (nsources == 0 || nsources > KVX_MAX_SOURCES || npages == 0 ||
+	    npages > KVX_MAX_ROOM_PAGES || room > KVX_ROOM_ID_MAX)
+		return -EINVAL;
 	for (uint32_t i = 0; i < m->npages; i++)
 		if (pages[i] >= pool->npages)
 			return -ERANGE;
@@ -359,7 +373,7 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 	}
 	old = kvxd_room_find(d, m->room, KVX_ROOM_DECODE);
 	if (old) {
-		if (old->engine_id != e->id && old->engine_id >= 0)
+		if (old->engine_id != engine_id && old->engine_id >= 0)
 			return -EEXIST;
 		if (!kvxd_room_removable(old))
 			return -EBUSY; /* still running, or draining: wait for RELEASED */
@@ -385,7 +399,7 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 	r->role = KVX_ROOM_DECODE;
 	r->fsm.role = KVX_ROOM_DECODE;
 	r->gen = ++d->next_gen;
-	r->engine_id = e->id;
+	r->engine_id = engine_id;
 	r->core = (int)(m->room % (uint64_t)d->ncores);
 	r->pool = pool;
 	r->npages = m->npages;

@@ -188,6 +188,8 @@ void kvxd_peer_init_all(struct kvxd *d);
 void kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events);
 void kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events);
 void kvxd_peer_accept(struct kvxd *d);
+/* Close the accepted sockets that never said HELLO (shutdown). */
+void kvxd_pending_close_all(struct kvxd *d);
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);
 void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
 int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m);
@@ -215,6 +217,10 @@ void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events
 int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
+/* Decode: open a room (the engine request's checks and effects).  Returns its generation. */
+int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
+			      const uint32_t *pages, uint32_t npages,
+			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);
 /* Unregister pools whose engine went away once nothing points at them. */
 void kvxd_pool_sweep(struct kvxd *d);
 int kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len);

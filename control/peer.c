@@ -994,6 +994,14 @@ pending_drop(struct kvxd *d, struct kvxd_stream *s, bool close_fd)
 	free(s);
 }
 
+void
+kvxd_pending_close_all(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_PENDING; i++)
+		if (d->pending[i])
+			pending_drop(d, d->pending[i], true);
+}
+
 /* Acceptor: adopt the socket (journaled), take the slot, answer, create the QPs. */
 static int
 accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_stream *s, size_t hello_len)

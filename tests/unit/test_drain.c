@@ -64,7 +64,7 @@ test_seed_stale_chunk_keeps_unresolved_count(void **state)
 	run();
 	assert_non_null(find_event(p, KVX_ROOM_FAILED));
 	assert_int_equal(outstanding(p), NB - 1); /* the errored one completed, the rest not */
-	submit(p, 1, src2, 1, 0, true); /* a stale chunk, dequeued after FAILED */
+	submit(p, 1, src2, 1, 0, true);		  /* a stale chunk, dequeued after FAILED */
 	abort_prefill(p);
 	run();
 	assert_int_equal(outstanding(p), NB - 1);
@@ -156,8 +156,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_seed_stale_chunk_keeps_unresolved_count,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seed_stale_chunk_keeps_unresolved_count, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_siblings_on_the_errored_qp_must_flush_first,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,

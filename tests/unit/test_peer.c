@@ -26,88 +26,11 @@
 #include <cmocka.h>
 
 #include "control/peer.c"
-#include "fake_verbs.h"
 
-static uint64_t fake_ms = 1000000;
+#include "nodes_harness.h"
 
-static uint64_t
-fake_clock(void)
-{
-	return fake_ms;
-}
-
-static struct kvxd A, B;
-
-static int
-listen_any(struct kvxd *d)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 16), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	d->tcp_fd = fd;
-	d->tcp_ev = (struct kvxd_fd){.kind = KVXD_FD_TCP_LISTEN};
-	assert_int_equal(kvxd_epoll_add(d, fd, &d->tcp_ev, EPOLLIN), 0);
-	return ntohs(sa.sin_port);
-}
-
-static void
-node_init(struct kvxd *d, const char *name, const char *peer)
-{
-	memset(d, 0, sizeof(*d));
-	snprintf(d->cfg.name, sizeof(d->cfg.name), "%s", name);
-	d->cfg.sq_depth = d->cfg.rq_depth = 32;
-	d->cfg.cq_depth = 256;
-	d->cfg.mtu = 1024;
-	d->cfg.retry_cnt = 6;
-	d->cfg.ack_timeout = 14;
-	d->cfg.handshake_ms = 3000;
-	d->cfg.waiting_ms = 60000;
-	d->cfg.n_peers = 1;
-	snprintf(d->cfg.peers[0].name, sizeof(d->cfg.peers[0].name), "%s", peer);
-	snprintf(d->cfg.peers[0].addr.host, sizeof(d->cfg.peers[0].addr.host), "127.0.0.1");
-	d->cfg.peers[0].allowed = true;
-	d->tcp_fd = d->eng_fd = d->sig_fd = -1;
-	assert_int_equal(kvx_vx->dev_open(name, 1, 1, &d->dev), 0);
-	assert_int_equal(kvx_vx->dev_query(d->dev, &d->dev_info), 0);
-	d->by_id = kvx_room_table_create(16);
-	d->by_token = kvx_room_table_create(16);
-	assert_int_equal(
-		kvx_pcore_init(&d->cores[0], 0, -1, d->dev, &d->cfg, d->by_id, d->by_token), 0);
-	d->ncores = 1;
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	assert_true(d->epfd >= 0);
-}
-
-static void
-pump_once(void)
-{
-	kvx_pcore_poll_once(&A.cores[0]);
-	kvx_pcore_poll_once(&B.cores[0]);
-	kvxd_loop_once(&A, 0);
-	kvxd_loop_once(&B, 0);
-}
-
-/* Step both nodes (advancing the fake clock by 1 ms a step) until cond holds. */
-#define PUMP_UNTIL(cond)                                                                 \
-	do {                                                                             \
-		int i_;                                                                  \
-		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                              \
-			pump_once();                                                     \
-			fake_ms++;                                                       \
-			if (i_ % 64 == 63)                                               \
-				usleep(100);                                             \
-		}                                                                        \
-		if (!(cond))                                                             \
-			fail_msg("timed out waiting for %s (a %s j%d, b %s j%d)", #cond, \
-				 kvxd_peer_state_str(A.peers[0].state), A.peers[0].j.n,  \
-				 kvxd_peer_state_str(B.peers[0].state), B.peers[0].j.n); \
-	} while (0)
-
+#define A N[0]
+#define B N[1]
 #define PA (&A.peers[0])
 #define PB (&B.peers[0])
 
@@ -120,68 +43,24 @@ both_ready(void)
 static bool
 both_idle(void)
 {
-	return PA->state == KVXD_PEER_IDLE && PA->j.n == 0 && PB->state == KVXD_PEER_IDLE &&
-	       PB->j.n == 0 && A.live_qpcs == 0 && B.live_qpcs == 0;
-}
-
-static struct fake_vx_live base;
-
-static void
-assert_live_at_base(void)
-{
-	struct fake_vx_live now = fake_vx_live();
-
-	assert_int_equal(now.qp, base.qp);
-	assert_int_equal(now.mr, base.mr);
-	assert_int_equal(now.cq, base.cq);
-	assert_int_equal(now.dev, base.dev);
+	return all_idle();
 }
 
 static int
 setup(void **state)
 {
-	int port;
+	static const char *const names[] = {"a", "b"};
 
-	fake_vx_install();
-	kvx_fault_disarm_all();
-	kvxd_clock_ms = fake_clock;
-	node_init(&A, "a", "b");
-	node_init(&B, "b", "a");
-	port = listen_any(&B);
-	A.cfg.peers[0].addr.port = (uint16_t)port;
-	B.cfg.peers[0].addr.port = 1; /* b never dials a */
-	listen_any(&A);
-	kvxd_peer_init_all(&A);
-	kvxd_peer_init_all(&B);
+	nodes_setup(2, names);
 	assert_true(PA->initiator);
 	assert_false(PB->initiator);
-	PA->paused = true; /* each test decides when a dials */
-	base = fake_vx_live();
 	return 0;
 }
 
 static int
 teardown(void **state)
 {
-	kvxd_peer_admin(&A, "b", "pause");
-	kvxd_peer_admin(&B, "a", "pause");
-	for (int i = 0; i < 5000 && !both_idle(); i++) {
-		pump_once();
-		fake_ms++;
-	}
-	for (struct kvxd *d = &A; d; d = d == &A ? &B : NULL) {
-		rcu_barrier();
-		kvx_pcore_fini(&d->cores[0]);
-		kvx_room_table_destroy(d->by_id);
-		kvx_room_table_destroy(d->by_token);
-		kvx_vx->dev_close(d->dev);
-		close(d->tcp_fd);
-		close(d->epfd);
-		for (int i = 0; i < KVXD_MAX_PENDING; i++)
-			if (d->pending[i])
-				pending_drop(d, d->pending[i], true);
-		free(d->peers[0].pend_status);
-	}
+	nodes_teardown();
 	return 0;
 }
 

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Test harness: up to three kvxd control cores in this process (fake verbs, one polling core
+ * each, stepped by hand), talking over loopback TCP, with a fake clock.  Node i is named
+ * names[i]; every node has every other node as a peer; the node whose name sorts first dials.
+ * Include after <cmocka.h> and control/kvxd.h (or control/peer.c).
+ */
+#ifndef KVX_TESTS_NODES_HARNESS_H
+#define KVX_TESTS_NODES_HARNESS_H
+
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fake_verbs.h"
+
+#define MAX_NODES 3
+
+static uint64_t fake_ms = 1000000;
+static struct kvxd N[MAX_NODES];
+static int nnodes;
+static struct fake_vx_live base;
+
+static uint64_t
+fake_clock(void)
+{
+	return fake_ms;
+}
+
+static __attribute__((unused)) struct kvxd_peer *
+peer_of(struct kvxd *d, const char *name)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, name);
+
+	assert_non_null(p);
+	return p;
+}
+
+static int
+listen_any(struct kvxd *d)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	d->tcp_fd = fd;
+	d->tcp_ev = (struct kvxd_fd){.kind = KVXD_FD_TCP_LISTEN};
+	assert_int_equal(kvxd_epoll_add(d, fd, &d->tcp_ev, EPOLLIN), 0);
+	return ntohs(sa.sin_port);
+}
+
+static void
+node_init(struct kvxd *d, const char *name)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->cfg.name, sizeof(d->cfg.name), "%s", name);
+	d->cfg.sq_depth = d->cfg.rq_depth = 32;
+	d->cfg.cq_depth = 256;
+	d->cfg.mtu = 1024;
+	d->cfg.retry_cnt = 6;
+	d->cfg.ack_timeout = 14;
+	d->cfg.handshake_ms = 3000;
+	d->cfg.waiting_ms = 60000;
+	d->cfg.release_ms = 5000;
+	d->tcp_fd = d->eng_fd = d->sig_fd = -1;
+	assert_int_equal(kvx_vx->dev_open(name, 1, 1, &d->dev), 0);
+	assert_int_equal(kvx_vx->dev_query(d->dev, &d->dev_info), 0);
+	d->by_id = kvx_room_table_create(16);
+	d->by_token = kvx_room_table_create(16);
+	assert_int_equal(
+		kvx_pcore_init(&d->cores[0], 0, -1, d->dev, &d->cfg, d->by_id, d->by_token), 0);
+	d->ncores = 1;
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(d->epfd >= 0);
+}
+
+/* Set up n nodes; nobody dials until a test resumes it (every dialing side starts paused). */
+static void
+nodes_setup(int n, const char *const *names)
+{
+	int port[MAX_NODES];
+
+	fake_vx_install();
+	kvx_fault_disarm_all();
+	kvxd_clock_ms = fake_clock;
+	nnodes = n;
+	for (int i = 0; i < n; i++) {
+		node_init(&N[i], names[i]);
+		port[i] = listen_any(&N[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		struct kvx_config *c = &N[i].cfg;
+
+		for (int k = 0; k < n; k++) {
+			struct kvx_config_peer *cp = &c->peers[c->n_peers];
+
+			if (k == i)
+				continue;
+			snprintf(cp->name, sizeof(cp->name), "%s", names[k]);
+			snprintf(cp->addr.host, sizeof(cp->addr.host), "127.0.0.1");
+			cp->addr.port = (uint16_t)port[k];
+			cp->allowed = true;
+			c->n_peers++;
+		}
+		kvxd_peer_init_all(&N[i]);
+		for (int k = 0; k < N[i].npeers; k++)
+			N[i].peers[k].paused = N[i].peers[k].initiator; /* tests resume the dialers */
+	}
+	base = fake_vx_live();
+}
+
+static void
+pump_once(void)
+{
+	for (int i = 0; i < nnodes; i++)
+		kvx_pcore_poll_once(&N[i].cores[0]);
+	for (int i = 0; i < nnodes; i++)
+		kvxd_loop_once(&N[i], 0);
+}
+
+static const char *
+nodes_state(void)
+{
+	static char buf[512];
+	size_t off = 0;
+
+	for (int i = 0; i < nnodes; i++)
+		for (int k = 0; k < N[i].npeers; k++)
+			off += snprintf(buf + off, sizeof(buf) - off, "%s->%s %s j%d; ",
+					N[i].cfg.name, N[i].peers[k].name,
+					kvxd_peer_state_str(N[i].peers[k].state), N[i].peers[k].j.n);
+	return buf;
+}
+
+/* Step every node (advancing the fake clock by 1 ms a step) until cond holds. */
+#define PUMP_UNTIL(cond)                                                                           \
+	do {                                                                                       \
+		int i_;                                                                            \
+		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                                        \
+			pump_once();                                                               \
+			fake_ms++;                                                                 \
+			if (i_ % 64 == 63)                                                         \
+				usleep(100);                                                       \
+		}                                                                                  \
+		if (!(cond))                                                                       \
+			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state());           \
+	} while (0)
+
+static bool
+all_idle(void)
+{
+	for (int i = 0; i < nnodes; i++) {
+		if (N[i].live_qpcs)
+			return false;
+		for (int k = 0; k < N[i].npeers; k++)
+			if (N[i].peers[k].state != KVXD_PEER_IDLE || N[i].peers[k].j.n)
+				return false;
+	}
+	return true;
+}
+
+static void
+assert_live_at_base(void)
+{
+	struct fake_vx_live now = fake_vx_live();
+
+	assert_int_equal(now.qp, base.qp);
+	assert_int_equal(now.mr, base.mr);
+	assert_int_equal(now.cq, base.cq);
+	assert_int_equal(now.dev, base.dev);
+}
+
+static void
+nodes_teardown(void)
+{
+	for (int i = 0; i < nnodes; i++)
+		for (int k = 0; k < N[i].npeers; k++)
+			kvxd_peer_admin(&N[i], N[i].peers[k].name, "pause");
+	for (int i = 0; i < 5000 && !all_idle(); i++) {
+		pump_once();
+		fake_ms++;
+	}
+	assert_live_at_base(); /* every QP every test created is gone */
+	for (int i = 0; i < nnodes; i++) {
+		struct kvxd *d = &N[i];
+
+		rcu_barrier();
+		kvx_pcore_fini(&d->cores[0]);
+		kvx_room_table_destroy(d->by_id);
+		kvx_room_table_destroy(d->by_token);
+		kvx_vx->dev_close(d->dev);
+		close(d->tcp_fd);
+		kvxd_pending_close_all(d);
+		close(d->epfd);
+		for (int k = 0; k < d->npeers; k++)
+			free(d->peers[k].pend_status);
+	}
+}
+
+#endif /* KVX_TESTS_NODES_HARNESS_H */
