@@ -12,15 +12,30 @@
  * page index in the room, buffer index); poison its destination pages; kvx_room_open on
  * decode with sources = {prefill node}; kvx_chunk_submit the P pages as C chunks on prefill.
  * The room's result is decided by decode SUCCESS (then every destination byte is verified) or
- * FAILED on either side.  The slot is reused only when no write of the room can still land in
- * its destination pages (decode SUCCESS or RELEASED, or a FAILED decode room that kvxd let us
- * close: it answers -EBUSY while a source may still write) and prefill has SUCCESS or FAILED
- * (its writes are complete, so the source pages may be refilled); then the room is closed on
- * both sides.  A room that does not get there within --timeout is counted as timed out and its
- * slot is retired (never reused).
+ * FAILED on either side.
  *
- * Exit: 0 iff no room timed out, every byte of every successful room verified and (unless
- * --allow-failures) no room failed; 1 otherwise or on an error; 2 on a usage error.
+ * Abort mix (--abort-ratio R): each room is picked with probability R (its own seeded stream,
+ * so --scatter draws do not move) and kvx_room_abort is called on decode at a point of its
+ * life picked uniformly: right after the open, after a random 1..C-1 of its chunks (only when
+ * C > 1), or after all C chunks plus a random 0..--abort-delay-us.  The prefill side does not know:
+ * it submits all C chunks regardless, so chunks reach a source after the abort.  An abort answered
+ * -EALREADY (the room had succeeded) is "lost" and the room is verified like any other.
+ *
+ * Slot reuse.  Decode pages are the bench's again on decode SUCCESS, or for a room that failed
+ * or was aborted only on its RELEASED event (FAILED -> DRAINING -> RELEASED), whose generation
+ * must be the one kvx_room_abort returned.  Released pages are then filled with a canary
+ * (derived from room, page, buffer and "canary") and quarantined for --settle-ms; any byte that
+ * changed meanwhile was written after the release.  Prefill's source pages are refilled only
+ * once its room is SUCCESS or FAILED (its writes are complete), or, for a released room, once
+ * kvxd lets the bench close the prefill room.  Then the room is closed on both sides (a close
+ * answered -EBUSY is retried).  A room that does not get there within --timeout of its open
+ * (plus --settle-ms once its canary is armed) is counted as timed out and its slot is retired
+ * (never reused).
+ *
+ * Exit: 0 iff no room timed out, every byte of every successful room verified, no canary byte
+ * changed, no RELEASED carried a wrong generation, kvxd kept the abort contract, and (unless
+ * --allow-failures) no room failed without the bench aborting it; 1 otherwise or on an error;
+ * 2 on a usage error.
  */
 #include "kvx/kvx.h"
 
@@ -50,6 +65,11 @@
 #define INFLIGHT_MAX 4096
 #define BUFS_MAX 4096
 #define PAGE_SIZE_MAX (16u << 20)
+#define CANARY_TAG 0x63616e617279ULL /* "canary" */
+#define ABORT_DELAY_US 2000	     /* default --abort-delay-us */
+#define ABORT_DELAY_US_MAX 60000000ULL
+#define SETTLE_MS 200 /* default --settle-ms */
+#define SETTLE_MS_MAX 600000
 
 struct opts {
 	const char *prefill;
@@ -68,6 +88,9 @@ struct opts {
 	bool json;
 	bool seed_set;
 	uint64_t seed;
+	double abort_ratio;	 /* 0..1 */
+	uint64_t abort_delay_us; /* after the last chunk: a delay of 0..this */
+	uint32_t settle_ms;	 /* quarantine of released pages holding the canary */
 };
 
 struct side {
@@ -86,19 +109,45 @@ enum slot_phase {
 	SLOT_RETIRED = 2, /* its room timed out: pages may still be written, never reused */
 };
 
+/* Where in a room's life the bench aborts it. */
+enum abort_point {
+	ABORT_NONE = 0, /* not picked */
+	ABORT_AT_OPEN,	/* right after kvx_room_open, before any chunk */
+	ABORT_MID,	/* after abort_k (1..C-1) chunks */
+	ABORT_AFTER,	/* after all chunks, at t_abort_due */
+	ABORT_POINTS,
+};
+
 struct slot {
-	int phase;	  /* enum slot_phase */
-	uint64_t room;	  /* room id while ACTIVE */
-	int64_t t_open;	  /* ns */
-	int dec_state;	  /* last decode state seen, -1: none */
-	int pre_state;	  /* last prefill state seen, -1: none */
-	bool dec_success; /* decode SUCCESS seen (counted, verified) */
-	bool dec_failed;  /* decode FAILED seen (counted) */
-	bool pre_failed;  /* prefill FAILED seen (counted) */
-	bool dec_closed;  /* kvx_room_close done on decode */
-	bool pre_closed;  /* kvx_room_close done on prefill */
-	int64_t t_retry;  /* ns: when to retry a close that returned -EBUSY, 0: none */
-	uint32_t *dst;	  /* pages[P]: destination pool page of room page i */
+	int phase;	     /* enum slot_phase */
+	uint64_t room;	     /* room id while ACTIVE */
+	int64_t t_open;	     /* ns */
+	int dec_state;	     /* last decode state seen, -1: none */
+	int pre_state;	     /* last prefill state seen, -1: none */
+	bool dec_success;    /* decode SUCCESS seen and accepted (counted, verified) */
+	bool dec_failed;     /* decode FAILED (or DRAINING/RELEASED) seen */
+	bool dec_released;   /* decode RELEASED seen: no write of the room can land any more */
+	bool pre_failed;     /* prefill FAILED seen */
+	bool dec_closed;     /* kvx_room_close done on decode */
+	bool pre_closed;     /* kvx_room_close done on prefill */
+	int64_t t_retry;     /* ns: when to retry a close that returned -EBUSY, 0: none */
+	int abort_at;	     /* enum abort_point */
+	uint32_t abort_k;    /* ABORT_MID: chunks submitted before the abort */
+	bool abort_due;	     /* ABORT_AFTER: kvx_room_abort still to be called, at t_abort_due */
+	int64_t t_abort_due; /* ns */
+	int64_t abort_gen;   /* > 0: the generation kvx_room_abort returned (the room is aborted) */
+	int64_t t_abort;     /* ns: when kvx_room_abort was called */
+	bool canary_armed;   /* released pages hold the canary until t_canary */
+	bool canary_done;    /* ... and were checked: decode is done with the room */
+	int64_t t_canary;    /* ns */
+	uint32_t *dst;	     /* pages[P]: destination pool page of room page i */
+};
+
+/* Latency samples, ns. */
+struct samples {
+	uint64_t *v;
+	size_t n;
+	size_t cap;
 };
 
 struct bench {
@@ -109,6 +158,7 @@ struct bench {
 	uint32_t *src;	 /* scratch: source page list of a chunk */
 	uint32_t npages; /* pages per buffer in each pool: inflight * pages */
 	uint64_t rng;	 /* xorshift state for --scatter and the room base */
+	uint64_t arng;	 /* xorshift state of the abort mix */
 	uint64_t room_base;
 	uint64_t next_room;
 	uint64_t opened;  /* rooms opened or refused by decode */
@@ -123,13 +173,21 @@ struct bench {
 	uint64_t stray_events;
 	uint64_t writes; /* merged RDMA writes the submitted chunks make */
 	uint64_t write_bytes;
-	uint64_t *lat; /* ns, open -> decode SUCCESS, per successful room */
-	size_t nlat;
-	size_t lat_cap;
+	struct samples lat;		    /* open -> decode SUCCESS, per successful room */
+	struct samples abort_lat;	    /* kvx_room_abort call -> RELEASED, per aborted room */
+	uint64_t abort_calls[ABORT_POINTS]; /* kvx_room_abort calls, by point */
+	uint64_t aborted;		    /* rooms kvx_room_abort returned a generation for */
+	uint64_t abort_lost;		    /* -EALREADY: the room had succeeded */
+	uint64_t released;		    /* decode RELEASED events */
+	uint64_t canary_checked;	    /* bytes of released pages checked after --settle-ms */
+	uint64_t canary_changed;	    /* ... that were written meanwhile */
+	uint64_t bad_generation;	    /* RELEASED with another generation than the abort's */
+	uint64_t protocol_errors;	    /* other breaches of the abort contract */
 	unsigned fail_logged;
 	int64_t t_start;
 	int64_t t_stop;	     /* ns: stop opening rooms (duration), 0: none */
 	int64_t watchdog_ns; /* --timeout */
+	int64_t settle_ns;   /* --settle-ms */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -178,6 +236,23 @@ pattern_seed(uint64_t room, uint32_t page, uint32_t buf)
 	uint64_t s = splitmix64(splitmix64(room) ^ ((uint64_t)buf << 32 | page));
 
 	return s ? s : 1;
+}
+
+/* The canary of room page `page` of buffer `buf` once the room's pages are released: unlike
+ * the room's own pattern, so that a late write of the room shows. */
+static uint64_t
+canary_seed(uint64_t room, uint32_t page, uint32_t buf)
+{
+	uint64_t s = splitmix64(pattern_seed(room, page, buf) ^ CANARY_TAG);
+
+	return s ? s : 1;
+}
+
+/* A uniform double in [0, 1). */
+static double
+rand01(uint64_t *s)
+{
+	return (double)(xorshift64(s) >> 11) * 0x1p-53;
 }
 
 static void
@@ -236,9 +311,17 @@ usage(FILE *f)
 		"do)\n"
 		"  --timeout SEC      a room not done SEC s after its open counts as timed out "
 		"(default %d)\n"
+		"  --abort-ratio R    abort each room on decode with probability R (0..1, default "
+		"0):\n"
+		"                     right after its open, after some of its chunks, or after "
+		"all\n"
+		"                     of them plus a delay; prefill still submits every chunk\n"
+		"  --abort-delay-us U that delay is 0..U microseconds (default %d)\n"
+		"  --settle-ms MS     released pages hold a canary for MS ms before reuse; a byte\n"
+		"                     that changes fails the run (default %d)\n"
 		"  --json             print the result as one JSON object\n"
 		"  -h, --help         this help\n",
-		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S);
+		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
 }
 
 static int
@@ -289,6 +372,23 @@ parse_seconds(const char *name, const char *s, double *out)
 	return 0;
 }
 
+static int
+parse_ratio(const char *name, const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 1) {
+		fprintf(stderr, "kvx-bench: --%s: expected a number in [0, 1], got '%s'\n", name,
+			s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 enum {
 	OPT_PREFILL = 256,
 	OPT_DECODE,
@@ -304,6 +404,9 @@ enum {
 	OPT_ALLOW_FAILURES,
 	OPT_JSON,
 	OPT_TIMEOUT,
+	OPT_ABORT_RATIO,
+	OPT_ABORT_DELAY_US,
+	OPT_SETTLE_MS,
 };
 
 /* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
@@ -325,6 +428,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"allow-failures", no_argument, NULL, OPT_ALLOW_FAILURES},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"abort-ratio", required_argument, NULL, OPT_ABORT_RATIO},
+		{"abort-delay-us", required_argument, NULL, OPT_ABORT_DELAY_US},
+		{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -338,6 +444,8 @@ parse_opts(int argc, char **argv, struct opts *o)
 		.chunks = 1,
 		.bufs = 4,
 		.timeout = WATCHDOG_S,
+		.abort_delay_us = ABORT_DELAY_US,
+		.settle_ms = SETTLE_MS,
 	};
 	opterr = 1;
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -357,6 +465,16 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_TIMEOUT:
 			r = parse_seconds("timeout", optarg, &o->timeout);
+			break;
+		case OPT_ABORT_RATIO:
+			r = parse_ratio("abort-ratio", optarg, &o->abort_ratio);
+			break;
+		case OPT_ABORT_DELAY_US:
+			r = parse_u64("abort-delay-us", optarg, 0, ABORT_DELAY_US_MAX,
+				      &o->abort_delay_us);
+			break;
+		case OPT_SETTLE_MS:
+			r = parse_u32("settle-ms", optarg, 0, SETTLE_MS_MAX, &o->settle_ms);
 			break;
 		case OPT_INFLIGHT:
 			r = parse_u32("inflight", optarg, 1, INFLIGHT_MAX, &o->inflight);
@@ -516,23 +634,102 @@ slot_find(struct bench *b, uint64_t room)
 }
 
 static int
-lat_push(struct bench *b, uint64_t ns)
+samples_push(struct samples *sm, uint64_t ns)
 {
-	if (b->nlat == b->lat_cap) {
-		size_t ncap = b->lat_cap ? b->lat_cap * 2 : 1024;
-		uint64_t *n = realloc(b->lat, ncap * sizeof(*n));
+	if (sm->n == sm->cap) {
+		size_t ncap = sm->cap ? sm->cap * 2 : 1024;
+		uint64_t *n = realloc(sm->v, ncap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		b->lat = n;
-		b->lat_cap = ncap;
+		sm->v = n;
+		sm->cap = ncap;
 	}
-	b->lat[b->nlat++] = ns;
+	sm->v[sm->n++] = ns;
 	return 0;
 }
 
-/* Fill, poison, open on decode, submit on prefill.  Returns 0 (the slot is ACTIVE, or the open
- * was refused by decode and counted as a failed room) or -errno (fatal). */
+static bool
+fatal_err(int64_t r)
+{
+	return r == -ECONNRESET || r == -ETIMEDOUT || r == -EBADMSG;
+}
+
+/* kvxd broke the abort contract in a way that is not a wrong generation. */
+static void
+protocol_error(struct bench *b, uint64_t room, const char *what)
+{
+	b->protocol_errors++;
+	fprintf(stderr, "kvx-bench: room %" PRIu64 ": protocol error: %s\n", room, what);
+}
+
+/* Abort the slot's room on decode.  Returns 0 (answered: aborted, lost, or an unexpected status
+ * that is counted) or -errno (fatal). */
+static int
+room_abort(struct bench *b, struct slot *sl)
+{
+	int64_t t0 = now_ns(), g;
+	char what[96];
+
+	sl->abort_due = false;
+	b->abort_calls[sl->abort_at]++;
+	g = kvx_room_abort(b->dec.c, sl->room);
+	if (g > 0) {
+		if (sl->dec_success) {
+			snprintf(what, sizeof(what),
+				 "abort returned generation %" PRId64 " after decode SUCCESS", g);
+			protocol_error(b, sl->room, what);
+			return 0;
+		}
+		sl->abort_gen = g;
+		sl->t_abort = t0;
+		b->aborted++;
+		return 0;
+	}
+	if (g == -EALREADY) {
+		b->abort_lost++; /* it had succeeded: verified on its SUCCESS like any room */
+		return 0;
+	}
+	if (fatal_err(g)) {
+		fprintf(stderr, "kvx-bench: %s: room %" PRIu64 " abort: %s\n", b->dec.path,
+			sl->room, strerror((int)-g));
+		return (int)g;
+	}
+	/* -ENOENT for a room that is open, or any other refusal */
+	snprintf(what, sizeof(what), "abort: %s", strerror((int)-g));
+	protocol_error(b, sl->room, what);
+	return 0;
+}
+
+/* Pick where in its life the room will be aborted (or not).  Always draws the same amount from
+ * the abort stream, so a seed gives the same mix whatever kvxd answers. */
+static void
+abort_plan(struct bench *b, struct slot *sl)
+{
+	const uint32_t C = b->o.chunks;
+	double pick = rand01(&b->arng);
+	uint64_t where = xorshift64(&b->arng), k = xorshift64(&b->arng);
+	uint64_t delay = xorshift64(&b->arng);
+
+	sl->abort_at = ABORT_NONE;
+	sl->abort_k = 0;
+	sl->abort_due = false;
+	sl->t_abort_due = 0;
+	if (!(pick < b->o.abort_ratio))
+		return;
+	if (C > 1) {
+		sl->abort_at = ABORT_AT_OPEN + (int)(where % 3);
+		sl->abort_k = 1 + (uint32_t)(k % (C - 1));
+	} else {
+		sl->abort_at = where % 2 ? ABORT_AFTER : ABORT_AT_OPEN;
+	}
+	/* ABORT_AFTER: the delay is added to the time the last chunk was submitted */
+	sl->t_abort_due = (int64_t)(delay % (b->o.abort_delay_us + 1)) * 1000;
+}
+
+/* Fill, poison, open on decode, submit on prefill, aborting on decode where planned.  Returns 0
+ * (the slot is ACTIVE, or the open was refused by decode and counted as a failed room) or
+ * -errno (fatal). */
 static int
 room_start(struct bench *b, uint32_t s)
 {
@@ -562,12 +759,13 @@ room_start(struct bench *b, uint32_t s)
 			memset(page_addr(b, &b->dec, buf, sl->dst[i]), POISON, ps);
 		}
 	}
+	abort_plan(b, sl);
 
 	b->opened++;
 	sl->t_open = now_ns();
 	gen = kvx_room_open(b->dec.c, room, b->dec.pool, sl->dst, P, sources, 1);
 	if (gen < 0) {
-		if (gen == -ECONNRESET || gen == -ETIMEDOUT || gen == -EBADMSG) {
+		if (fatal_err(gen)) {
 			fprintf(stderr, "kvx-bench: %s: room open: %s\n", b->dec.path,
 				strerror((int)-gen));
 			return (int)gen;
@@ -581,12 +779,22 @@ room_start(struct bench *b, uint32_t s)
 	sl->room = room;
 	sl->dec_state = -1;
 	sl->pre_state = -1;
-	sl->dec_success = sl->dec_failed = sl->pre_failed = false;
+	sl->dec_success = sl->dec_failed = sl->dec_released = sl->pre_failed = false;
 	sl->dec_closed = sl->pre_closed = false;
 	sl->t_retry = 0;
+	sl->abort_gen = 0;
+	sl->t_abort = 0;
+	sl->canary_armed = sl->canary_done = false;
+	sl->t_canary = 0;
 	b->active++;
 
 	for (off = 0, j = 0; j < C; j++, off += n) {
+		if ((sl->abort_at == ABORT_AT_OPEN && j == 0) ||
+		    (sl->abort_at == ABORT_MID && j == sl->abort_k)) {
+			r = room_abort(b, sl);
+			if (r < 0)
+				return r;
+		}
 		n = P / C + (j < P % C ? 1 : 0);
 		for (i = 0; i < n; i++) {
 			b->src[i] = s * P + off + i;
@@ -602,6 +810,10 @@ room_start(struct bench *b, uint32_t s)
 				b->pre.path, room, j, strerror(-r));
 			return r;
 		}
+	}
+	if (sl->abort_at == ABORT_AFTER) {
+		sl->abort_due = true;
+		sl->t_abort_due += now_ns();
 	}
 	return 0;
 }
@@ -619,6 +831,39 @@ room_verify(struct bench *b, const struct slot *sl)
 	return bad;
 }
 
+/* Released pages: fill every destination page of the room (every buffer) with the canary. */
+static void
+canary_fill(struct bench *b, const struct slot *sl)
+{
+	uint32_t buf, i;
+
+	for (buf = 0; buf < b->o.bufs; buf++)
+		for (i = 0; i < b->o.pages; i++)
+			page_fill(page_addr(b, &b->dec, buf, sl->dst[i]), b->o.page_size,
+				  canary_seed(sl->room, i, buf));
+}
+
+/* After the quarantine: any byte that is not the canary was written after RELEASED. */
+static void
+canary_check(struct bench *b, const struct slot *sl)
+{
+	uint64_t bad = 0;
+	uint32_t buf, i;
+
+	for (buf = 0; buf < b->o.bufs; buf++)
+		for (i = 0; i < b->o.pages; i++)
+			bad += page_verify(page_addr(b, &b->dec, buf, sl->dst[i]), b->o.page_size,
+					   canary_seed(sl->room, i, buf));
+	b->canary_checked += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
+	if (bad) {
+		b->canary_changed += bad;
+		fprintf(stderr,
+			"kvx-bench: room %" PRIu64 ": %" PRIu64
+			" bytes of its released pages were written within %u ms of RELEASED\n",
+			sl->room, bad, b->o.settle_ms);
+	}
+}
+
 /* Close the room on one side.  Returns 0 (closed or unknown there), -EBUSY (try later) or
  * -errno (fatal). */
 static int
@@ -628,7 +873,7 @@ room_close_side(struct bench *b, struct side *sd, uint64_t room)
 
 	if (r == 0 || r == -ENOENT || r == -EBUSY)
 		return r;
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EBADMSG) {
+	if (fatal_err(r)) {
 		fprintf(stderr, "kvx-bench: %s: room close: %s\n", sd->path, strerror(-r));
 		return r;
 	}
@@ -637,32 +882,38 @@ room_close_side(struct bench *b, struct side *sd, uint64_t room)
 	return 0;
 }
 
-/* If both sides are settled, close the room and free the slot.  Returns 0 or -errno (fatal). */
+/* Move the slot on as far as it can go now: the canary of released pages, then the closes and
+ * the free slot.  Returns 0 or -errno (fatal). */
 static int
 slot_settle(struct bench *b, struct slot *sl, int64_t now)
 {
-	/* prefill: its writes are complete */
-	bool pre_done = sl->pre_state == KVX_STATE_SUCCESS || sl->pre_state == KVX_STATE_FAILED;
-	bool dec_done;
+	bool pre_done, dec_done;
 	int r;
 
 	if (sl->t_retry && now < sl->t_retry)
 		return 0;
 	sl->t_retry = 0;
-	/* decode: no write of the room can land any more */
-	dec_done = sl->dec_state == KVX_STATE_SUCCESS || sl->dec_state == KVX_STATE_RELEASED ||
-		   sl->dec_closed;
-	if (!dec_done && sl->dec_failed) {
-		/* a FAILED room's pages are back when kvxd reports RELEASED or lets the room be
-		 * closed: it refuses (-EBUSY) while a source may still write into them */
-		r = room_close_side(b, &b->dec, sl->room);
-		if (r == -EBUSY)
-			goto busy;
-		if (r < 0)
-			return r;
-		sl->dec_closed = dec_done = true;
+	if (sl->abort_due)
+		return 0; /* its abort is still to be sent */
+	/* decode: SUCCESS hands the pages back; otherwise RELEASED, then the canary's quarantine */
+	dec_done = sl->dec_success || sl->canary_done;
+	if (!dec_done && sl->dec_released) {
+		if (!sl->canary_armed) {
+			canary_fill(b, sl);
+			sl->canary_armed = true;
+			sl->t_canary = now + b->settle_ns;
+		}
+		if (now < sl->t_canary)
+			return 0;
+		canary_check(b, sl);
+		sl->canary_done = dec_done = true;
 	}
-	if (!dec_done || !pre_done)
+	if (!dec_done)
+		return 0;
+	/* prefill: its writes are complete.  After a release, kvxd decides: a prefill room it
+	 * lets us close (or does not know) reads no source page any more. */
+	pre_done = sl->pre_state == KVX_STATE_SUCCESS || sl->pre_state == KVX_STATE_FAILED;
+	if (!pre_done && !sl->canary_done)
 		return 0;
 	if (!sl->dec_closed) {
 		r = room_close_side(b, &b->dec, sl->room);
@@ -689,10 +940,60 @@ busy:
 }
 
 static int
+on_decode_success(struct bench *b, struct slot *sl, int64_t now)
+{
+	uint64_t bad;
+
+	if (sl->abort_gen) {
+		protocol_error(b, sl->room, "decode SUCCESS after kvx_room_abort was accepted");
+		return 0;
+	}
+	if (sl->dec_success || sl->dec_failed)
+		return 0;
+	sl->dec_success = true;
+	b->ok++;
+	b->bytes += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
+	if (samples_push(&b->lat, (uint64_t)(now - sl->t_open)) < 0)
+		return -ENOMEM;
+	bad = room_verify(b, sl);
+	if (bad) {
+		b->mismatched += bad;
+		fprintf(stderr,
+			"kvx-bench: room %" PRIu64 ": %" PRIu64
+			" bytes differ from what prefill sent\n",
+			sl->room, bad);
+	}
+	/* an abort planned for later comes too late now: kvxd must answer -EALREADY */
+	if (sl->abort_due)
+		return room_abort(b, sl);
+	return 0;
+}
+
+static int
+on_decode_released(struct bench *b, struct slot *sl, const struct kvx_event *ev, int64_t now)
+{
+	sl->dec_released = true;
+	b->released++;
+	if (!sl->abort_gen)
+		return 0; /* kvxd's own abort: its generation is kvxd's to pick */
+	if (samples_push(&b->abort_lat, (uint64_t)(now - sl->t_abort)) < 0)
+		return -ENOMEM;
+	if (ev->generation != (uint64_t)sl->abort_gen) {
+		b->bad_generation++;
+		fprintf(stderr,
+			"kvx-bench: room %" PRIu64 ": RELEASED with generation %u, but the abort "
+			"returned %" PRId64 "\n",
+			sl->room, ev->generation, sl->abort_gen);
+	}
+	return 0;
+}
+
+static int
 on_event(struct bench *b, bool decode, const struct kvx_event *ev, int64_t now)
 {
 	struct slot *sl = slot_find(b, ev->room);
 	int *st;
+	int r = 0;
 
 	if (!sl || ev->state < 0 || ev->state > KVX_STATE_RELEASED) {
 		b->stray_events++;
@@ -703,32 +1004,34 @@ on_event(struct bench *b, bool decode, const struct kvx_event *ev, int64_t now)
 		return 0; /* states only move forward: a repeat, nothing new */
 	*st = ev->state;
 
-	if (decode && ev->state == KVX_STATE_SUCCESS && !sl->dec_success && !sl->dec_failed) {
-		uint64_t bad;
-
-		sl->dec_success = true;
-		b->ok++;
-		b->bytes += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
-		if (lat_push(b, (uint64_t)(now - sl->t_open)) < 0)
-			return -ENOMEM;
-		bad = room_verify(b, sl);
-		if (bad) {
-			b->mismatched += bad;
-			fprintf(stderr,
-				"kvx-bench: room %" PRIu64 ": %" PRIu64
-				" bytes differ from what prefill sent\n",
-				sl->room, bad);
+	if (!decode) {
+		/* an aborted room's prefill side ends FAILED (or SUCCESS if it finished first) */
+		if (ev->state == KVX_STATE_FAILED && !sl->pre_failed) {
+			sl->pre_failed = true;
+			if (!sl->abort_gen) {
+				b->failed_prefill++;
+				fail_log(b, sl->room, "prefill", ev, 0);
+			}
 		}
-	} else if (decode && ev->state >= KVX_STATE_FAILED && !sl->dec_failed) {
-		/* FAILED, or DRAINING/RELEASED whose FAILED we never saw */
-		sl->dec_failed = true;
-		b->failed_decode++;
-		fail_log(b, sl->room, "decode", ev, 0);
-	} else if (!decode && ev->state == KVX_STATE_FAILED && !sl->pre_failed) {
-		sl->pre_failed = true;
-		b->failed_prefill++;
-		fail_log(b, sl->room, "prefill", ev, 0);
+		return slot_settle(b, sl, now);
 	}
+	if (ev->state == KVX_STATE_SUCCESS) {
+		r = on_decode_success(b, sl, now);
+	} else if (ev->state >= KVX_STATE_FAILED) {
+		/* FAILED, or DRAINING/RELEASED whose FAILED we never saw */
+		if (!sl->dec_failed) {
+			sl->dec_failed = true;
+			sl->abort_due = false; /* failing already: a planned abort is moot */
+			if (!sl->abort_gen) {
+				b->failed_decode++;
+				fail_log(b, sl->room, "decode", ev, 0);
+			}
+		}
+		if (ev->state == KVX_STATE_RELEASED)
+			r = on_decode_released(b, sl, ev, now);
+	}
+	if (r < 0)
+		return r;
 	return slot_settle(b, sl, now);
 }
 
@@ -756,10 +1059,11 @@ read_events(struct bench *b, struct side *sd, int64_t *now, int *got)
 	return 0;
 }
 
-/* Watchdog and delayed closes.  Returns 0 or -errno (fatal). */
+/* Watchdog, delayed aborts, quarantines and delayed closes.  Returns 0 or -errno (fatal). */
 static int
 slots_tick(struct bench *b, int64_t now)
 {
+	int64_t deadline;
 	uint32_t i;
 	int r;
 
@@ -768,24 +1072,29 @@ slots_tick(struct bench *b, int64_t now)
 
 		if (sl->phase != SLOT_ACTIVE)
 			continue;
-		if (now - sl->t_open > b->watchdog_ns) {
+		deadline = sl->t_open + b->watchdog_ns + (sl->canary_armed ? b->settle_ns : 0);
+		if (now > deadline) {
 			fprintf(stderr,
 				"kvx-bench: room %" PRIu64 ": timed out after %gs (decode %s, "
-				"prefill %s); its slot is retired\n",
+				"prefill %s%s); its slot is retired\n",
 				sl->room, b->o.timeout,
 				sl->dec_state < 0 ? "no event" : kvx_state_str(sl->dec_state),
-				sl->pre_state < 0 ? "no event" : kvx_state_str(sl->pre_state));
+				sl->pre_state < 0 ? "no event" : kvx_state_str(sl->pre_state),
+				sl->abort_gen ? ", aborted" : "");
 			b->timed_out++;
 			sl->phase = SLOT_RETIRED;
 			b->active--;
 			b->retired++;
 			continue;
 		}
-		if (sl->t_retry && now >= sl->t_retry) {
-			r = slot_settle(b, sl, now);
+		if (sl->abort_due && now >= sl->t_abort_due) {
+			r = room_abort(b, sl);
 			if (r < 0)
 				return r;
 		}
+		r = slot_settle(b, sl, now);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -802,13 +1111,36 @@ may_open(const struct bench *b, int64_t now)
 	return true;
 }
 
+/* The earliest time a slot needs the tick (a delayed abort, a quarantine's end, a close retry),
+ * if before next. */
+static int64_t
+slots_next(const struct bench *b, int64_t next)
+{
+	uint32_t s;
+
+	for (s = 0; s < b->o.inflight; s++) {
+		const struct slot *sl = &b->slots[s];
+
+		if (sl->phase != SLOT_ACTIVE)
+			continue;
+		if (sl->t_retry && sl->t_retry < next)
+			next = sl->t_retry;
+		if (sl->abort_due && sl->t_abort_due < next)
+			next = sl->t_abort_due;
+		if (sl->canary_armed && !sl->canary_done && sl->t_canary < next)
+			next = sl->t_canary;
+	}
+	return next;
+}
+
 static int
 run(struct bench *b)
 {
 	struct pollfd pf[2];
+	struct timespec ts;
 	int64_t now, next;
 	uint32_t s;
-	int got, r, ms;
+	int got, r;
 
 	b->t_start = now_ns();
 	if (b->o.duration > 0)
@@ -837,18 +1169,19 @@ run(struct bench *b)
 		if (got)
 			continue;
 
-		/* nothing happened: sleep until an event, a retry, the watchdog or the stop time */
+		/* nothing happened: sleep until an event, a slot's next step, the watchdog's next
+		 * look or the stop time (ppoll: abort delays are microseconds) */
 		next = now + (int64_t)POLL_MAX_MS * 1000000;
 		if (b->t_stop && b->t_stop > now && b->t_stop < next)
 			next = b->t_stop;
-		for (s = 0; s < b->o.inflight; s++)
-			if (b->slots[s].phase == SLOT_ACTIVE && b->slots[s].t_retry &&
-			    b->slots[s].t_retry < next)
-				next = b->slots[s].t_retry;
-		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		next = slots_next(b, next);
+		if (next < now)
+			next = now;
+		ts.tv_sec = (time_t)((next - now) / NSEC);
+		ts.tv_nsec = (long)((next - now) % NSEC);
 		pf[0] = (struct pollfd){.fd = kvx_conn_fd(b->dec.c), .events = POLLIN};
 		pf[1] = (struct pollfd){.fd = kvx_conn_fd(b->pre.c), .events = POLLIN};
-		if (poll(pf, 2, ms) < 0 && errno != EINTR) {
+		if (ppoll(pf, 2, &ts, NULL) < 0 && errno != EINTR) {
 			r = -errno;
 			fprintf(stderr, "kvx-bench: poll: %s\n", strerror(errno));
 			return r;
@@ -866,20 +1199,20 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Nearest-rank percentile of the sorted latencies, in microseconds (0 when there are none). */
+/* Nearest-rank percentile of sorted samples, in microseconds (0 when there are none). */
 static double
-lat_pct_us(const struct bench *b, double pct)
+pct_us(const struct samples *sm, double pct)
 {
 	size_t k;
 
-	if (!b->nlat)
+	if (!sm->n)
 		return 0;
-	k = (size_t)ceil(pct / 100.0 * (double)b->nlat);
+	k = (size_t)ceil(pct / 100.0 * (double)sm->n);
 	if (k < 1)
 		k = 1;
-	if (k > b->nlat)
-		k = b->nlat;
-	return (double)b->lat[k - 1] / 1e3;
+	if (k > sm->n)
+		k = sm->n;
+	return (double)sm->v[k - 1] / 1e3;
 }
 
 static void
@@ -888,21 +1221,36 @@ report(struct bench *b, double secs)
 	double mbps = secs > 0 ? (double)b->bytes / secs / 1e6 : 0;
 	double rps = secs > 0 ? (double)b->ok / secs : 0;
 	uint64_t msg = b->writes ? (b->write_bytes + b->writes / 2) / b->writes : 0;
-	double p50, p99;
+	double p50, p99, a50, a99;
 
-	qsort(b->lat, b->nlat, sizeof(*b->lat), cmp_u64);
-	p50 = lat_pct_us(b, 50);
-	p99 = lat_pct_us(b, 99);
+	if (b->lat.n)
+		qsort(b->lat.v, b->lat.n, sizeof(*b->lat.v), cmp_u64);
+	if (b->abort_lat.n)
+		qsort(b->abort_lat.v, b->abort_lat.n, sizeof(*b->abort_lat.v), cmp_u64);
+	p50 = pct_us(&b->lat, 50);
+	p99 = pct_us(&b->lat, 99);
+	a50 = pct_us(&b->abort_lat, 50);
+	a99 = pct_us(&b->abort_lat, 99);
 	if (b->o.json) {
 		printf("{\"rooms\": %" PRIu64 ", \"failed_decode\": %" PRIu64
 		       ", \"failed_prefill\": %" PRIu64 ", \"timed_out\": %" PRIu64
 		       ", \"bytes\": %" PRIu64 ", \"seconds\": %.6f, \"MBps\": %.3f"
 		       ", \"GBps\": %.6f, \"rooms_per_s\": %.3f, \"lat_p50_us\": %.1f"
 		       ", \"lat_p99_us\": %.1f, \"verified\": \"%s\", \"mismatched_bytes\": "
-		       "%" PRIu64 ", \"msg_bytes\": %" PRIu64 "}\n",
+		       "%" PRIu64 ", \"msg_bytes\": %" PRIu64,
 		       b->opened, b->failed_decode, b->failed_prefill, b->timed_out, b->bytes, secs,
 		       mbps, mbps / 1e3, rps, p50, p99, b->mismatched ? "FAIL" : "ok",
 		       b->mismatched, msg);
+		printf(", \"aborted\": %" PRIu64 ", \"abort_lost\": %" PRIu64
+		       ", \"abort_at_open\": %" PRIu64 ", \"abort_mid_chunks\": %" PRIu64
+		       ", \"abort_after_chunks\": %" PRIu64 ", \"released\": %" PRIu64
+		       ", \"abort_release_p50_us\": %.1f, \"abort_release_p99_us\": %.1f"
+		       ", \"canary_checked_bytes\": %" PRIu64 ", \"canary_changed_bytes\": %" PRIu64
+		       ", \"bad_generation\": %" PRIu64 ", \"protocol_errors\": %" PRIu64 "}\n",
+		       b->aborted, b->abort_lost, b->abort_calls[ABORT_AT_OPEN],
+		       b->abort_calls[ABORT_MID], b->abort_calls[ABORT_AFTER], b->released, a50,
+		       a99, b->canary_checked, b->canary_changed, b->bad_generation,
+		       b->protocol_errors);
 	} else {
 		printf("kvx-bench: prefill %s (%s) -> decode %s (%s)\n", kvx_node_name(b->pre.c),
 		       b->pre.path, kvx_node_name(b->dec.c), b->dec.path);
@@ -910,6 +1258,9 @@ report(struct bench *b, double secs)
 		       "seed %" PRIu64 "\n",
 		       b->o.inflight, b->o.page_size, b->o.pages, b->o.chunks, b->o.bufs,
 		       b->o.scatter ? "yes" : "no", b->o.seed);
+		if (b->o.abort_ratio > 0)
+			printf("  abort_ratio %g  abort_delay_us %" PRIu64 "  settle_ms %u\n",
+			       b->o.abort_ratio, b->o.abort_delay_us, b->o.settle_ms);
 		printf("rooms %" PRIu64 "  failed decode %" PRIu64 " / prefill %" PRIu64
 		       "  timed_out %" PRIu64 "\n",
 		       b->opened, b->failed_decode, b->failed_prefill, b->timed_out);
@@ -917,9 +1268,24 @@ report(struct bench *b, double secs)
 		       msg);
 		printf("MB/s %.2f  GB/s %.4f  rooms/s %.1f\n", mbps, mbps / 1e3, rps);
 		printf("latency_us p50 %.1f  p99 %.1f  (open -> decode SUCCESS, %zu rooms)\n", p50,
-		       p99, b->nlat);
+		       p99, b->lat.n);
 		printf("verified=%s (%" PRIu64 " mismatched bytes)\n",
 		       b->mismatched ? "FAIL" : "ok", b->mismatched);
+		if (b->o.abort_ratio > 0 || b->released || b->protocol_errors) {
+			printf("aborted %" PRIu64 " (calls at open %" PRIu64 ", mid-chunks %" PRIu64
+			       ", after chunks %" PRIu64 ")  abort_lost %" PRIu64
+			       "  released %" PRIu64 "\n",
+			       b->aborted, b->abort_calls[ABORT_AT_OPEN], b->abort_calls[ABORT_MID],
+			       b->abort_calls[ABORT_AFTER], b->abort_lost, b->released);
+			printf("abort_release_us p50 %.1f  p99 %.1f  (abort -> RELEASED, %zu "
+			       "rooms)\n",
+			       a50, a99, b->abort_lat.n);
+			printf("canary=%s (%" PRIu64 " of %" PRIu64
+			       " bytes changed)  bad_generation %" PRIu64
+			       "  protocol_errors %" PRIu64 "\n",
+			       b->canary_changed ? "FAIL" : "ok", b->canary_changed,
+			       b->canary_checked, b->bad_generation, b->protocol_errors);
+		}
 	}
 	fflush(stdout);
 }
@@ -947,10 +1313,12 @@ main(int argc, char **argv)
 	if (!b.o.seed_set && getrandom(&b.o.seed, sizeof(b.o.seed), 0) != sizeof(b.o.seed))
 		b.o.seed = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
 	b.rng = splitmix64(b.o.seed ^ 0x6b76782d62656e63ULL) | 1;
+	b.arng = splitmix64(b.o.seed ^ 0x6b76782d61626f72ULL) | 1;
 	b.room_base = splitmix64(b.o.seed) & ROOM_BASE_MASK;
 	b.next_room = b.room_base;
 	b.npages = b.o.inflight * b.o.pages;
 	b.watchdog_ns = (int64_t)(b.o.timeout * NSEC);
+	b.settle_ns = (int64_t)b.o.settle_ms * 1000000;
 	b.pre.path = b.o.prefill;
 	b.dec.path = b.o.decode;
 
@@ -978,9 +1346,10 @@ main(int argc, char **argv)
 	if (b.stray_events)
 		fprintf(stderr, "kvx-bench: %" PRIu64 " events for unknown rooms ignored\n",
 			b.stray_events);
-	if (b.ok == 0 && b.opened && !b.o.allow_failures)
+	if (b.ok == 0 && b.opened && !b.o.allow_failures && b.aborted < b.opened)
 		fprintf(stderr, "kvx-bench: no room succeeded\n");
-	rc = (b.mismatched == 0 && b.timed_out == 0 &&
+	rc = (b.mismatched == 0 && b.timed_out == 0 && b.canary_changed == 0 &&
+	      b.bad_generation == 0 && b.protocol_errors == 0 &&
 	      (b.o.allow_failures || (b.failed_decode == 0 && b.failed_prefill == 0)))
 		     ? 0
 		     : 1;
@@ -992,6 +1361,7 @@ out:
 			free(b.slots[s].dst);
 	free(b.slots);
 	free(b.src);
-	free(b.lat);
+	free(b.lat.v);
+	free(b.abort_lat.v);
 	return rc;
 }

@@ -152,7 +152,11 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 	int src = -1;
 
 	d->ctr.acks_received++;
+#ifdef KVXD_TEST_BUGGY_ANY_GEN /* negative control (tests/unit/test_abort.c) */
+	if (!r || !r->aborting) {
+#else
 	if (!r || !r->aborting || r->abort_gen != a->gen) {
+#endif
 		d->ctr.acks_stale++; /* another generation, or no such abort: never releases */
 		return;
 	}
@@ -238,6 +242,10 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 	for (i = 0; i < r->ntgt; i++)
 		if (r->tgt[i].peer == p->idx)
 			break;
+#ifdef KVXD_TEST_BUGGY_ONE_TARGET /* negative control: a single target, overwritten */
+	i = 0;
+	r->ntgt = 0;
+#endif
 	if (i == r->ntgt) {
 		if (r->ntgt == KVXD_MAX_TARGETS) {
 			KVX_ERR("room %llu: more than %d decode endpoints abort it",
@@ -286,6 +294,12 @@ kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now)
 			r->fenced_mask |= bit;
 			continue;
 		}
+#ifdef KVXD_TEST_BUGGY_TIMER_RELEASE /* negative control: the timer alone releases */
+		if (now >= r->release_deadline_ms) {
+			r->fenced_mask |= bit;
+			continue;
+		}
+#endif
 		if (!(r->fencing_mask & bit) && now >= r->release_deadline_ms) {
 			struct kvxd_peer *p = &d->peers[r->src_peer[i]];
 			bool has_qps = false;

@@ -335,14 +335,13 @@ orphan_sweep(struct kvx_room_table_node *n, void *arg)
 static void
 tick(struct kvxd *d, uint64_t now)
 {
-	static uint64_t last_room_scan;
 	struct timeout_walk tw = {.d = d, .now = now};
 	struct orphan_walk ow = {.d = d};
 
 	kvxd_peer_tick(d, now);
-	if (now - last_room_scan < 100)
+	if (now - d->last_room_scan_ms < 100)
 		return;
-	last_room_scan = now;
+	d->last_room_scan_ms = now;
 	rcu_read_lock();
 	kvx_room_table_for_each(d->by_id, room_timeouts, &tw);
 	kvx_room_table_for_each(d->by_id, orphan_sweep, &ow);

@@ -161,6 +161,7 @@ struct kvxd {
 	bool stopping;
 	int live_qpcs; /* handed to polling cores, not yet retired */
 	uint64_t start_ms;
+	uint64_t last_room_scan_ms;
 	struct kvxd_counters ctr;
 };
 

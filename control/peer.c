@@ -955,6 +955,7 @@ kvxd_peer_accept(struct kvxd *d)
 {
 	for (;;) {
 		int fd = accept4(d->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
+		int one = 1;
 		struct kvxd_stream *s;
 
 		if (fd < 0)
@@ -971,6 +972,8 @@ kvxd_peer_accept(struct kvxd *d)
 		}
 		s->fd = fd;
 		s->ev = (struct kvxd_fd){.kind = KVXD_FD_PENDING, .ptr = s};
+		/* small control frames (ABORT_ACK, ROOM_STATUS) must not wait for Nagle */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		d->pending[slot] = s;
 		if (kvxd_epoll_add(d, fd, &s->ev, EPOLLIN)) {
 			d->pending[slot] = NULL;

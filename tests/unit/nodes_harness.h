@@ -109,7 +109,8 @@ nodes_setup(int n, const char *const *names)
 		}
 		kvxd_peer_init_all(&N[i]);
 		for (int k = 0; k < N[i].npeers; k++)
-			N[i].peers[k].paused = N[i].peers[k].initiator; /* tests resume the dialers */
+			N[i].peers[k].paused =
+				N[i].peers[k].initiator; /* tests resume the dialers */
 	}
 	base = fake_vx_live();
 }
@@ -133,22 +134,23 @@ nodes_state(void)
 		for (int k = 0; k < N[i].npeers; k++)
 			off += snprintf(buf + off, sizeof(buf) - off, "%s->%s %s j%d; ",
 					N[i].cfg.name, N[i].peers[k].name,
-					kvxd_peer_state_str(N[i].peers[k].state), N[i].peers[k].j.n);
+					kvxd_peer_state_str(N[i].peers[k].state),
+					N[i].peers[k].j.n);
 	return buf;
 }
 
 /* Step every node (advancing the fake clock by 1 ms a step) until cond holds. */
-#define PUMP_UNTIL(cond)                                                                           \
-	do {                                                                                       \
-		int i_;                                                                            \
-		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                                        \
-			pump_once();                                                               \
-			fake_ms++;                                                                 \
-			if (i_ % 64 == 63)                                                         \
-				usleep(100);                                                       \
-		}                                                                                  \
-		if (!(cond))                                                                       \
-			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state());           \
+#define PUMP_UNTIL(cond)                                                                 \
+	do {                                                                             \
+		int i_;                                                                  \
+		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                              \
+			pump_once();                                                     \
+			fake_ms++;                                                       \
+			if (i_ % 64 == 63)                                               \
+				usleep(100);                                             \
+		}                                                                        \
+		if (!(cond))                                                             \
+			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state()); \
 	} while (0)
 
 static bool

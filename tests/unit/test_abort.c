@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ABORT / ABORT_ACK exchange (DESIGN.md section 5) between real control cores on the fake
+ * verbs: "a" and "c" are decode nodes, "b" the prefill node they both take rooms from.  Time is
+ * a fake clock; the prefill side's writes can be held in flight (fake_vx_hold).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "control/kvxd.h"
+#include "core/fault.h"
+#ifdef KVX_TEST_INCLUDE_ABORT /* the negative-control builds compile abort.c with a bug */
+#include "control/abort.c"
+#endif
+
+#include "nodes_harness.h"
+
+#define A N[0]
+#define B N[1]
+#define C N[2]
+#define PS 256
+#define NP 16
+
+static struct kvxd_pool pool[MAX_NODES];
+static uint8_t *mem[MAX_NODES];
+
+static void
+pool_init(int i)
+{
+	struct kvx_vx_mr *mr;
+
+	mem[i] = calloc(NP, PS);
+	assert_int_equal(kvx_vx->mr_reg(N[i].dev, mem[i], NP * PS, &mr), 0);
+	pool[i] = (struct kvxd_pool){.id = 1,
+				     .engine_id = -1,
+				     .base = mem[i],
+				     .len = NP * PS,
+				     .page_size = PS,
+				     .npages = NP,
+				     .nbufs = 1,
+				     .lkey = kvx_vx->mr_lkey(mr),
+				     .rkey = kvx_vx->mr_rkey(mr),
+				     .mr = mr};
+}
+
+static bool
+ready(struct kvxd *d, const char *peer)
+{
+	return peer_of(d, peer)->state == KVXD_PEER_READY;
+}
+
+static int
+first_node(struct kvx_room_table_node *n, void *arg)
+{
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+
+	if (r->removing)
+		return 0;
+	*(struct kvx_room_table_node **)arg = n;
+	return 1;
+}
+
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "b", "c"};
+
+	nodes_setup(3, names);
+	for (int i = 0; i < 3; i++)
+		pool_init(i);
+	kvxd_peer_admin(&A, "b", "resume");
+	kvxd_peer_admin(&B, "c", "resume");
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a") && ready(&B, "c") && ready(&C, "b"));
+	base.qp += 4; /* the two connections stay until teardown pauses them */
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fake_vx_hold(false);
+	for (int i = 0; i < 3; i++) {
+		struct kvx_room_table_node *n;
+
+		/* rooms go first (they hold pool references), then the pools */
+		do {
+			rcu_read_lock();
+			n = NULL;
+			kvx_room_table_for_each(N[i].by_id, first_node, &n);
+			rcu_read_unlock();
+			if (n)
+				kvxd_room_remove(&N[i], caa_container_of(n, struct kvxd_room, by_id));
+			for (int k = 0; k < 4; k++)
+				pump_once();
+		} while (n);
+	}
+	base.qp -= 4;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kvx_vx->mr_dereg(pool[i].mr), 0);
+		free(mem[i]);
+	}
+	nodes_teardown();
+	return 0;
+}
+
+static struct kvxd_room *
+room(struct kvxd *d, uint64_t id, int role)
+{
+	return kvxd_room_find(d, id, role);
+}
+
+/* Decode node d opens room id (pages 0..n-1 of its pool) with b as its only source, and b
+ * learns it. */
+static struct kvxd_room *
+open_room(struct kvxd *d, uint64_t id, uint32_t n)
+{
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[NP];
+	int64_t gen;
+
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	gen = kvxd_decode_room_open(d, -1, id, &pool[d - N], pages, n, names, 1);
+	assert_true(gen > 0);
+	PUMP_UNTIL(room(&B, id, KVX_ROOM_PREFILL) &&
+		   kvxd_room_state(room(&B, id, KVX_ROOM_PREFILL)) ==
+			   KVX_ROOM_WAITING_FOR_INPUT);
+	return room(d, id, KVX_ROOM_DECODE);
+}
+
+/* b submits the room's one chunk (its pages 0..n-1 to destination offset 0). */
+static void
+submit(uint64_t id, uint32_t n)
+{
+	struct kvxd_room *r = room(&B, id, KVX_ROOM_PREFILL);
+	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * n);
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
+
+	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .last = true};
+	for (uint32_t i = 0; i < n; i++)
+		ch->pages[i] = i;
+	atomic_fetch_add(&pool[1].refs, 1);
+	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	for (int i = 0; i < 10; i++)
+		pump_once();
+}
+
+static void
+pump_ms(int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		pump_once();
+		fake_ms++;
+	}
+}
+
+static void
+test_abort_waits_for_drain_then_releases(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 100, 4);
+	uint32_t open_gen = d->gen;
+	int64_t gen;
+
+	fake_vx_hold(true);
+	submit(100, 4);
+	gen = kvxd_decode_abort(&A, d, -ECANCELED, "test");
+	assert_true(gen > (int64_t)open_gen); /* a new generation, armed before the ABORT */
+	pump_ms(50);
+	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
+	assert_int_equal(kvxd_room_state(room(&B, 100, KVX_ROOM_PREFILL)), KVX_ROOM_FAILED);
+	/* the write is still in flight: no ACK, no release */
+	assert_int_equal(B.ctr.acks_sent, 0);
+	assert_false(d->released);
+	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
+	pump_ms(50);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	assert_int_equal(d->gen, (uint32_t)gen); /* the released event carries it */
+	assert_int_equal(B.ctr.acks_sent, 1);
+	assert_int_equal(A.ctr.acks_received, 1);
+	assert_int_equal(A.ctr.releases, 1);
+	assert_int_equal(A.ctr.fences, 0);
+}
+
+static void
+test_stale_generation_ack_never_releases(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 101, 2);
+	struct kvx_wire_abort_ack ack = {.room = 101};
+	int64_t gen;
+
+	fake_vx_hold(true);
+	submit(101, 2);
+	gen = kvxd_decode_abort(&A, d, -ECANCELED, "test");
+	pump_ms(20);
+	ack.gen = (uint32_t)gen - 1; /* the open generation's */
+	kvxd_on_abort_ack(&A, peer_of(&A, "b"), &ack);
+	ack.gen = (uint32_t)gen + 1;
+	kvxd_on_abort_ack(&A, peer_of(&A, "b"), &ack);
+	pump_ms(20);
+	assert_int_equal(A.ctr.acks_stale, 2);
+	assert_false(d->released);
+	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
+	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
+	PUMP_UNTIL(d->released);
+	assert_int_equal(A.ctr.releases, 1);
+}
+
+static void
+test_early_ack_is_kept(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 102, 2);
+	struct kvx_wire_abort_ack ack = {.room = 102};
+	int64_t gen = kvxd_decode_abort(&A, d, -ECANCELED, "test");
+
+	/* the ACK is handled before a's core has even applied the abort (still in its inbox) */
+	assert_int_equal(kvxd_room_state(d), KVX_ROOM_WAITING_FOR_INPUT);
+	ack.gen = (uint32_t)gen;
+	kvxd_on_abort_ack(&A, peer_of(&A, "b"), &ack);
+	assert_true(d->released);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	pump_ms(20); /* b's own ACK arrives too: counted, released once */
+	assert_int_equal(A.ctr.releases, 1);
+}
+
+static void
+test_waiting_timeout_is_an_abort(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 103, 2);
+	uint32_t open_gen = d->gen;
+
+	pump_ms((int)A.cfg.waiting_ms + 300);
+	assert_int_equal(A.ctr.waiting_timeouts, 1);
+	assert_true(d->aborting);
+	assert_true(d->abort_gen > open_gen);
+	assert_int_equal(B.ctr.aborts_received, 1);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	assert_int_equal(d->gen, d->abort_gen);
+	assert_int_equal(A.ctr.fences, 0);
+}
+
+static void
+test_release_timeout_fences_before_release(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 104, 2);
+	char err[128];
+	uint32_t epoch = peer_of(&A, "b")->epoch;
+
+	fake_vx_hold(true);
+	submit(104, 2); /* the write never completes: b never ACKs */
+	kvxd_decode_abort(&A, d, -ECANCELED, "test");
+	assert_int_equal(kvx_fault_arm_list("rollback.destroy_qp:0", err, sizeof(err)), 0);
+	pump_ms((int)A.cfg.release_ms + 150); /* rooms are scanned every 100 ms */
+	assert_int_equal(A.ctr.fences, 1);
+	/* the fence's QP destroy failed: the timer alone must not release */
+	pump_ms(500);
+	assert_false(d->released);
+	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
+	/* the sweep destroys it: now the pages go back */
+	PUMP_UNTIL(d->released);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	/* and the peer comes back with fresh QPs */
+	fake_vx_hold(false);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	assert_true(peer_of(&A, "b")->epoch > epoch);
+}
+
+static void
+test_two_decode_endpoints_get_their_own_generation(void **state)
+{
+	struct kvxd_room *da = open_room(&A, 105, 2), *dc;
+	int64_t ga, gc;
+
+	dc = open_room(&C, 105, 2);
+	fake_vx_hold(true);
+	submit(105, 2);
+	ga = kvxd_decode_abort(&A, da, -ECANCELED, "a aborts");
+	gc = kvxd_decode_abort(&C, dc, -ECANCELED, "c aborts");
+	assert_true(ga > 0 && gc > 0);
+	pump_ms(20);
+	assert_int_equal(room(&B, 105, KVX_ROOM_PREFILL)->ntgt, 2);
+	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
+	PUMP_UNTIL(da->released && dc->released);
+	assert_int_equal(B.ctr.acks_sent, 2);
+	assert_int_equal(A.ctr.acks_stale + C.ctr.acks_stale, 0);
+	assert_int_equal(A.ctr.fences + C.ctr.fences, 0);
+}
+
+static void
+test_abort_for_unknown_room_leaves_tombstone(void **state)
+{
+	struct kvx_wire_abort ab = {.room = 999, .gen = 77, .endpoint = "a"};
+	struct kvxd_room *t;
+
+	kvxd_on_abort(&B, peer_of(&B, "a"), &ab);
+	assert_int_equal(B.ctr.tombstones, 1);
+	assert_int_equal(B.ctr.acks_sent, 1); /* nothing outstanding: ACKed at once */
+	t = room(&B, 999, KVX_ROOM_PREFILL);
+	assert_non_null(t);
+	assert_int_equal(kvxd_room_state(t), KVX_ROOM_FAILED);
+	/* a late chunk for it is skipped */
+	t->meta_known = false;
+	submit(999, 2);
+	assert_int_equal(atomic_load(&B.cores[0].st.chunks_skipped), 1);
+	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), 0);
+	pump_ms(20);
+	assert_int_equal(A.ctr.acks_stale, 1); /* a never asked: counted, dropped */
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_abort_waits_for_drain_then_releases, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stale_generation_ack_never_releases, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_early_ack_is_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiting_timeout_is_an_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_timeout_fences_before_release, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_two_decode_endpoints_get_their_own_generation,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
+						teardown),
+	};
+	int rc;
+
+	rcu_register_thread();
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	rcu_unregister_thread();
+	return rc;
+}
