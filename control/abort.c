@@ -152,14 +152,16 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 	int src = -1;
 
 	d->ctr.acks_received++;
-#ifdef KVXD_TEST_BUGGY_ANY_GEN /* negative control (tests/unit/test_abort.c) */
 	if (!r || !r->aborting) {
-#else
-	if (!r || !r->aborting || r->abort_gen != a->gen) {
-#endif
-		d->ctr.acks_stale++; /* another generation, or no such abort: never releases */
+		d->ctr.acks_unknown++; /* no such abort (any more): never releases */
 		return;
 	}
+#ifndef KVXD_TEST_BUGGY_ANY_GEN /* negative control (tests/unit/test_abort.c) */
+	if (r->abort_gen != a->gen) {
+		d->ctr.acks_stale++; /* another generation: never releases */
+		return;
+	}
+#endif
 	/* distinct sources: the source is the peer that sent it */
 	for (int i = 0; i < r->nsrc; i++)
 		if (r->src_peer[i] == p->idx)

@@ -801,6 +801,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("abort_acks_unsent_total", c->acks_unsent);
 		C("abort_acks_received_total", c->acks_received);
 		C("abort_acks_stale_total", c->acks_stale);
+		C("abort_acks_unknown_total", c->acks_unknown);
 		C("tombstones_total", c->tombstones);
 		C("fences_total", c->fences);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));

@@ -136,8 +136,8 @@ struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
 		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, aborts,
-		releases, abort_release_ms_sum, acks_received, acks_stale, acks_sent, acks_unsent,
-		aborts_received, tombstones, fences;
+		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
+		acks_unsent, aborts_received, tombstones, fences;
 };
 
 struct kvxd {

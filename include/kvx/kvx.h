@@ -85,7 +85,9 @@ int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, in
  * into them (all sources acknowledged the abort after draining, or their connections were
  * fenced).  Every decode failure (a source's failure, the waiting timeout) takes the same path.
  * Returns the abort generation, or -ENOENT (unknown room), -EALREADY (the room already
- * succeeded: nothing to abort; its pages are the engine's). */
+ * succeeded: nothing to abort; its pages are the engine's).  An abort can also lose the race
+ * to a room's last delivery after it returned: then SUCCESS arrives instead of RELEASED, and
+ * likewise nothing can still write into the pages. */
 int64_t kvx_room_abort(struct kvx_conn *c, uint64_t room);
 
 /* Drop a finished room's bookkeeping: decode SUCCESS or RELEASED, prefill SUCCESS or FAILED.
