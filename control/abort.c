@@ -138,9 +138,14 @@ kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *re
 	if (kvx_pcore_send(&d->cores[r->core], &m))
 		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
 			(unsigned long long)r->id);
-	for (int i = 0; i < r->nsrc; i++)
-		if (r->meta_sent_mask & (1u << i))
+	for (int i = 0; i < r->nsrc; i++) {
+		if (!(r->meta_sent_mask & (1u << i)))
+			continue;
+		if (d->peers[r->src_peer[i]].state == KVXD_PEER_READY)
 			send_abort(d, r, i);
+		else /* no session: nothing can write once its old QPs are destroyed */
+			kvxd_abort_source_fenced(d, r, i);
+	}
 	maybe_release(d, r); /* nobody was notified: nothing can write */
 	return r->abort_gen;
 }
@@ -171,6 +176,24 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 		return;
 	}
 	r->ack_mask |= 1u << src;
+	maybe_release(d, r);
+}
+
+void
+kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i)
+{
+	struct kvxd_peer *p = &d->peers[r->src_peer[i]];
+	uint32_t bit = 1u << i;
+	bool has_qps = false;
+
+	if (r->released || ((r->ack_mask | r->fenced_mask | r->fencing_mask) & bit))
+		return;
+	for (int k = 0; k < p->j.n; k++)
+		has_qps |= p->j.e[k].kind == KVXD_J_QP;
+	r->fencing_mask |= bit;
+	r->fence_target[i] = p->qp_sessions_ended + (has_qps ? 1 : 0);
+	if (p->qp_sessions_ended >= r->fence_target[i])
+		r->fenced_mask |= bit;
 	maybe_release(d, r);
 }
 

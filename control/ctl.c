@@ -264,7 +264,12 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		/* Every WR on the errored QP has its completion: replace the connection with
 		 * fresh QPs on both sides (never reset and reuse a QP). */
 		if (p->state == KVXD_PEER_READY && m->gen == p->epoch) {
+			struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE,
+						   .u.bye_reason = KVXD_BYE_REPLACE};
+
 			d->ctr.qp_replaced++;
+			kvxd_peer_send(d, p, &bye); /* tell it its rooms carry on */
+			p->replacing = true;
 			kvxd_peer_reset(d, p, "QP error: replacing the connection");
 		}
 		break;

@@ -22,6 +22,7 @@
 #define KVXD_MAX_ENGINES 64
 #define KVXD_MAX_POOLS 256
 #define KVXD_MAX_PENDING 16 /* accepted sockets that have not said HELLO yet */
+#define KVXD_BYE_REPLACE 1  /* BYE reason: replacing QPs after an error */
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
 
 enum kvxd_fd_kind {
@@ -105,9 +106,10 @@ struct kvxd_peer {
 	struct kvxd_qpc *qpc[KVX_MAX_CORES];
 	uint32_t psn[KVX_MAX_CORES];
 	bool sent_ready, got_ready;
-	bool paused;   /* operator: no connection until resumed */
-	bool try_once; /* operator: one attempt, pause again if it fails */
-	bool stalled;  /* fault handshake.stall: ignore this session's input */
+	bool paused;	/* operator: no connection until resumed */
+	bool try_once;	/* operator: one attempt, pause again if it fails */
+	bool stalled;	/* fault handshake.stall: ignore this session's input */
+	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */
@@ -210,6 +212,8 @@ void kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wir
 void kvxd_on_drained(struct kvxd *d, struct kvxd_room *r);
 void kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now);
 void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
+/* Source i's session ended: its QPs are being destroyed; count it fenced once they are. */
+void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
 
 /* engine.c */
 int kvxd_engine_listen(struct kvxd *d);

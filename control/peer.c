@@ -587,10 +587,50 @@ fail_dependent(struct kvx_room_table_node *n, void *arg)
 	return 0;
 }
 
+struct lost_walk {
+	struct kvxd *d;
+	struct kvxd_peer *p;
+	bool failed; /* the peer failed (vs. replacing its QPs): its rooms are aborted */
+};
+
+/* A published session with a source ended.  Decode rooms fed by it: an abort waiting for its
+ * ACK now waits for those QPs' destruction instead (a fence); a room in flight is aborted if
+ * the peer failed, or else re-issued to the peer's next session (its metadata is bound to the
+ * old one, so nothing the prefill still holds can be written without it). */
+static int
+source_lost(struct kvx_room_table_node *n, void *arg)
+{
+	struct lost_walk *w = arg;
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+	char reason[KVXD_REASON_MAX];
+
+	if (r->role != KVX_ROOM_DECODE || r->removing)
+		return 0;
+	for (int i = 0; i < r->nsrc; i++) {
+		uint32_t bit = 1u << i;
+
+		if (r->src_peer[i] != w->p->idx || !(r->meta_sent_mask & bit))
+			continue;
+		if (r->aborting) {
+			kvxd_abort_source_fenced(w->d, r, i);
+		} else if (kvx_room_state_terminal(kvxd_room_state(r))) {
+			continue;
+		} else if (w->failed) {
+			snprintf(reason, sizeof(reason), "source %s lost: %s", w->p->name,
+				 w->p->last_error);
+			kvxd_decode_abort(w->d, r, -ECONNRESET, reason);
+		} else {
+			r->meta_sent_mask &= ~bit; /* sent again on the next session */
+		}
+	}
+	return 0;
+}
+
 void
 kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 {
 	bool answered = p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE;
+	bool was_ready = p->state == KVXD_PEER_READY;
 	bool in_setup = answered || p->state == KVXD_PEER_CONNECTING;
 
 	if (p->state == KVXD_PEER_IDLE && p->j.n == 0)
@@ -627,6 +667,14 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	/* fences armed QPs first (reverse order), then retires published ones through their
 	 * cores; the original error stays in last_error */
 	journal_rollback(d, p);
+	if (was_ready) {
+		struct lost_walk w = {.d = d, .p = p, .failed = !p->replacing && !d->stopping};
+
+		rcu_read_lock();
+		kvx_room_table_for_each(d->by_id, source_lost, &w);
+		rcu_read_unlock();
+	}
+	p->replacing = false;
 }
 
 static void
@@ -784,6 +832,7 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	if (!meta)
 		return;
 	*meta = (struct kvxd_meta){.peer = p->idx,
+				   .epoch = p->epoch,
 				   .gen = rm->gen,
 				   .token = rm->token,
 				   .src_idx = rm->src_idx,
@@ -856,7 +905,10 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 		kvxd_on_abort_ack(d, p, &m->u.abort_ack);
 		return 0;
 	case KVX_WIRE_BYE:
-		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE");
+		/* reason 1: the peer replaces its QPs after an error; its rooms carry on */
+		p->replacing = m->u.bye_reason == KVXD_BYE_REPLACE;
+		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE (%s)",
+			 p->replacing ? "replacing its QPs" : "shutting down");
 		return -ECONNRESET;
 	default:
 		return 0; /* HEARTBEAT */

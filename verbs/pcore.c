@@ -432,8 +432,13 @@ ready_drain(struct kvxd_core *c)
 			char why[KVXD_REASON_MAX];
 			int n;
 
+#ifdef KVXD_TEST_BUGGY_ANY_SESSION /* negative control: metadata not bound to its session */
 			if (!q || q->errored || q->closing)
-				break; /* waits for the (replacement) connection */
+#else
+			if (!q || q->errored || q->closing || q->epoch != r->meta->epoch)
+#endif
+				break; /* waits for the connection its metadata came on, or for the
+					* metadata again on a replacement */
 			if (!chunk_fits_room(r, ch, why, sizeof(why))) {
 				room_fail(c, r, -EINVAL, "%s", why);
 				prefill_check_drained(c, r);
@@ -647,12 +652,21 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		r->gen = m->gen;
 		room_set(c, r, KVX_ROOM_RELEASED);
 		break;
-	case KVXD_MSG_ROOM_META:
-		if (r->meta_known || kvx_room_state_terminal(r->fsm.state)) {
-			give_back(c, KVXD_MSG_META_FREE, m->ptr);
+	case KVXD_MSG_ROOM_META: {
+		struct kvxd_meta *nm = m->ptr;
+
+		/* A room's metadata binds it to one peer session; a newer session of the same
+		 * generation brings it again (DESIGN.md 5: a replaced connection never carries an
+		 * old session's writes unless decode re-issued the room). */
+		if (kvx_room_state_terminal(r->fsm.state) ||
+		    (r->meta_known && (nm->gen != r->meta->gen || nm->epoch <= r->meta->epoch ||
+				       nm->peer != r->meta->peer))) {
+			give_back(c, KVXD_MSG_META_FREE, nm);
 			break;
 		}
-		r->meta = m->ptr;
+		if (r->meta_known)
+			give_back(c, KVXD_MSG_META_FREE, r->meta);
+		r->meta = nm;
 		r->meta_known = true;
 		r->gen = r->meta->gen;
 		if (r->fsm.state == KVX_ROOM_BOOTSTRAPPING)
@@ -660,6 +674,7 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		if (r->pend_head)
 			ready_add(c, r);
 		break;
+	}
 	case KVXD_MSG_CHUNK: {
 		struct kvxd_chunk *ch = m->ptr;
 

@@ -56,7 +56,8 @@ struct kvxd_chunk {
 
 /* Prefill: the decode side's ROOM_META for this source. */
 struct kvxd_meta {
-	int peer; /* index in the control core's peer table */
+	int peer;	/* index in the control core's peer table */
+	uint32_t epoch; /* the peer session it arrived on: valid for that session's QPs only */
 	uint32_t gen, token;
 	uint16_t src_idx, nsrc;
 	uint64_t addr;

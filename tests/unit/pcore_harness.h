@@ -52,7 +52,7 @@ pool_init(struct side *s)
 }
 
 static __attribute__((unused)) void
-connect_qpcs(int peer, struct kvxd_qpc **pfq, struct kvxd_qpc **dcq)
+connect_qpcs(int peer, uint32_t epoch, struct kvxd_qpc **pfq, struct kvxd_qpc **dcq)
 {
 	struct kvx_vx_qp_attr a = {.port = 1};
 	struct kvxd_qpc *pf = kvx_pcore_qpc_alloc(64, 64), *dc = kvx_pcore_qpc_alloc(64, 64);
@@ -79,7 +79,7 @@ connect_qpcs(int peer, struct kvxd_qpc **pfq, struct kvxd_qpc **dcq)
 		struct kvxd_core *core = k ? &E.dc.core : &E.pf.core;
 		struct kvxd_qpc *q = k ? dc : pf;
 		struct kvxd_msg m = {.type = KVXD_MSG_QP_ADD, .qpc = q};
-		struct kvxd_msg act = {.type = KVXD_MSG_QP_ACTIVATE, .qpc = q, .gen = 1};
+		struct kvxd_msg act = {.type = KVXD_MSG_QP_ACTIVATE, .qpc = q, .gen = epoch};
 
 		q->peer = peer;
 		assert_int_equal(kvx_pcore_send(core, &m), 0);
@@ -92,14 +92,14 @@ connect_qpcs(int peer, struct kvxd_qpc **pfq, struct kvxd_qpc **dcq)
 static __attribute__((unused)) void
 connect_pair(void)
 {
-	connect_qpcs(0, &E.pf.qpc, &E.dc.qpc);
+	connect_qpcs(0, 1, &E.pf.qpc, &E.dc.qpc);
 }
 
 /* A second connection (peer 1), for tests that need two QPs on one core. */
 static __attribute__((unused)) void
 connect_second_pair(void)
 {
-	connect_qpcs(1, &E.pf.qpc2, &E.dc.qpc2);
+	connect_qpcs(1, 1, &E.pf.qpc2, &E.dc.qpc2);
 }
 
 static __attribute__((unused)) int
@@ -271,6 +271,7 @@ prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, in
 	r->role = r->fsm.role = KVX_ROOM_PREFILL;
 	r->core = 0;
 	*meta = (struct kvxd_meta){.peer = peer,
+				   .epoch = 1,
 				   .gen = dr->gen,
 				   .token = dr->token,
 				   .src_idx = 0,

@@ -5,7 +5,8 @@
  * completion and the QP that carried its errored WRs has reaped a completion for every WR
  * posted on it.  Built three times: as is, and with each of two bugs switched in
  * (KVXD_TEST_BUGGY_SKIP: the skip path clears the room's count wholesale, the upstream seed;
- * KVXD_TEST_BUGGY_DRAIN: the errored QP's quiescence is not awaited), which must fail.
+ * KVXD_TEST_BUGGY_DRAIN: the errored QP's quiescence is not awaited; KVXD_TEST_BUGGY_ANY_SESSION:
+ * a room's metadata is used on any session), which must fail.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -152,6 +153,41 @@ test_abort_after_success_drains_at_once(void **state)
 	assert_int_equal(drained(p), 1);
 }
 
+/* A room's metadata is bound to the peer session it came on: after the connection is
+ * replaced, nothing the prefill still holds for the room is written until decode re-issues it
+ * (otherwise a room decode aborted and released could be written through the new session). */
+static void
+test_metadata_is_bound_to_its_session(void **state)
+{
+	uint32_t src[2] = {0, 1}, dst[2] = {2, 3};
+	struct kvxd_room *d = decode_room(26, dst, 2), *p = prefill_room(d, dst, 2);
+	struct kvxd_msg rm = {.type = KVXD_MSG_QP_REMOVE, .qpc = E.pf.qpc};
+	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 8);
+	struct kvxd_msg mm = {.type = KVXD_MSG_ROOM_META, .room = p, .ptr = meta};
+	struct kvxd_qpc *old_pf = E.pf.qpc, *old_dc = E.dc.qpc;
+
+	run(); /* p knows its metadata (session 1) */
+	/* the connection is replaced: session 2 */
+	kvx_vx->qp_to_err(old_pf->qp);
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &rm), 0);
+	run();
+	connect_qpcs(0, 2, &E.pf.qpc, &E.dc.qpc);
+	E.pf.qpc2 = old_pf; /* the harness destroys both pairs */
+	E.dc.qpc2 = old_dc;
+	submit(p, 0, src, 2, 0, true);
+	run();
+	assert_int_equal(fake_vx_writes_executed(), 0);
+	assert_null(find_event(d, KVX_ROOM_SUCCESS));
+	/* decode re-issues the room on session 2: now it goes */
+	*meta = *p->meta;
+	meta->epoch = 2;
+	memcpy(meta->pages, dst, 8);
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
+	run();
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+	assert_int_equal(fake_vx_writes_executed(), NB);
+}
+
 int
 main(void)
 {
@@ -163,6 +199,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_after_success_drains_at_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_metadata_is_bound_to_its_session, setup,
 						teardown),
 	};
 

@@ -59,7 +59,8 @@ test_chunks_wait_for_meta(void **state)
 	run();
 	assert_null(find_event(p, KVX_ROOM_TRANSFERRING));
 	assert_int_equal(fake_vx_writes_executed(), 0);
-	*meta = (struct kvxd_meta){.gen = d->gen,
+	*meta = (struct kvxd_meta){.epoch = 1,
+				   .gen = d->gen,
 				   .token = d->token,
 				   .nsrc = 1,
 				   .addr = (uint64_t)(uintptr_t)E.dc.mem,
