@@ -32,6 +32,18 @@
  * (plus --settle-ms once its canary is armed) is counted as timed out and its slot is retired
  * (never reused).
  *
+ * Prefill loss (--survive-prefill-loss).  Without it, any error on the prefill connection ends
+ * the run.  With it, the first -ECONNRESET/-EPIPE/-ENOTCONN of a libkvx call on the prefill
+ * connection (or kvx_event_read reporting it closed) is the loss: its time is recorded, no room is
+ * opened and no chunk submitted any more, delayed aborts still due are dropped, and the rooms whose
+ * decode outcome was still open (in flight at the loss) are followed on decode only.  kvxd aborts
+ * rooms whose source died and releases their pages once nothing can write (it fences: no
+ * ABORT_ACK can come), so each must end RELEASED (then the canary quarantine runs as usual) or
+ * SUCCESS (then it is verified); their decode FAILED/RELEASED is expected, not a failed room
+ * (also when it arrived just before the loss was seen).  Prefill closes are skipped.  The report
+ * adds prefill_lost, rooms_in_flight_at_loss and loss_to_last_release_us (detected loss -> the
+ * last RELEASED among those rooms).
+ *
  * Exit: 0 iff no room timed out, every byte of every successful room verified, no canary byte
  * changed, no RELEASED carried a wrong generation, kvxd kept the abort contract, and (unless
  * --allow-failures) no room failed without the bench aborting it; 1 otherwise or on an error;
@@ -91,6 +103,7 @@ struct opts {
 	double abort_ratio;	 /* 0..1 */
 	uint64_t abort_delay_us; /* after the last chunk: a delay of 0..this */
 	uint32_t settle_ms;	 /* quarantine of released pages holding the canary */
+	bool survive_prefill_loss;
 };
 
 struct side {
@@ -141,6 +154,9 @@ struct slot {
 	bool canary_armed;   /* released pages hold the canary until t_canary */
 	bool canary_done;    /* ... and were checked: decode is done with the room */
 	int64_t t_canary;    /* ns */
+	bool fail_counted;   /* its decode failure counted in failed_decode */
+	bool at_loss;	     /* in flight when the prefill connection was lost */
+	int64_t t_released;  /* ns: its decode RELEASED, 0: none */
 	uint32_t *dst;	     /* pages[P]: destination pool page of room page i */
 };
 
@@ -186,9 +202,13 @@ struct bench {
 	uint64_t protocol_errors;	    /* other breaches of the abort contract */
 	unsigned fail_logged;
 	int64_t t_start;
-	int64_t t_stop;	     /* ns: stop opening rooms (duration), 0: none */
-	int64_t watchdog_ns; /* --timeout */
-	int64_t settle_ns;   /* --settle-ms */
+	int64_t t_stop;		     /* ns: stop opening rooms (duration), 0: none */
+	int64_t watchdog_ns;	     /* --timeout */
+	int64_t settle_ns;	     /* --settle-ms */
+	bool prefill_lost;	     /* --survive-prefill-loss: the prefill connection is gone */
+	int64_t t_loss;		     /* ns: when the loss was detected */
+	int64_t t_last_loss_release; /* ns: last RELEASED of a room in flight at it, 0: none */
+	uint64_t rooms_at_loss;	     /* rooms in flight at the loss */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -320,6 +340,10 @@ usage(FILE *f)
 		"  --abort-delay-us U that delay is 0..U microseconds (default %d)\n"
 		"  --settle-ms MS     released pages hold a canary for MS ms before reuse; a byte\n"
 		"                     that changes fails the run (default %d)\n"
+		"  --survive-prefill-loss\n"
+		"                     when the prefill connection is lost, open no more rooms and\n"
+		"                     follow the rooms in flight on decode: each must end\n"
+		"                     RELEASED or SUCCESS, their failures are expected\n"
 		"  --json             print the result as one JSON object\n"
 		"  -h, --help         this help\n",
 		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
@@ -408,6 +432,7 @@ enum {
 	OPT_ABORT_RATIO,
 	OPT_ABORT_DELAY_US,
 	OPT_SETTLE_MS,
+	OPT_SURVIVE_PREFILL_LOSS,
 };
 
 /* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
@@ -432,6 +457,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"abort-ratio", required_argument, NULL, OPT_ABORT_RATIO},
 		{"abort-delay-us", required_argument, NULL, OPT_ABORT_DELAY_US},
 		{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+		{"survive-prefill-loss", no_argument, NULL, OPT_SURVIVE_PREFILL_LOSS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -509,6 +535,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_JSON:
 			o->json = true;
+			break;
+		case OPT_SURVIVE_PREFILL_LOSS:
+			o->survive_prefill_loss = true;
 			break;
 		case 'h':
 			return 1;
@@ -656,6 +685,56 @@ fatal_err(int64_t r)
 	return r == -ECONNRESET || r == -ETIMEDOUT || r == -EBADMSG;
 }
 
+static bool
+conn_lost_err(int64_t r)
+{
+	return r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN;
+}
+
+/* A libkvx call on the prefill connection returned r.  Returns true if it is a loss of that
+ * connection the bench survives (--survive-prefill-loss): the first one is recorded, the rooms
+ * whose decode outcome is still open are marked in flight at the loss (a decode failure of theirs
+ * already counted is taken back: it was the loss, seen first on decode) and their delayed aborts
+ * dropped.  From then on no room is opened, no chunk submitted and nothing asked of prefill. */
+static bool
+prefill_loss(struct bench *b, int64_t r, const char *what)
+{
+	uint64_t uncounted = 0;
+	uint32_t i;
+
+	if (!b->o.survive_prefill_loss || !conn_lost_err(r))
+		return false;
+	if (b->prefill_lost)
+		return true;
+	b->prefill_lost = true;
+	b->t_loss = now_ns();
+	for (i = 0; i < b->o.inflight; i++) {
+		struct slot *sl = &b->slots[i];
+
+		if (sl->phase != SLOT_ACTIVE || sl->dec_success)
+			continue;
+		sl->at_loss = true;
+		sl->abort_due = false;
+		b->rooms_at_loss++;
+		if (sl->fail_counted) {
+			sl->fail_counted = false;
+			b->failed_decode--;
+			uncounted++;
+		}
+		if (sl->t_released > b->t_last_loss_release)
+			b->t_last_loss_release = sl->t_released;
+	}
+	fprintf(stderr,
+		"kvx-bench: %s: prefill connection lost (%s: %s); %" PRIu64
+		" rooms in flight are followed on decode, no new rooms\n",
+		b->pre.path, what, strerror((int)-r), b->rooms_at_loss);
+	if (uncounted)
+		fprintf(stderr,
+			"kvx-bench: %" PRIu64 " decode failures seen just before are the loss's\n",
+			uncounted);
+	return true;
+}
+
 /* kvxd broke the abort contract in a way that is not a wrong generation. */
 static void
 protocol_error(struct bench *b, uint64_t room, const char *what)
@@ -789,6 +868,8 @@ room_start(struct bench *b, uint32_t s)
 	sl->t_abort = 0;
 	sl->canary_armed = sl->canary_done = false;
 	sl->t_canary = 0;
+	sl->fail_counted = sl->at_loss = false;
+	sl->t_released = 0;
 	b->active++;
 
 	for (off = 0, j = 0; j < C; j++, off += n) {
@@ -807,6 +888,8 @@ room_start(struct bench *b, uint32_t s)
 		}
 		b->write_bytes += (uint64_t)n * ps * b->o.bufs;
 		r = kvx_chunk_submit(b->pre.c, room, j, b->pre.pool, b->src, n, off, j == C - 1);
+		if (r < 0 && prefill_loss(b, r, "chunk submit"))
+			return 0; /* the room is in flight at the loss: decode decides its end */
 		if (r < 0) {
 			fprintf(stderr,
 				"kvx-bench: %s: chunk submit (room %" PRIu64 ", chunk %u): %s\n",
@@ -876,6 +959,8 @@ room_close_side(struct bench *b, struct side *sd, uint64_t room)
 
 	if (r == 0 || r == -ENOENT || r == -EBUSY)
 		return r;
+	if (sd == &b->pre && prefill_loss(b, r, "room close"))
+		return 0;
 	if (fatal_err(r)) {
 		fprintf(stderr, "kvx-bench: %s: room close: %s\n", sd->path, strerror(-r));
 		return r;
@@ -915,7 +1000,8 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 		return 0;
 	/* prefill: its writes are complete.  After a release, kvxd decides: a prefill room it
 	 * lets us close (or does not know) reads no source page any more. */
-	pre_done = sl->pre_state == KVX_STATE_SUCCESS || sl->pre_state == KVX_STATE_FAILED;
+	pre_done = sl->pre_state == KVX_STATE_SUCCESS || sl->pre_state == KVX_STATE_FAILED ||
+		   b->prefill_lost; /* nothing is left there to read our source pages */
 	if (!pre_done && !sl->canary_done)
 		return 0;
 	if (!sl->dec_closed) {
@@ -926,6 +1012,8 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 			return r;
 		sl->dec_closed = true;
 	}
+	if (!sl->pre_closed && b->prefill_lost)
+		sl->pre_closed = true; /* its kvxd is gone, and with it the room */
 	if (!sl->pre_closed) {
 		r = room_close_side(b, &b->pre, sl->room);
 		if (r == -EBUSY)
@@ -979,7 +1067,10 @@ static int
 on_decode_released(struct bench *b, struct slot *sl, const struct kvx_event *ev, int64_t now)
 {
 	sl->dec_released = true;
+	sl->t_released = now;
 	b->released++;
+	if (sl->at_loss && now > b->t_last_loss_release)
+		b->t_last_loss_release = now;
 	if (!sl->abort_gen)
 		return 0; /* kvxd's own abort: its generation is kvxd's to pick */
 	if (samples_push(&b->abort_lat, (uint64_t)(now - sl->t_abort)) < 0)
@@ -1028,8 +1119,10 @@ on_event(struct bench *b, bool decode, const struct kvx_event *ev, int64_t now)
 		if (!sl->dec_failed) {
 			sl->dec_failed = true;
 			sl->abort_due = false; /* failing already: a planned abort is moot */
-			if (!sl->abort_gen) {
+			/* a room in flight at a prefill loss is expected to fail */
+			if (!sl->abort_gen && !sl->at_loss) {
 				b->failed_decode++;
+				sl->fail_counted = true;
 				fail_log(b, sl->room, "decode", ev, 0);
 			}
 		}
@@ -1049,6 +1142,8 @@ read_events(struct bench *b, struct side *sd, int64_t *now, int *got)
 
 	do {
 		n = kvx_event_read(sd->c, ev, EVENT_BATCH, 0);
+		if (n < 0 && sd == &b->pre && prefill_loss(b, n, "reading events"))
+			return 0;
 		if (n < 0) {
 			fprintf(stderr, "kvx-bench: %s: reading events: %s\n", sd->path,
 				strerror(-n));
@@ -1108,7 +1203,7 @@ slots_tick(struct bench *b, int64_t now)
 static bool
 may_open(const struct bench *b, int64_t now)
 {
-	if (interrupted || b->retired == b->o.inflight)
+	if (interrupted || b->retired == b->o.inflight || b->prefill_lost)
 		return false;
 	if (b->o.duration > 0 && now >= b->t_stop)
 		return false;
@@ -1166,7 +1261,7 @@ run(struct bench *b)
 
 		got = 0;
 		r = read_events(b, &b->dec, &now, &got);
-		if (!r)
+		if (!r && !b->prefill_lost)
 			r = read_events(b, &b->pre, &now, &got);
 		if (!r)
 			r = slots_tick(b, now);
@@ -1186,7 +1281,9 @@ run(struct bench *b)
 		ts.tv_sec = (time_t)((next - now) / NSEC);
 		ts.tv_nsec = (long)((next - now) % NSEC);
 		pf[0] = (struct pollfd){.fd = kvx_conn_fd(b->dec.c), .events = POLLIN};
-		pf[1] = (struct pollfd){.fd = kvx_conn_fd(b->pre.c), .events = POLLIN};
+		/* a lost connection's fd stays readable: leave it out */
+		pf[1] = (struct pollfd){.fd = b->prefill_lost ? -1 : kvx_conn_fd(b->pre.c),
+					.events = POLLIN};
 		if (ppoll(pf, 2, &ts, NULL) < 0 && errno != EINTR) {
 			r = -errno;
 			fprintf(stderr, "kvx-bench: poll: %s\n", strerror(errno));
@@ -1228,6 +1325,9 @@ report(struct bench *b, double secs)
 	double rps = secs > 0 ? (double)b->ok / secs : 0;
 	uint64_t msg = b->writes ? (b->write_bytes + b->writes / 2) / b->writes : 0;
 	double p50, p99, a50, a99;
+	double loss_us = b->prefill_lost && b->t_last_loss_release > b->t_loss
+				 ? (double)(b->t_last_loss_release - b->t_loss) / 1e3
+				 : 0;
 
 	if (b->lat.n)
 		qsort(b->lat.v, b->lat.n, sizeof(*b->lat.v), cmp_u64);
@@ -1252,11 +1352,16 @@ report(struct bench *b, double secs)
 		       ", \"abort_after_chunks\": %" PRIu64 ", \"released\": %" PRIu64
 		       ", \"abort_release_p50_us\": %.1f, \"abort_release_p99_us\": %.1f"
 		       ", \"canary_checked_bytes\": %" PRIu64 ", \"canary_changed_bytes\": %" PRIu64
-		       ", \"bad_generation\": %" PRIu64 ", \"protocol_errors\": %" PRIu64 "}\n",
+		       ", \"bad_generation\": %" PRIu64 ", \"protocol_errors\": %" PRIu64,
 		       b->aborted, b->abort_lost, b->abort_calls[ABORT_AT_OPEN],
 		       b->abort_calls[ABORT_MID], b->abort_calls[ABORT_AFTER], b->released, a50,
 		       a99, b->canary_checked, b->canary_changed, b->bad_generation,
 		       b->protocol_errors);
+		if (b->o.survive_prefill_loss)
+			printf(", \"prefill_lost\": %s, \"loss_to_last_release_us\": %.1f"
+			       ", \"rooms_in_flight_at_loss\": %" PRIu64,
+			       b->prefill_lost ? "true" : "false", loss_us, b->rooms_at_loss);
+		printf("}\n");
 	} else {
 		printf("kvx-bench: prefill %s (%s) -> decode %s (%s)\n", kvx_node_name(b->pre.c),
 		       b->pre.path, kvx_node_name(b->dec.c), b->dec.path);
@@ -1292,6 +1397,10 @@ report(struct bench *b, double secs)
 			       b->canary_changed ? "FAIL" : "ok", b->canary_changed,
 			       b->canary_checked, b->bad_generation, b->protocol_errors);
 		}
+		if (b->o.survive_prefill_loss)
+			printf("prefill_lost %s  rooms_in_flight_at_loss %" PRIu64
+			       "  loss_to_last_release_us %.1f\n",
+			       b->prefill_lost ? "yes" : "no", b->rooms_at_loss, loss_us);
 	}
 	fflush(stdout);
 }

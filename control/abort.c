@@ -192,6 +192,7 @@ kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i)
 		has_qps |= p->j.e[k].kind == KVXD_J_QP;
 	r->fencing_mask |= bit;
 	r->fence_target[i] = p->qp_sessions_ended + (has_qps ? 1 : 0);
+	d->ctr.session_fences++;
 	if (p->qp_sessions_ended >= r->fence_target[i])
 		r->fenced_mask |= bit;
 	maybe_release(d, r);

@@ -804,6 +804,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("abort_acks_unknown_total", c->acks_unknown);
 		C("tombstones_total", c->tombstones);
 		C("fences_total", c->fences);
+		C("source_lost_fences_total", c->session_fences);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,

@@ -139,7 +139,7 @@ struct kvxd_counters {
 		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
 		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, aborts,
 		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
-		acks_unsent, aborts_received, tombstones, fences;
+		acks_unsent, aborts_received, tombstones, fences, session_fences;
 };
 
 struct kvxd {
