@@ -415,8 +415,19 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 	d->ctr.rooms_opened++;
 	msg.room = r;
 	kvx_pcore_send(&d->cores[r->core], &msg);
-	for (uint32_t i = 0; i < m->nsources; i++)
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		struct kvxd_peer *p = &d->peers[src_peer[i]];
+
+		if (p->lost) { /* a dead source: fail now rather than after the waiting timeout */
+			char reason[KVXD_REASON_MAX];
+
+			snprintf(reason, sizeof(reason), "source %s is down: %s", p->name,
+				 p->last_error);
+			kvxd_decode_abort(d, r, -EHOSTUNREACH, reason);
+			break;
+		}
 		kvxd_send_room_meta(d, r, (int)i);
+	}
 	return r->gen;
 }
 

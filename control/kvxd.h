@@ -110,6 +110,7 @@ struct kvxd_peer {
 	bool try_once;	/* operator: one attempt, pause again if it fails */
 	bool stalled;	/* fault handshake.stall: ignore this session's input */
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
+	bool lost;	/* its last session ended by failure, and no new one is up yet */
 	uint32_t epoch;
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */

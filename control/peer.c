@@ -541,6 +541,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 			return -EAGAIN;
 	}
 	p->state = KVXD_PEER_READY;
+	p->lost = false;
 	p->deadline_ms = 0;
 	p->try_once = false;
 	p->n_handshakes++;
@@ -609,8 +610,18 @@ source_lost(struct kvx_room_table_node *n, void *arg)
 	for (int i = 0; i < r->nsrc; i++) {
 		uint32_t bit = 1u << i;
 
-		if (r->src_peer[i] != w->p->idx || !(r->meta_sent_mask & bit))
+		if (r->src_peer[i] != w->p->idx)
 			continue;
+		if (!(r->meta_sent_mask & bit)) {
+			/* not issued to it yet: nothing to fence, but it would only wait */
+			if (w->failed && !r->aborting &&
+			    !kvx_room_state_terminal(kvxd_room_state(r))) {
+				snprintf(reason, sizeof(reason), "source %s lost: %s", w->p->name,
+					 w->p->last_error);
+				kvxd_decode_abort(w->d, r, -ECONNRESET, reason);
+			}
+			continue;
+		}
 		if (r->aborting) {
 			kvxd_abort_source_fenced(w->d, r, i);
 		} else if (kvx_room_state_terminal(kvxd_room_state(r))) {
@@ -670,6 +681,7 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	if (was_ready) {
 		struct lost_walk w = {.d = d, .p = p, .failed = !p->replacing && !d->stopping};
 
+		p->lost = w.failed; /* until it is back, new rooms from it fail at once */
 		rcu_read_lock();
 		kvx_room_table_for_each(d->by_id, source_lost, &w);
 		rcu_read_unlock();
