@@ -161,6 +161,12 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 		d->ctr.acks_unknown++; /* no such abort (any more): never releases */
 		return;
 	}
+#ifdef KVXD_TEST_BUGGY_DROP_EARLY_ACK /* negative control: an ACK before DRAINING is lost */
+	if (kvxd_room_state(r) != KVX_ROOM_DRAINING) {
+		d->ctr.acks_stale++;
+		return;
+	}
+#endif
 #ifndef KVXD_TEST_BUGGY_ANY_GEN /* negative control (tests/unit/test_abort.c) */
 	if (r->abort_gen != a->gen) {
 		d->ctr.acks_stale++; /* another generation: never releases */
@@ -238,6 +244,10 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 	int i;
 
 	d->ctr.aborts_received++;
+#ifdef KVXD_TEST_BUGGY_NO_TOMBSTONE /* negative control: an unknown room's ABORT is ignored */
+	if (!r)
+		return;
+#endif
 	if (!r) {
 		/* unknown or cleared: a FAILED tombstone skips any late chunk; nothing of it is
 		 * outstanding, so it is acknowledged at once */
@@ -291,6 +301,21 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 	if (kvx_pcore_send(&d->cores[r->core], &m))
 		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
 			(unsigned long long)r->id);
+}
+
+/* The waiting timeout of a decode room: the same abort as any other path. */
+void
+kvxd_decode_waiting_timeout(struct kvxd *d, struct kvxd_room *r, const char *reason)
+{
+#ifdef KVXD_TEST_BUGGY_TIMEOUT_NO_ARM /* negative control: fail without arming or ABORTs */
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT, .room = r};
+
+	snprintf(m.reason, sizeof(m.reason), "%s", reason);
+	r->opened_ms = UINT64_MAX / 2;
+	kvx_pcore_send(&d->cores[r->core], &m);
+#else
+	kvxd_decode_abort(d, r, -ETIMEDOUT, reason);
+#endif
 }
 
 /* ---- timers -------------------------------------------------------------------------------- */

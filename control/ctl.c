@@ -216,7 +216,7 @@ room_timeouts(struct kvx_room_table_node *n, void *arg)
 		 kvx_room_state_str(state));
 	w->d->ctr.waiting_timeouts++;
 	if (r->role == KVX_ROOM_DECODE) {
-		kvxd_decode_abort(w->d, r, -ETIMEDOUT, m.reason); /* the same path as any abort */
+		kvxd_decode_waiting_timeout(w->d, r, m.reason);
 	} else {
 		r->opened_ms = UINT64_MAX / 2; /* once */
 		kvx_pcore_send(&w->d->cores[r->core], &m);

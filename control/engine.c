@@ -802,7 +802,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("rooms_opened_total", c->rooms_opened);
 		C("rooms_closed_total", c->rooms_closed);
 		C("waiting_timeouts_total", c->waiting_timeouts);
-		C("qp_replaced_total", c->qp_replaced);
+		C("qp_replaced_total", c->qp_replaced); /* recycled QPs: replaced, never reused */
 		C("journal_pending_entries", kvxd_journal_pending(d));
 		C("aborts_total", c->aborts);
 		C("releases_total", c->releases);
@@ -839,6 +839,18 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			S("rooms_failed_total", rooms_failed);
 			S("outbox_full_total", outbox_full);
 			S("chunks_skipped_total", chunks_skipped);
+			S("recv_error_total", recv_err);
+			/* WRs posted whose completion has not been reaped yet (errored groups
+			 * included: they stay counted until their QP flushed) */
+			P("kvx_core_wr_unresolved{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i,
+			  (unsigned long long)(atomic_load_explicit(&s->wr_posted,
+								    memory_order_relaxed) -
+					       atomic_load_explicit(&s->wc_ok,
+								    memory_order_relaxed) -
+					       atomic_load_explicit(&s->wc_err,
+								    memory_order_relaxed) -
+					       atomic_load_explicit(&s->wc_flush,
+								    memory_order_relaxed)));
 #undef S
 		}
 #undef C

@@ -211,6 +211,7 @@ int64_t kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const 
 void kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *a);
 void kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort_ack *a);
 void kvxd_on_drained(struct kvxd *d, struct kvxd_room *r);
+void kvxd_decode_waiting_timeout(struct kvxd *d, struct kvxd_room *r, const char *reason);
 void kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now);
 void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
 /* Source i's session ended: its QPs are being destroyed; count it fenced once they are. */

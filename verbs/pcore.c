@@ -204,8 +204,14 @@ prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
 	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
 	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
 		return;
-#ifdef KVXD_TEST_BUGGY_DRAIN /* negative control (tests/unit/test_drain.c) */
+#if defined(KVXD_TEST_BUGGY_DRAIN) /* negative control (tests/unit/test_drain.c) */
 	if (room_outstanding(r) == 0) {
+#elif defined(KVXD_TEST_BUGGY_GLOBAL_DRAIN) /* negative control: wait for every QP of the core */
+	bool all_idle = true;
+
+	for (struct kvxd_qpc *q = c->qpcs; q; q = q->next)
+		all_idle &= q->sq_used == 0;
+	if (room_outstanding(r) == 0 && all_idle) {
 #else
 	if (room_outstanding(r) == 0 &&
 	    (!r->err_qpc || (r->err_qpc->sq_used == 0 && r->err_qpc->chain_n == 0))) {
@@ -569,10 +575,7 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 
 	q->rq_posted--;
 	if (wc->status != KVX_VX_WC_SUCCESS) {
-		if (wc->status != KVX_VX_WC_FLUSH_ERR)
-			stat_add(&c->st.wc_err, 1);
-		else
-			stat_add(&c->st.wc_flush, 1);
+		stat_add(&c->st.recv_err, 1); /* receives never carry data: flushes, mostly */
 		qpc_mark_errored(c, q);
 		qpc_check_quiesced(c, q);
 		return;

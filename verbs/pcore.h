@@ -187,7 +187,7 @@ struct kvxd_msg {
 /* Counters: single writer (the core), read relaxed by the control core. */
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
-		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped;
+		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err;
 };
 
 struct kvxd_core {

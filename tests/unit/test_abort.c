@@ -236,6 +236,7 @@ test_waiting_timeout_is_an_abort(void **state)
 	struct kvxd_room *d = open_room(&A, 103, 2);
 	uint32_t open_gen = d->gen;
 
+	B.cfg.waiting_ms = 10 * A.cfg.waiting_ms; /* only decode's timer runs out */
 	pump_ms((int)A.cfg.waiting_ms + 300);
 	assert_int_equal(A.ctr.waiting_timeouts, 1);
 	assert_true(d->aborting);
