@@ -80,15 +80,10 @@ send_abort(struct kvxd *d, struct kvxd_room *r, int i)
 			  (unsigned long long)r->id, p->name, kvxd_peer_state_str(p->state));
 }
 
-struct resend_walk {
-	struct kvxd *d;
-	struct kvxd_peer *p;
-};
-
 static int
 resend_one(struct kvx_room_table_node *n, void *arg)
 {
-	struct resend_walk *w = arg;
+	struct kvxd_peer_walk *w = arg;
 	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
 
 	if (r->role != KVX_ROOM_DECODE || !r->aborting || r->released || r->removing)
@@ -107,7 +102,7 @@ resend_one(struct kvx_room_table_node *n, void *arg)
 void
 kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p)
 {
-	struct resend_walk w = {.d = d, .p = p};
+	struct kvxd_peer_walk w = {.d = d, .p = p};
 
 	rcu_read_lock();
 	kvx_room_table_for_each(d->by_id, resend_one, &w);
@@ -185,22 +180,34 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 	maybe_release(d, r);
 }
 
+static bool
+peer_has_qps(const struct kvxd_peer *p)
+{
+	for (int k = 0; k < p->j.n; k++)
+		if (p->j.e[k].kind == KVXD_J_QP)
+			return true;
+	return false;
+}
+
+/* Source i counts as fenced once every QP its peer has now is destroyed (none: at once). */
+static void
+begin_fence(struct kvxd *d, struct kvxd_room *r, int i)
+{
+	struct kvxd_peer *p = &d->peers[r->src_peer[i]];
+
+	r->fencing_mask |= 1u << i;
+	r->fence_target[i] = p->qp_sessions_ended + (peer_has_qps(p) ? 1 : 0);
+	if (p->qp_sessions_ended >= r->fence_target[i])
+		r->fenced_mask |= 1u << i;
+}
+
 void
 kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i)
 {
-	struct kvxd_peer *p = &d->peers[r->src_peer[i]];
-	uint32_t bit = 1u << i;
-	bool has_qps = false;
-
-	if (r->released || ((r->ack_mask | r->fenced_mask | r->fencing_mask) & bit))
+	if (r->released || ((r->ack_mask | r->fenced_mask | r->fencing_mask) & (1u << i)))
 		return;
-	for (int k = 0; k < p->j.n; k++)
-		has_qps |= p->j.e[k].kind == KVXD_J_QP;
-	r->fencing_mask |= bit;
-	r->fence_target[i] = p->qp_sessions_ended + (has_qps ? 1 : 0);
 	d->ctr.session_fences++;
-	if (p->qp_sessions_ended >= r->fence_target[i])
-		r->fenced_mask |= bit;
+	begin_fence(d, r, i);
 	maybe_release(d, r);
 }
 
@@ -353,23 +360,18 @@ kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now)
 #endif
 		if (!(r->fencing_mask & bit) && now >= r->release_deadline_ms) {
 			struct kvxd_peer *p = &d->peers[r->src_peer[i]];
-			bool has_qps = false;
 
-			for (int k = 0; k < p->j.n; k++)
-				has_qps |= p->j.e[k].kind == KVXD_J_QP;
-			r->fencing_mask |= bit;
-			r->fence_target[i] = p->qp_sessions_ended + (has_qps ? 1 : 0);
-			if (has_qps) {
+			if (peer_has_qps(p)) {
 				char why[160];
 
 				snprintf(why, sizeof(why),
 					 "fence: room %llu got no ABORT_ACK within %u ms",
 					 (unsigned long long)r->id, d->cfg.release_ms);
 				d->ctr.fences++;
+				/* error state first (the journal's order), then destroyed */
 				kvxd_peer_reset(d, p, why);
 			}
-			if (fence_done(d, r, i))
-				r->fenced_mask |= bit;
+			begin_fence(d, r, i);
 		}
 	}
 	maybe_release(d, r);

@@ -156,15 +156,10 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 	return rc;
 }
 
-struct meta_walk {
-	struct kvxd *d;
-	struct kvxd_peer *p;
-};
-
 static int
 meta_for_peer(struct kvx_room_table_node *n, void *arg)
 {
-	struct meta_walk *w = arg;
+	struct kvxd_peer_walk *w = arg;
 	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
 
 	if (r->role != KVX_ROOM_DECODE || r->removing ||
@@ -180,7 +175,7 @@ meta_for_peer(struct kvx_room_table_node *n, void *arg)
 void
 kvxd_send_meta_for_peer(struct kvxd *d, struct kvxd_peer *p)
 {
-	struct meta_walk w = {.d = d, .p = p};
+	struct kvxd_peer_walk w = {.d = d, .p = p};
 
 	rcu_read_lock();
 	kvx_room_table_for_each(d->by_id, meta_for_peer, &w);

@@ -172,6 +172,13 @@ struct kvxd {
 extern uint64_t (*kvxd_clock_ms)(void);
 uint64_t kvxd_now_ms(void);
 
+/* The argument of a walk over the room table about one peer. */
+struct kvxd_peer_walk {
+	struct kvxd *d;
+	struct kvxd_peer *p;
+	bool failed; /* the peer failed (vs. replacing its QPs) */
+};
+
 /* ctl.c */
 int kvxd_run(struct kvxd *d);
 /* One control-loop iteration (tests step it). */

@@ -554,16 +554,11 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	return 0;
 }
 
-struct dep_walk {
-	struct kvxd *d;
-	struct kvxd_peer *p;
-};
-
 /* Rooms that depended on a peer whose setup failed end FAILED, with the reason. */
 static int
 fail_dependent(struct kvx_room_table_node *n, void *arg)
 {
-	struct dep_walk *w = arg;
+	struct kvxd_peer_walk *w = arg;
 	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -EHOSTUNREACH, .room = r};
 	bool depends = false;
@@ -588,12 +583,6 @@ fail_dependent(struct kvx_room_table_node *n, void *arg)
 	return 0;
 }
 
-struct lost_walk {
-	struct kvxd *d;
-	struct kvxd_peer *p;
-	bool failed; /* the peer failed (vs. replacing its QPs): its rooms are aborted */
-};
-
 /* A published session with a source ended.  Decode rooms fed by it: an abort waiting for its
  * ACK now waits for those QPs' destruction instead (a fence); a room in flight is aborted if
  * the peer failed, or else re-issued to the peer's next session (its metadata is bound to the
@@ -601,7 +590,7 @@ struct lost_walk {
 static int
 source_lost(struct kvx_room_table_node *n, void *arg)
 {
-	struct lost_walk *w = arg;
+	struct kvxd_peer_walk *w = arg;
 	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
 	char reason[KVXD_REASON_MAX];
 
@@ -665,7 +654,7 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	if (in_setup)
 		p->n_setup_failures++;
 	if (answered) {
-		struct dep_walk w = {.d = d, .p = p};
+		struct kvxd_peer_walk w = {.d = d, .p = p};
 
 		rcu_read_lock();
 		kvx_room_table_for_each(d->by_id, fail_dependent, &w);
@@ -679,7 +668,7 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	 * cores; the original error stays in last_error */
 	journal_rollback(d, p);
 	if (was_ready) {
-		struct lost_walk w = {.d = d, .p = p, .failed = !p->replacing && !d->stopping};
+		struct kvxd_peer_walk w = {.d = d, .p = p, .failed = !p->replacing && !d->stopping};
 
 		p->lost = w.failed; /* until it is back, new rooms from it fail at once */
 		rcu_read_lock();

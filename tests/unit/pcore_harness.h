@@ -260,21 +260,16 @@ decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 	return r;
 }
 
-static __attribute__((unused)) struct kvxd_room *
-prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
+/* The ROOM_META decode room dr would send to its source (peer), for session 1. */
+static __attribute__((unused)) struct kvxd_meta *
+make_meta(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
 {
-	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 4 * npages);
-	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
-	r->id = dr->id;
-	r->role = r->fsm.role = KVX_ROOM_PREFILL;
-	r->core = 0;
 	*meta = (struct kvxd_meta){.peer = peer,
 				   .epoch = 1,
 				   .gen = dr->gen,
 				   .token = dr->token,
-				   .src_idx = 0,
 				   .nsrc = 1,
 				   .addr = (uint64_t)(uintptr_t)E.dc.mem,
 				   .rkey = E.dc.pool.rkey,
@@ -283,6 +278,20 @@ prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, in
 				   .nbufs = NB,
 				   .npages = npages};
 	memcpy(meta->pages, dst, 4 * npages);
+	return meta;
+}
+
+static __attribute__((unused)) struct kvxd_room *
+prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
+{
+	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
+	struct kvxd_meta *meta;
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
+
+	r->id = dr->id;
+	r->role = r->fsm.role = KVX_ROOM_PREFILL;
+	r->core = 0;
+	meta = make_meta(dr, dst, npages, peer);
 	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(r->id, r->role)), 0);
 	m.room = r;
 	m.ptr = meta;

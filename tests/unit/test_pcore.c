@@ -48,8 +48,7 @@ test_chunks_wait_for_meta(void **state)
 {
 	uint32_t src[2] = {5, 6}, dst[2] = {7, 8};
 	struct kvxd_room *d = decode_room(6, dst, 2), *p = track(calloc(1, sizeof(*p)));
-	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 8);
-	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = p, .ptr = meta};
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = p};
 
 	fill(5, 1);
 	fill(6, 2);
@@ -59,17 +58,7 @@ test_chunks_wait_for_meta(void **state)
 	run();
 	assert_null(find_event(p, KVX_ROOM_TRANSFERRING));
 	assert_int_equal(fake_vx_writes_executed(), 0);
-	*meta = (struct kvxd_meta){.epoch = 1,
-				   .gen = d->gen,
-				   .token = d->token,
-				   .nsrc = 1,
-				   .addr = (uint64_t)(uintptr_t)E.dc.mem,
-				   .rkey = E.dc.pool.rkey,
-				   .page_size = PS,
-				   .pool_npages = NP,
-				   .nbufs = NB,
-				   .npages = 2};
-	memcpy(meta->pages, dst, 8);
+	m.ptr = make_meta(d, dst, 2, 0);
 	kvx_pcore_send(&E.pf.core, &m);
 	run();
 	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
