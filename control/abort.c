@@ -258,25 +258,13 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 	if (!r) {
 		/* unknown or cleared: a FAILED tombstone skips any late chunk; nothing of it is
 		 * outstanding, so it is acknowledged at once */
-		r = calloc(1, sizeof(*r));
+		r = kvxd_prefill_room_new(d, a->room, -1);
 		if (!r)
 			return;
-		r->id = a->room;
-		r->role = r->fsm.role = KVX_ROOM_PREFILL;
-		r->fsm.state = KVX_ROOM_FAILED;
+		r->fsm.state = KVX_ROOM_FAILED; /* before its core ever sees it */
 		snprintf(r->reason, sizeof(r->reason), "aborted by %s before it was known here",
 			 p->name);
-		r->engine_id = -1;
-		r->core = (int)(a->room % (uint64_t)d->ncores);
-		r->opened_ms = kvxd_now_ms();
 		r->tombstone = r->drained = true;
-		rcu_read_lock();
-		if (kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role))) {
-			rcu_read_unlock();
-			free(r);
-			return;
-		}
-		rcu_read_unlock();
 		d->ctr.tombstones++;
 		send_ack(d, r, p->idx, a->gen);
 		return;

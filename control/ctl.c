@@ -100,6 +100,29 @@ room_free_rcu(struct rcu_head *h)
 	free(r);
 }
 
+struct kvxd_room *
+kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
+{
+	struct kvxd_room *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r)
+		return NULL;
+	r->id = id;
+	r->role = r->fsm.role = KVX_ROOM_PREFILL;
+	r->engine_id = engine_id;
+	r->core = (int)(id % (uint64_t)d->ncores);
+	r->opened_ms = kvxd_now_ms();
+	rcu_read_lock();
+	rc = kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role));
+	rcu_read_unlock();
+	if (rc) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
 /* Take a room out of the tables; its core returns it (ROOM_FREE) after every earlier message
  * about it, and it is freed after a grace period. */
 void

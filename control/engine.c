@@ -470,21 +470,20 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
 	}
+	if (!r)
+		r = kvxd_prefill_room_new(d, m->room, e->id);
 	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r) {
-			chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
-			return;
-		}
-		r->id = m->room;
-		r->role = KVX_ROOM_PREFILL;
-		r->fsm.role = KVX_ROOM_PREFILL;
-		r->core = (int)(m->room % (uint64_t)d->ncores);
-		r->opened_ms = kvxd_now_ms();
-		r->engine_id = e->id;
-		rcu_read_lock();
-		kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role));
-		rcu_read_unlock();
+		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
+		return;
+	}
+	if (r->tombstone && r->engine_id < 0) {
+		/* decode aborted it before this engine's first chunk: tell the engine once (the
+		 * chunk itself is skipped by the core, like any late chunk) */
+		struct kvx_event ev = {
+			.room = r->id, .state = KVX_ROOM_FAILED, .error = -ECANCELED};
+
+		snprintf(ev.reason, sizeof(ev.reason), "%s", r->reason);
+		kvxd_engine_send_event(d, e->id, &ev);
 	}
 	r->engine_id = e->id;
 	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);

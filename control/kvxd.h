@@ -188,6 +188,8 @@ void kvxd_shutdown_release(struct kvxd *d);
 int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
+/* A new prefill room in the table (BOOTSTRAPPING), or NULL (no memory, or the id is there). */
+struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id);
 bool kvxd_room_quiescent(const struct kvxd_room *r);
 bool kvxd_room_removable(const struct kvxd_room *r);
 struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);

@@ -811,24 +811,10 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
 	}
-	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			return;
-		r->id = rm->room;
-		r->role = KVX_ROOM_PREFILL;
-		r->fsm.role = KVX_ROOM_PREFILL;
-		r->engine_id = -1;
-		r->core = (int)(rm->room % (uint64_t)d->ncores);
-		r->opened_ms = kvxd_now_ms();
-		rcu_read_lock();
-		if (kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role))) {
-			rcu_read_unlock();
-			free(r);
-			return;
-		}
-		rcu_read_unlock();
-	}
+	if (!r)
+		r = kvxd_prefill_room_new(d, rm->room, -1);
+	if (!r)
+		return;
 	meta = malloc(sizeof(*meta) + sizeof(uint32_t) * rm->npages);
 	if (!meta)
 		return;
