@@ -109,7 +109,8 @@ reply(struct kvxd_engine *e, uint64_t seq, int status, int64_t value, const char
 		.text_len = tlen,
 		.value = value,
 	};
-	memcpy(buf + sizeof(*r), text, tlen);
+	if (tlen)
+		memcpy(buf + sizeof(*r), text, tlen);
 	for (int tries = 0; tries < 2; tries++) {
 		struct pollfd pfd = {.fd = e->fd, .events = POLLOUT};
 
