@@ -1,6 +1,6 @@
 # kvx: the two commands a newcomer needs (see README.md).
 #   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
-#   make test   unit tests (plain and ASan+UBSan) and the VM integration tests, ctest's summary last
+#   make test   unit and VM tests under ASan+UBSan, then plain; ctest's summary last
 # Both install what is missing (Debian 12, root).
 
 BUILD      ?= build
@@ -19,17 +19,18 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 build-asan: deps
-	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=ON \
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=OFF \
 		-DKVX_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 format-check:
 	@scripts/format-check.sh
 
-# The sanitizer run first, then everything (unit + VM) so that ctest's summary is the last line.
+# The sanitizer run first (unit tests, and the VM tests with kvxd, libkvx and kvx-bench built
+# with ASan+UBSan), then the plain build's unit and VM tests, so that ctest's summary is last.
 test: build build-asan format-check
-	@echo "== unit tests under ASan+UBSan"
-	@ctest --test-dir $(BUILD_ASAN) -L unit --output-on-failure
+	@echo "== unit and VM tests under ASan+UBSan"
+	@ctest --test-dir $(BUILD_ASAN) --output-on-failure
 	@echo "== unit and VM integration tests"
 	@ctest --test-dir $(BUILD) --output-on-failure
 
