@@ -3,9 +3,11 @@
  * Polling cores: the data path.  A polling core owns one CQ, its QPs (one RC QP per peer), the
  * mutable state of its shard of rooms, and WR accounting.  kvx_pcore_poll_once() is one
  * iteration: quiescent state, poll completions in a batch, drain the inbox, post the WR chains
- * (one doorbell per QP).  It makes no syscall, takes no lock, allocates nothing and never
- * blocks; kvx_pcore_park() is the one blocking call (RCU-offline), taken only after
- * idle_park_us of idleness.
+ * (one doorbell per QP).  It takes no lock, allocates nothing and never blocks.  Its only
+ * syscalls are waking a control core that announced it is parked (one eventfd write, see
+ * core/mbox.h) and whatever the verbs provider does to ring a doorbell (rxe, a software
+ * device, enters the kernel there; a hardware NIC does not).  Parking (poll on the completion
+ * channel and the inbox, RCU-offline, bounded) happens only after idle_park_us of idleness.
  *
  * Ownership: the control core allocates rooms, chunks, metas and QP contexts and frees them;
  * between handing an object to a core (inbox) and getting it back (outbox) only that core
