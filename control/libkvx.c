@@ -661,18 +661,26 @@ kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int po
 	return request(c, KVX_ENG_CHUNK, len, -1, NULL);
 }
 
-int64_t
-kvx_room_abort(struct kvx_conn *c, uint64_t room)
+/* A request about one room ({hdr, room}): ROOM_ABORT or ROOM_CLOSE.  Returns request()'s
+ * result; on 0, *rep is the reply. */
+static int
+room_request(struct kvx_conn *c, uint16_t type, uint64_t room, const struct kvx_eng_reply **rep)
 {
-	const struct kvx_eng_reply *rep;
-	struct kvx_eng_room_abort *m;
-	int r;
+	struct kvx_eng_room_close *m; /* same layout as struct kvx_eng_room_abort */
 
 	if (!c || room > KVX_ROOM_ID_MAX)
 		return -EINVAL;
 	m = tx_msg(c, sizeof(*m));
 	m->room = room;
-	r = request(c, KVX_ENG_ROOM_ABORT, sizeof(*m), -1, &rep);
+	return request(c, type, sizeof(*m), -1, rep);
+}
+
+int64_t
+kvx_room_abort(struct kvx_conn *c, uint64_t room)
+{
+	const struct kvx_eng_reply *rep;
+	int r = room_request(c, KVX_ENG_ROOM_ABORT, room, &rep);
+
 	if (r < 0)
 		return r;
 	if (rep->status < 0)
@@ -687,14 +695,8 @@ int
 kvx_room_close(struct kvx_conn *c, uint64_t room)
 {
 	const struct kvx_eng_reply *rep;
-	struct kvx_eng_room_close *m;
-	int r;
+	int r = room_request(c, KVX_ENG_ROOM_CLOSE, room, &rep);
 
-	if (!c || room > KVX_ROOM_ID_MAX)
-		return -EINVAL;
-	m = tx_msg(c, sizeof(*m));
-	m->room = room;
-	r = request(c, KVX_ENG_ROOM_CLOSE, sizeof(*m), -1, &rep);
 	if (r < 0)
 		return r;
 	return rep->status;

@@ -90,6 +90,9 @@ struct kvx_eng_room_abort {
 	uint64_t room;
 };
 
+_Static_assert(sizeof(struct kvx_eng_room_abort) == sizeof(struct kvx_eng_room_close),
+	       "ROOM_ABORT and ROOM_CLOSE share one layout (libkvx builds both alike)");
+
 /* followed by the command text (not NUL-terminated; hdr.len bounds it) */
 struct kvx_eng_admin {
 	struct kvx_eng_hdr hdr;
