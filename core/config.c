@@ -97,12 +97,25 @@ enum {
 	K_RDMA_ACK_TIMEOUT,
 	K_ENGINE_SOCKET,
 	K_ENGINE_MODE,
+	K_ENGINE_ADMIN_GROUP,
+	K_ENGINE_MAX_SESSIONS_PER_UID,
+	K_ENGINE_MAX_POOLS_PER_ENGINE,
+	K_ENGINE_MAX_ROOMS_PER_ENGINE,
+	K_ENGINE_MAX_PINNED_MB_PER_UID,
+	K_ENGINE_REPLY_QUEUE_KB,
 	K_TIMEOUTS_HANDSHAKE_MS,
 	K_TIMEOUTS_WAITING_MS,
 	K_TIMEOUTS_RELEASE_MS,
 	K_TIMEOUTS_HEARTBEAT_MS,
 	K_SECURITY_ALLOW,
+	K_SECURITY_AUTH,
 	K_SECURITY_SECRET_FILE,
+	K_SECURITY_SECRET_NEXT_FILE,
+	K_SECURITY_PENDING_MS,
+	K_SECURITY_PENDING_MAX,
+	K_SECURITY_PENDING_PER_ADDR,
+	K_SECURITY_MAX_ROOMS_PER_PEER,
+	K_SECURITY_MAX_TOMBSTONES_PER_PEER,
 	K_DEBUG_FAULTS,
 	K_DEBUG_LOG_LEVEL,
 	K_COUNT,
@@ -125,6 +138,8 @@ struct parse {
 	unsigned int key_line[K_COUNT];	       /* 0: key not seen */
 	unsigned int peer_line[KVX_MAX_PEERS]; /* line of each [peer.NAME] */
 	unsigned int peer_addr[KVX_MAX_PEERS]; /* line of each peer's address; 0: none */
+	unsigned int peer_from[KVX_MAX_PEERS]; /* line of each peer's allow_from; 0: none */
+	unsigned int peer_gid[KVX_MAX_PEERS];  /* line of each peer's gid; 0: none */
 	char allow[INI_MAX_LINE];	       /* [security] allow, checked once peers are known */
 };
 
@@ -417,7 +432,92 @@ parse_mode(struct parse *p, const struct key *k, const char *value)
 		return key_fail(p, k->name, "'%s' is not an octal mode", value);
 	if (rc != 0 || v > 0777)
 		return key_fail(p, k->name, "%s is out of range 0..0777", value);
+	if (v & 0007)
+		return key_fail(p, k->name,
+				"%s gives every user access (world bits set): use 0660 or "
+				"tighter, and admin_group for operators",
+				value);
 	p->cfg.socket_mode = (mode_t)v;
+	return 1;
+}
+
+/* A group name, or empty for none. */
+static int
+parse_group(struct parse *p, const struct key *k, const char *value)
+{
+	if (value[0] == '\0') {
+		p->cfg.admin_group[0] = '\0';
+		return 1;
+	}
+	return parse_name(p, k, value);
+}
+
+static int
+parse_auth(struct parse *p, const struct key *k, const char *value)
+{
+	if (strcmp(value, "hmac-sha256") == 0)
+		p->cfg.auth = KVX_AUTH_HMAC_SHA256;
+	else if (strcmp(value, "none") == 0)
+		p->cfg.auth = KVX_AUTH_NONE;
+	else
+		return key_fail(p, k->name, "'%s' is not one of hmac-sha256, none", value);
+	return 1;
+}
+
+/* "a.b.c.d/len" or "a.b.c.d" (a /32) into *net; 0 or -EINVAL. */
+static int
+net_parse(const char *s, struct kvx_config_net *net)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	unsigned long long len = 32;
+	struct in_addr in;
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+
+	if (n == 0 || n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &in) != 1)
+		return -EINVAL;
+	if (slash && (str_to_ull(slash + 1, 10, &len) != 0 || len > 32))
+		return -EINVAL;
+	net->mask = len == 0 ? 0 : ~0u << (32 - len);
+	net->addr = ntohl(in.s_addr) & net->mask;
+	return 0;
+}
+
+static int
+parse_peer_allow_from(struct parse *p, const char *value)
+{
+	struct kvx_config_peer *peer = &p->cfg.peers[p->peer];
+	const char *cur = value;
+	char item[64];
+	int rc, n = 0;
+
+	while ((rc = list_next(&cur, item, sizeof(item))) != 0) {
+		if (n == KVX_CFG_ALLOW_FROM_MAX)
+			return key_fail(p, "allow_from", "more than %d entries",
+					KVX_CFG_ALLOW_FROM_MAX);
+		if (rc < 0 || net_parse(item, &peer->allow_from[n]) != 0)
+			return key_fail(p, "allow_from", "entry %d '%s' is not IPv4 or IPv4/prefix",
+					n + 1, rc < 0 ? "(too long)" : item);
+		n++;
+	}
+	peer->n_allow_from = n;
+	return 1;
+}
+
+static int
+parse_peer_gid(struct parse *p, const char *value)
+{
+	struct kvx_config_peer *peer = &p->cfg.peers[p->peer];
+	struct in6_addr a;
+
+	if (inet_pton(AF_INET6, value, &a) != 1)
+		return key_fail(p, "gid", "'%s' is not a GID in IPv6 notation", value);
+	memcpy(peer->gid, &a, 16);
+	peer->has_gid = true;
 	return 1;
 }
 
@@ -513,6 +613,17 @@ static const struct key keys[K_COUNT] = {
 	[K_RDMA_ACK_TIMEOUT] = U(SECT_RDMA, "ack_timeout", ack_timeout, 1, 31, NULL),
 	[K_ENGINE_SOCKET] = F(SECT_ENGINE, "socket", true, parse_path, socket_path),
 	[K_ENGINE_MODE] = F(SECT_ENGINE, "mode", false, parse_mode, socket_mode),
+	[K_ENGINE_ADMIN_GROUP] = F(SECT_ENGINE, "admin_group", false, parse_group, admin_group),
+	[K_ENGINE_MAX_SESSIONS_PER_UID] =
+		U(SECT_ENGINE, "max_sessions_per_uid", max_sessions_per_uid, 1, 1024, NULL),
+	[K_ENGINE_MAX_POOLS_PER_ENGINE] =
+		U(SECT_ENGINE, "max_pools_per_engine", max_pools_per_engine, 1, 256, NULL),
+	[K_ENGINE_MAX_ROOMS_PER_ENGINE] =
+		U(SECT_ENGINE, "max_rooms_per_engine", max_rooms_per_engine, 1, 1048576, NULL),
+	[K_ENGINE_MAX_PINNED_MB_PER_UID] =
+		U(SECT_ENGINE, "max_pinned_mb_per_uid", max_pinned_mb_per_uid, 1, 16777216, NULL),
+	[K_ENGINE_REPLY_QUEUE_KB] =
+		U(SECT_ENGINE, "reply_queue_kb", reply_queue_kb, 64, 65536, NULL),
 	[K_TIMEOUTS_HANDSHAKE_MS] =
 		U(SECT_TIMEOUTS, "handshake_ms", handshake_ms, 1, 3600000, NULL),
 	[K_TIMEOUTS_WAITING_MS] = U(SECT_TIMEOUTS, "waiting_ms", waiting_ms, 1, 3600000, NULL),
@@ -520,7 +631,18 @@ static const struct key keys[K_COUNT] = {
 	[K_TIMEOUTS_HEARTBEAT_MS] =
 		U(SECT_TIMEOUTS, "heartbeat_ms", heartbeat_ms, 1, 3600000, NULL),
 	[K_SECURITY_ALLOW] = {.sect = SECT_SECURITY, .name = "allow", .parse = parse_allow},
+	[K_SECURITY_AUTH] = F(SECT_SECURITY, "auth", false, parse_auth, auth),
 	[K_SECURITY_SECRET_FILE] = F(SECT_SECURITY, "secret_file", false, parse_path, secret_file),
+	[K_SECURITY_SECRET_NEXT_FILE] =
+		F(SECT_SECURITY, "secret_next_file", false, parse_path, secret_next_file),
+	[K_SECURITY_PENDING_MS] = U(SECT_SECURITY, "pending_ms", pending_ms, 1, 3600000, NULL),
+	[K_SECURITY_PENDING_MAX] = U(SECT_SECURITY, "pending_max", pending_max, 1, 4096, NULL),
+	[K_SECURITY_PENDING_PER_ADDR] =
+		U(SECT_SECURITY, "pending_per_addr", pending_per_addr, 1, 4096, NULL),
+	[K_SECURITY_MAX_ROOMS_PER_PEER] =
+		U(SECT_SECURITY, "max_rooms_per_peer", max_rooms_per_peer, 1, 1048576, NULL),
+	[K_SECURITY_MAX_TOMBSTONES_PER_PEER] = U(SECT_SECURITY, "max_tombstones_per_peer",
+						 max_tombstones_per_peer, 1, 1048576, NULL),
 	[K_DEBUG_FAULTS] = F(SECT_DEBUG, "faults", false, parse_faults, faults),
 	[K_DEBUG_LOG_LEVEL] = F(SECT_DEBUG, "log_level", false, parse_log_level, log_level),
 };
@@ -634,6 +756,17 @@ on_key(void *user, const char *section, const char *name, const char *value)
 	if (p->sect == SECT_NONE)
 		return fail(p, p->line, "%s: key outside any [section]", name);
 	if (p->sect == SECT_PEER) {
+		unsigned int *seen = strcmp(name, "allow_from") == 0 ? &p->peer_from[p->peer]
+				     : strcmp(name, "gid") == 0	    ? &p->peer_gid[p->peer]
+								    : NULL;
+
+		if (seen) {
+			if (*seen != 0)
+				return key_fail(p, name, "duplicate key (first at line %u)", *seen);
+			*seen = p->line;
+			return seen == &p->peer_gid[p->peer] ? parse_peer_gid(p, value)
+							      : parse_peer_allow_from(p, value);
+		}
 		if (strcmp(name, "address") != 0)
 			return key_fail(p, name, "unknown key");
 		if (p->peer_addr[p->peer] != 0)
@@ -678,6 +811,17 @@ defaults(struct kvx_config *cfg)
 	cfg->waiting_ms = 30000;
 	cfg->release_ms = 5000;
 	cfg->heartbeat_ms = 1000;
+	cfg->max_sessions_per_uid = 16;
+	cfg->max_pools_per_engine = 16;
+	cfg->max_rooms_per_engine = 65536;
+	cfg->max_pinned_mb_per_uid = 65536;
+	cfg->reply_queue_kb = 1024;
+	cfg->auth = KVX_AUTH_HMAC_SHA256;
+	cfg->pending_ms = 2000;
+	cfg->pending_max = 64;
+	cfg->pending_per_addr = 8;
+	cfg->max_rooms_per_peer = 65536;
+	cfg->max_tombstones_per_peer = 4096;
 	cfg->log_level = KVX_LOG_INFO;
 }
 
@@ -734,6 +878,17 @@ check_all(struct parse *p)
 			return fail(p, p->peer_line[j],
 				    "[peer.%s]: this is the node's own name ([node] name)",
 				    p->cfg.name);
+	if (p->cfg.auth == KVX_AUTH_NONE &&
+	    (p->cfg.secret_file[0] != '\0' || p->cfg.secret_next_file[0] != '\0'))
+		return fail(p, p->key_line[K_SECURITY_AUTH],
+			    "[security] auth: \"none\" with a secret file set: choose one");
+	if (p->cfg.secret_next_file[0] != '\0' && p->cfg.secret_file[0] == '\0')
+		return fail(p, p->key_line[K_SECURITY_SECRET_NEXT_FILE],
+			    "[security] secret_next_file: set without secret_file");
+	if (p->cfg.pending_per_addr > p->cfg.pending_max)
+		return fail(p, p->key_line[K_SECURITY_PENDING_PER_ADDR],
+			    "[security] pending_per_addr: %u is over pending_max (%u)",
+			    p->cfg.pending_per_addr, p->cfg.pending_max);
 	return check_allow(p);
 }
 
@@ -846,6 +1001,12 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	fprintf(f, "\n[engine]\n");
 	print_kv(f, "socket", cfg->socket_path);
 	fprintf(f, "mode = %04o\n", (unsigned int)cfg->socket_mode);
+	print_kv(f, "admin_group", cfg->admin_group);
+	fprintf(f, "max_sessions_per_uid = %" PRIu32 "\nmax_pools_per_engine = %" PRIu32 "\n",
+		cfg->max_sessions_per_uid, cfg->max_pools_per_engine);
+	fprintf(f, "max_rooms_per_engine = %" PRIu32 "\nmax_pinned_mb_per_uid = %" PRIu32 "\n",
+		cfg->max_rooms_per_engine, cfg->max_pinned_mb_per_uid);
+	fprintf(f, "reply_queue_kb = %" PRIu32 "\n", cfg->reply_queue_kb);
 
 	fprintf(f, "\n[timeouts]\n");
 	fprintf(f, "handshake_ms = %" PRIu32 "\nwaiting_ms = %" PRIu32 "\n", cfg->handshake_ms,
@@ -869,7 +1030,14 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		fprintf(f, "; allow: not set, every [peer.*] may connect (too many to list)\n");
 	else
 		print_kv(f, "allow", buf);
+	print_kv(f, "auth", cfg->auth == KVX_AUTH_NONE ? "none" : "hmac-sha256");
 	print_kv(f, "secret_file", cfg->secret_file);
+	print_kv(f, "secret_next_file", cfg->secret_next_file);
+	fprintf(f, "pending_ms = %" PRIu32 "\npending_max = %" PRIu32 "\n", cfg->pending_ms,
+		cfg->pending_max);
+	fprintf(f, "pending_per_addr = %" PRIu32 "\n", cfg->pending_per_addr);
+	fprintf(f, "max_rooms_per_peer = %" PRIu32 "\nmax_tombstones_per_peer = %" PRIu32 "\n",
+		cfg->max_rooms_per_peer, cfg->max_tombstones_per_peer);
 
 	fprintf(f, "\n[debug]\n");
 	print_kv(f, "faults", cfg->faults);
@@ -878,9 +1046,45 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	else
 		fprintf(f, "; log_level = %d (not a known level)\n", cfg->log_level);
 
-	for (i = 0; i < cfg->n_peers; i++)
-		fprintf(f, "\n[peer.%s]\naddress = %s:%u\n", cfg->peers[i].name,
-			cfg->peers[i].addr.host, cfg->peers[i].addr.port);
+	for (i = 0; i < cfg->n_peers; i++) {
+		const struct kvx_config_peer *peer = &cfg->peers[i];
+
+		fprintf(f, "\n[peer.%s]\naddress = %s:%u\n", peer->name, peer->addr.host,
+			peer->addr.port);
+		if (peer->n_allow_from > 0) {
+			fprintf(f, "allow_from = ");
+			for (int j = 0; j < peer->n_allow_from; j++) {
+				struct in_addr in = {.s_addr = htonl(peer->allow_from[j].addr)};
+				char host[INET_ADDRSTRLEN];
+				int plen = 0;
+
+				for (uint32_t m = peer->allow_from[j].mask; m; m <<= 1)
+					plen++;
+				inet_ntop(AF_INET, &in, host, sizeof(host));
+				fprintf(f, "%s%s/%d", j ? "," : "", host, plen);
+			}
+			fprintf(f, "\n");
+		}
+		if (peer->has_gid) {
+			char gid[INET6_ADDRSTRLEN];
+
+			inet_ntop(AF_INET6, peer->gid, gid, sizeof(gid));
+			fprintf(f, "gid = %s\n", gid);
+		}
+	}
+}
+
+bool
+kvx_config_peer_addr_ok(const struct kvx_config_peer *peer, uint32_t addr)
+{
+	struct in_addr in;
+
+	if (inet_pton(AF_INET, peer->addr.host, &in) == 1 && ntohl(in.s_addr) == addr)
+		return true;
+	for (int i = 0; i < peer->n_allow_from; i++)
+		if ((addr & peer->allow_from[i].mask) == peer->allow_from[i].addr)
+			return true;
+	return false;
 }
 
 const struct kvx_config_peer *

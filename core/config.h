@@ -15,12 +15,26 @@
  *              cq_depth (64..262144, default 4096), mtu (256|512|1024|2048|4096, default 1024),
  *              retry_cnt (0..6, default 6: rxe treats 7 as infinite), rnr_retry (0..6, default 6),
  *              ack_timeout (exponent 1..31, default 10)
- *   [engine]   socket (R, a path shorter than 108 bytes), mode (octal, default 0660)
+ *   [engine]   socket (R, a path shorter than 108 bytes), mode (octal, no world bits, default
+ *              0660), admin_group (a group whose members may run operator commands; default
+ *              none: root and kvxd's own uid only), max_sessions_per_uid (1..1024, default 16),
+ *              max_pools_per_engine (1..256, default 16), max_rooms_per_engine (1..1048576,
+ *              default 65536), max_pinned_mb_per_uid (1..16777216 MiB, default 65536),
+ *              reply_queue_kb (64..65536: what an engine that does not read may have queued
+ *              before it is disconnected; default 1024)
  *   [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default 5000),
  *              heartbeat_ms (default 1000); each 1..3600000
  *   [security] allow (comma list of peer names allowed to connect; default: every [peer.*]),
- *              secret_file (path; optional)
- *   [peer.NAME] address (R, "IPv4:port"); NAME as for node names; at most KVX_MAX_PEERS
+ *              auth (hmac-sha256 | none; default hmac-sha256), secret_file (R unless auth =
+ *              none), secret_next_file (optional: the secret peers move to, also accepted),
+ *              pending_ms (1..3600000, default 2000: an accepted connection's deadline to
+ *              authenticate), pending_max (1..4096, default 64), pending_per_addr (1..4096,
+ *              default 8), max_rooms_per_peer (1..1048576, default 65536),
+ *              max_tombstones_per_peer (1..1048576, default 4096)
+ *   [peer.NAME] address (R, "IPv4:port"); allow_from (comma list of IPv4/prefix the peer may
+ *              connect from besides its address, at most KVX_CFG_ALLOW_FROM_MAX); gid (the
+ *              exact GID its QP_INFO must carry; default: the IPv4-mapped GID of an address
+ *              it may connect from); NAME as for node names; at most KVX_MAX_PEERS
  *   [debug]    faults (comma list of fault-injection points "name:N", checked later by the
  *              daemon against its registry), log_level (error|warn|info|debug, default info)
  */
@@ -36,6 +50,17 @@
 #define KVX_MAX_PEERS 32
 #define KVX_CFG_NAME_MAX 64
 #define KVX_CFG_PATH_MAX 108
+#define KVX_CFG_ALLOW_FROM_MAX 8
+
+enum kvx_config_auth {
+	KVX_AUTH_HMAC_SHA256 = 0, /* mutual HMAC-SHA256 challenge and response (the default) */
+	KVX_AUTH_NONE,		  /* explicitly unauthenticated: a loud warning and a metric */
+};
+
+/* An IPv4 network, host byte order. */
+struct kvx_config_net {
+	uint32_t addr, mask;
+};
 
 struct kvx_config_addr {
 	char host[64]; /* dotted IPv4 */
@@ -46,6 +71,10 @@ struct kvx_config_peer {
 	char name[KVX_CFG_NAME_MAX];
 	struct kvx_config_addr addr;
 	bool allowed; /* on the allow-list */
+	struct kvx_config_net allow_from[KVX_CFG_ALLOW_FROM_MAX];
+	int n_allow_from;
+	bool has_gid;
+	uint8_t gid[16];
 };
 
 struct kvx_config {
@@ -68,10 +97,17 @@ struct kvx_config {
 	/* [engine] */
 	char socket_path[KVX_CFG_PATH_MAX];
 	mode_t socket_mode;
+	char admin_group[KVX_CFG_NAME_MAX]; /* empty: none */
+	uint32_t max_sessions_per_uid, max_pools_per_engine, max_rooms_per_engine;
+	uint32_t max_pinned_mb_per_uid, reply_queue_kb;
 	/* [timeouts] */
 	uint32_t handshake_ms, waiting_ms, release_ms, heartbeat_ms;
 	/* [security] */
+	uint8_t auth; /* enum kvx_config_auth */
 	char secret_file[256];
+	char secret_next_file[256];
+	uint32_t pending_ms, pending_max, pending_per_addr;
+	uint32_t max_rooms_per_peer, max_tombstones_per_peer;
 	/* [peer.*] */
 	struct kvx_config_peer peers[KVX_MAX_PEERS];
 	int n_peers;
@@ -87,6 +123,9 @@ int kvx_config_load(struct kvx_config *cfg, const char *path, char *err, size_t 
 
 /* Print the effective configuration (every key, defaults included) as INI to f. */
 void kvx_config_print(const struct kvx_config *cfg, FILE *f);
+
+/* True when the IPv4 address (host byte order) is the peer's address or in its allow_from. */
+bool kvx_config_peer_addr_ok(const struct kvx_config_peer *peer, uint32_t addr);
 
 /* The peer with that name, or NULL. */
 const struct kvx_config_peer *kvx_config_peer_find(const struct kvx_config *cfg, const char *name);

@@ -492,6 +492,12 @@ test_out_of_range(void **state)
 		{"timeouts", "heartbeat_ms = 99999999999999999999999", "out of range 1..3600000"},
 		{"cores", "idle_park_us = 4294967296", "out of range 0..4294967295"},
 		{"engine", "mode = 01000", "[engine] mode: 01000 is out of range 0..0777"},
+		{"engine", "mode = 0666", "[engine] mode: 0666 gives every user access"},
+		{"engine", "mode = 0661", "world bits set"},
+		{"engine", "max_sessions_per_uid = 0", "out of range 1..1024"},
+		{"engine", "reply_queue_kb = 63", "out of range 64..65536"},
+		{"security", "pending_max = 0", "[security] pending_max: 0 is out of range"},
+		{"security", "auth = maybe", "[security] auth: 'maybe' is not one of"},
 		{"node", "control_cpu = 1024", "[node] control_cpu: cpu 1024 is out of range"},
 	};
 	char text[512];
@@ -687,6 +693,49 @@ test_allow_unknown_peer(void **state)
 
 /* Only the first error is reported, and the struct is untouched even when most of the file
  * was parsed before it (the sentinel check in expect_fail covers every error test). */
+/* The peer's network identity: allow_from ranges and an exact GID; the security cross-checks. */
+static void
+test_peer_identity(void **state)
+{
+	struct kvx_config cfg;
+	char text[1024];
+
+	(void)state;
+	load_ok(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\nallow_from = 10.1.0.0/16, 10.2.3.4\n"
+			"gid = ::ffff:10.0.0.2\n",
+		&cfg);
+	assert_int_equal(cfg.peers[0].n_allow_from, 2);
+	assert_true(kvx_config_peer_addr_ok(&cfg.peers[0], 0x0a000002));  /* its address */
+	assert_true(kvx_config_peer_addr_ok(&cfg.peers[0], 0x0a01fffe));  /* in 10.1/16 */
+	assert_true(kvx_config_peer_addr_ok(&cfg.peers[0], 0x0a020304));  /* the /32 */
+	assert_false(kvx_config_peer_addr_ok(&cfg.peers[0], 0x0a020305)); /* next to it */
+	assert_false(kvx_config_peer_addr_ok(&cfg.peers[0], 0x0a000003));
+	assert_true(cfg.peers[0].has_gid);
+	assert_int_equal(cfg.peers[0].gid[10], 0xff);
+	assert_int_equal(cfg.peers[0].gid[15], 2);
+	assert_int_equal(cfg.auth, KVX_AUTH_HMAC_SHA256); /* the default */
+
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\nallow_from = 10.1.0.0/33\n",
+		    MIN_LINES + 3, "[peer.b] allow_from: entry 1");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\nallow_from = 1.1.1.1,,\n",
+		    MIN_LINES + 3, "entry 2");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\n"
+			    "allow_from = 1.0.0.1,1.0.0.2,1.0.0.3,1.0.0.4,1.0.0.5,1.0.0.6,1.0.0.7,"
+			    "1.0.0.8,1.0.0.9\n",
+		    MIN_LINES + 3, "more than 8 entries");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\ngid = fe80::zz\n", MIN_LINES + 3,
+		    "[peer.b] gid: 'fe80::zz' is not a GID");
+	expect_fail(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\ngid = ::1\ngid = ::2\n",
+		    MIN_LINES + 4, "duplicate key (first at line 10)");
+	snprintf(text, sizeof(text), "%s[security]\nauth = none\nsecret_file = /x\n", MIN_INI);
+	expect_fail(text, MIN_LINES + 2, "\"none\" with a secret file set");
+	snprintf(text, sizeof(text), "%s[security]\nsecret_next_file = /x\n", MIN_INI);
+	expect_fail(text, MIN_LINES + 2, "secret_next_file: set without secret_file");
+	snprintf(text, sizeof(text), "%s[security]\npending_max = 4\npending_per_addr = 5\n",
+		 MIN_INI);
+	expect_fail(text, MIN_LINES + 3, "pending_per_addr: 5 is over pending_max (4)");
+}
+
 static void
 test_untouched_on_error(void **state)
 {
@@ -766,6 +815,12 @@ test_print_every_key(void **state)
 		"[engine]\n",
 		"socket = /run/kvx/engine.sock\n",
 		"mode = 0660\n",
+		"admin_group =\n",
+		"max_sessions_per_uid = 16\n",
+		"max_pools_per_engine = 16\n",
+		"max_rooms_per_engine = 65536\n",
+		"max_pinned_mb_per_uid = 65536\n",
+		"reply_queue_kb = 1024\n",
 		"[timeouts]\n",
 		"handshake_ms = 5000\n",
 		"waiting_ms = 30000\n",
@@ -773,7 +828,14 @@ test_print_every_key(void **state)
 		"heartbeat_ms = 1000\n",
 		"[security]\n",
 		"allow = b\n",
+		"auth = hmac-sha256\n",
 		"secret_file =\n",
+		"secret_next_file =\n",
+		"pending_ms = 2000\n",
+		"pending_max = 64\n",
+		"pending_per_addr = 8\n",
+		"max_rooms_per_peer = 65536\n",
+		"max_tombstones_per_peer = 4096\n",
 		"[debug]\n",
 		"faults =\n",
 		"log_level = info\n",
@@ -892,6 +954,7 @@ main(void)
 		cmocka_unit_test(test_too_many_peers),
 		cmocka_unit_test(test_self_as_peer),
 		cmocka_unit_test(test_allow_unknown_peer),
+		cmocka_unit_test(test_peer_identity),
 		cmocka_unit_test(test_untouched_on_error),
 		cmocka_unit_test(test_print_round_trip),
 		cmocka_unit_test(test_print_every_key),
