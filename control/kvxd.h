@@ -11,7 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <urcu/list.h>
+
 #include "kvx/kvx.h"
+#include "core/auth.h"
 #include "core/config.h"
 #include "core/engine_proto.h"
 #include "core/room_table.h"
@@ -21,8 +24,7 @@
 
 #define KVXD_MAX_ENGINES 64
 #define KVXD_MAX_POOLS 256
-#define KVXD_MAX_PENDING 16 /* accepted sockets that have not said HELLO yet */
-#define KVXD_BYE_REPLACE 1  /* BYE reason: replacing QPs after an error */
+#define KVXD_BYE_REPLACE 1 /* BYE reason: replacing QPs after an error */
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
 
 enum kvxd_fd_kind {
@@ -42,13 +44,27 @@ struct kvxd_fd {
 
 /* A byte stream with framing buffers (peer connections and not-yet-identified sockets). */
 struct kvxd_stream {
-	int fd;
+	int fd; /* -1: none */
 	struct kvxd_fd ev;
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	uint8_t *tx;
 	size_t tx_len, tx_off, tx_cap;
 	bool want_out;
+};
+
+/* An accepted TCP connection that has not authenticated yet: it must say HELLO (a configured,
+ * allowed peer that we do not dial, from one of that peer's addresses), get our HELLO_ACK and
+ * answer with a valid AUTH before pending_ms.  Until then it touches no peer state. */
+struct kvxd_pending {
+	struct cds_list_head link; /* d->pending, oldest first */
+	struct kvxd_stream s;
+	uint32_t addr; /* source IPv4, host byte order */
+	uint64_t deadline_ms;
+	struct kvx_wire_seq seq;
+	struct kvx_wire_hello hello; /* the initiator's HELLO, once received */
+	int peer;		     /* -1 until HELLO named one */
+	uint64_t nonce_a;	     /* ours, in HELLO_ACK */
 };
 
 enum kvxd_journal_kind {
@@ -112,6 +128,7 @@ struct kvxd_peer {
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	bool lost;	/* its last session ended by failure, and no new one is up yet */
 	uint32_t epoch;
+	uint64_t nonce_i, session; /* initiator: the HELLO of the handshake in progress */
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */
 	char last_error[256];
@@ -141,6 +158,9 @@ struct kvxd_counters {
 		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, aborts,
 		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
 		acks_unsent, aborts_received, tombstones, fences, session_fences;
+	/* refused peer connections and messages, by reason (issue 7) */
+	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
+		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 };
 
 struct kvxd {
@@ -153,7 +173,11 @@ struct kvxd {
 	struct kvx_room_table *by_id, *by_token;
 	struct kvxd_peer peers[KVX_MAX_PEERS];
 	int npeers;
-	struct kvxd_stream *pending[KVXD_MAX_PENDING];
+	struct kvx_auth_keys auth;
+	struct cds_list_head pending; /* struct kvxd_pending, oldest first */
+	int npending;
+	uint64_t refuse_log_ms; /* start of the current one-second log window */
+	int refuse_logged, refuse_suppressed;
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
@@ -199,9 +223,9 @@ int kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src);
 /* peer.c */
 void kvxd_peer_init_all(struct kvxd *d);
 void kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events);
-void kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events);
+void kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events);
 void kvxd_peer_accept(struct kvxd *d);
-/* Close the accepted sockets that never said HELLO (shutdown). */
+/* Close the accepted sockets that never authenticated (shutdown). */
 void kvxd_pending_close_all(struct kvxd *d);
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);
 void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);

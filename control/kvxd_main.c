@@ -121,8 +121,20 @@ main(int argc, char **argv)
 		fprintf(stderr, "KVX_FAULTS: %s\n", err);
 		return 2;
 	}
+	rc = kvx_auth_keys_load(&d->auth, &d->cfg, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		return 2;
+	}
+	if (d->auth.none)
+		fprintf(stderr,
+			"%s: WARNING: [security] auth = none: this node runs UNAUTHENTICATED; any "
+			"host that can reach its port as a configured peer's address can take "
+			"part in its sessions\n",
+			path);
 	if (check) {
 		kvx_config_print(&d->cfg, stdout);
+		kvx_auth_keys_clear(&d->auth);
 		return 0;
 	}
 

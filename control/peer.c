@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ void
 kvxd_peer_init_all(struct kvxd *d)
 {
 	d->npeers = d->cfg.n_peers;
+	CDS_INIT_LIST_HEAD(&d->pending);
+	d->npending = 0;
 	for (int i = 0; i < d->npeers; i++) {
 		struct kvxd_peer *p = &d->peers[i];
 
@@ -496,6 +499,23 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 	return kvxd_peer_send(d, p, &m);
 }
 
+/* The GID a peer's QP_INFO carries must be the configured one, or else the IPv4-mapped GID
+ * (RoCE v2) of an address the peer may connect from: an authenticated peer still cannot point
+ * our QPs at another host. */
+static bool
+gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16])
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	uint32_t a;
+
+	if (cp->has_gid)
+		return memcmp(cp->gid, gid, 16) == 0;
+	if (memcmp(gid, v4mapped, sizeof(v4mapped)) != 0)
+		return false;
+	a = (uint32_t)gid[12] << 24 | (uint32_t)gid[13] << 16 | (uint32_t)gid[14] << 8 | gid[15];
+	return kvx_config_peer_addr_ok(cp, a);
+}
+
 /* Validate the remote's QP data, bring every QP to RTS, send QP_READY. */
 static int
 connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *ri)
@@ -507,6 +527,17 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 		snprintf(p->last_error, sizeof(p->last_error),
 			 "polling core count mismatch: ours %d, theirs %u", d->ncores, ri->ncores);
 		return -EPROTO;
+	}
+	if (!gid_ok(&d->cfg.peers[p->idx], ri->gid)) {
+		char gid[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, ri->gid, gid, sizeof(gid));
+		d->ctr.gid_mismatch++;
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "QP_INFO GID %s is not the peer's (address %s, see [peer.%s] gid and "
+			 "allow_from)",
+			 gid, p->addr.host, p->name);
+		return -EACCES;
 	}
 	for (int c = 0; c < d->ncores; c++) {
 		struct kvx_vx_qp_attr a = qp_attr(d, p, c, ri);
@@ -691,17 +722,118 @@ peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what)
 	kvxd_peer_reset(d, p, why);
 }
 
-static int
-send_hello(struct kvxd *d, struct kvxd_peer *p, uint16_t type)
+static uint64_t
+random_u64(void)
 {
-	struct kvx_wire_msg m = {.type = type};
+	uint64_t v;
 
+	/* getrandom() of 8 bytes never returns short once the pool is initialised */
+	while (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		;
+	return v;
+}
+
+static uint32_t
+auth_features(const struct kvxd *d)
+{
+	return d->auth.none ? KVX_AUTH_FEAT_NONE : 0;
+}
+
+/* Initiator: HELLO with a fresh nonce, kept for the MACs. */
+static int
+send_hello(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_HELLO};
+
+	p->nonce_i = random_u64();
+	p->session = p->epoch + 1;
 	m.u.hello.version = KVX_WIRE_VERSION;
+	m.u.hello.features = auth_features(d);
 	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s", d->cfg.name);
-	if (getrandom(&m.u.hello.nonce, sizeof(m.u.hello.nonce), 0) < 0)
-		m.u.hello.nonce = kvxd_now_ms();
-	m.u.hello.session = p->epoch + 1;
+	m.u.hello.nonce = p->nonce_i;
+	m.u.hello.session = p->session;
 	return kvxd_peer_send(d, p, &m);
+}
+
+/* Whether the far end's authentication mode matches ours; why in err when not. */
+static bool
+features_ok(const struct kvxd *d, uint32_t theirs, char *err, size_t errlen)
+{
+	bool none = theirs & KVX_AUTH_FEAT_NONE;
+
+	if (none == d->auth.none)
+		return true;
+	snprintf(err, errlen, "%s",
+		 none ? "it runs unauthenticated (auth = none) and we authenticate"
+		      : "it authenticates and we run unauthenticated (auth = none)");
+	return false;
+}
+
+/* Initiator: the acceptor's HELLO_ACK must name the peer we dialed, speak our version and
+ * carry a valid MAC over this handshake; then we prove ourselves (AUTH). */
+static int
+on_hello_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_hello *h)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_AUTH};
+	struct kvx_auth_transcript t = {
+		.version = KVX_WIRE_VERSION,
+		.features_i = auth_features(d),
+		.features_a = h->features,
+		.name_i = d->cfg.name,
+		.name_a = p->name,
+		.nonce_i = p->nonce_i,
+		.nonce_a = h->nonce,
+		.session = p->session,
+	};
+	char why[128];
+	int rc;
+
+	if (strcmp(h->name, p->name) != 0) {
+		snprintf(p->last_error, sizeof(p->last_error), "dialed %s but %s answered", p->name,
+			 h->name);
+		return -EPROTO;
+	}
+	if (h->version != KVX_WIRE_VERSION) {
+		d->ctr.conn_refused_version++;
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "peer speaks protocol version %u, we speak %u", h->version,
+			 KVX_WIRE_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (!features_ok(d, h->features, why, sizeof(why))) {
+		d->ctr.conn_refused_auth++;
+		snprintf(p->last_error, sizeof(p->last_error), "authentication: %s", why);
+		return -EACCES;
+	}
+	if (h->session != p->session || !kvx_auth_verify(&d->auth, KVX_AUTH_ACCEPTOR, &t, h->mac)) {
+		d->ctr.conn_refused_auth++;
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "authentication failed: HELLO_ACK's MAC does not verify (wrong secret?)");
+		return -EACCES;
+	}
+	rc = kvx_auth_mac(&d->auth, KVX_AUTH_INITIATOR, &t, m.u.auth_mac);
+	if (rc)
+		return rc;
+	rc = kvxd_peer_send(d, p, &m);
+	if (rc)
+		return rc;
+	return setup_qps(d, p);
+}
+
+/* Dial from our own listen address (when it is a specific one): peers check the source address
+ * of every connection against the address they have for us. */
+static int
+bind_source(struct kvxd *d, int fd)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+
+	if (d->cfg.listen.host[0] == '\0' ||
+	    inet_pton(AF_INET, d->cfg.listen.host, &sa.sin_addr) != 1 ||
+	    sa.sin_addr.s_addr == htonl(INADDR_ANY))
+		return 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return 0;
 }
 
 static int
@@ -718,6 +850,9 @@ dial_acquire(struct kvxd *d, struct kvxd_peer *p)
 	p->s.fd = fd;
 	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
 	journal_push(p, KVXD_J_SOCKET, 0);
+	rc = bind_source(d, fd);
+	if (rc)
+		return rc;
 	if (kvxd_epoll_add(d, fd, &p->s.ev, EPOLLIN | EPOLLOUT))
 		return -errno;
 	p->s.want_out = true;
@@ -747,9 +882,12 @@ dial(struct kvxd *d, struct kvxd_peer *p)
 		peer_fail(d, p, rc, "connect");
 }
 
+static void pending_expire(struct kvxd *d, uint64_t now);
+
 void
 kvxd_peer_tick(struct kvxd *d, uint64_t now)
 {
+	pending_expire(d, now);
 	for (int i = 0; i < d->npeers; i++) {
 		struct kvxd_peer *p = &d->peers[i];
 
@@ -859,18 +997,7 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 
 	switch (m->type) {
 	case KVX_WIRE_HELLO_ACK:
-		if (strcmp(m->u.hello.name, p->name) != 0) {
-			snprintf(p->last_error, sizeof(p->last_error), "dialed %s but %s answered",
-				 p->name, m->u.hello.name);
-			return -EPROTO;
-		}
-		if (m->u.hello.version != KVX_WIRE_VERSION) {
-			snprintf(p->last_error, sizeof(p->last_error),
-				 "peer speaks protocol version %u, we speak %u", m->u.hello.version,
-				 KVX_WIRE_VERSION);
-			return -EPROTONOSUPPORT;
-		}
-		return setup_qps(d, p);
+		return on_hello_ack(d, p, &m->u.hello);
 	case KVX_WIRE_QP_INFO:
 		return connect_qps(d, p, &m->u.qp_info);
 	case KVX_WIRE_QP_READY:
@@ -958,7 +1085,7 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 		if (!(events & (EPOLLOUT | EPOLLIN)))
 			return;
 		p->state = KVXD_PEER_HELLO;
-		rc = send_hello(d, p, KVX_WIRE_HELLO);
+		rc = send_hello(d, p);
 		if (rc) {
 			peer_fail(d, p, rc, "send HELLO");
 			return;
@@ -989,142 +1116,365 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 
 /* ---- accepting ----------------------------------------------------------------------------- */
 
-void
-kvxd_peer_accept(struct kvxd *d)
-{
-	for (;;) {
-		int fd = accept4(d->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
-		int one = 1;
-		struct kvxd_stream *s;
+/* One log line per refused connection, at most REFUSE_LOG_PER_S a second; the rest are counted
+ * and summed up in the next window's first line.  Every refusal is also a counter. */
+#define REFUSE_LOG_PER_S 10
 
-		if (fd < 0)
-			return;
-		for (int i = 0; i < KVXD_MAX_PENDING; i++)
-			if (!d->pending[i]) {
-				slot = i;
-				break;
-			}
-		s = slot >= 0 ? calloc(1, sizeof(*s)) : NULL;
-		if (!s) {
-			close(fd);
-			continue;
-		}
-		s->fd = fd;
-		s->ev = (struct kvxd_fd){.kind = KVXD_FD_PENDING, .ptr = s};
-		/* small control frames (ABORT_ACK, ROOM_STATUS) must not wait for Nagle */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		d->pending[slot] = s;
-		if (kvxd_epoll_add(d, fd, &s->ev, EPOLLIN)) {
-			d->pending[slot] = NULL;
-			close(fd);
-			free(s);
-		}
+static void __attribute__((format(printf, 3, 4)))
+refuse_log(struct kvxd *d, uint32_t addr, const char *fmt, ...)
+{
+	uint64_t now = kvxd_now_ms();
+	char msg[256];
+	va_list ap;
+
+	if (now >= d->refuse_log_ms + 1000) {
+		if (d->refuse_suppressed)
+			KVX_WARN("%d more refused connection(s) not logged in the last second",
+				 d->refuse_suppressed);
+		d->refuse_log_ms = now;
+		d->refuse_logged = d->refuse_suppressed = 0;
 	}
+	if (d->refuse_logged >= REFUSE_LOG_PER_S) {
+		d->refuse_suppressed++;
+		return;
+	}
+	d->refuse_logged++;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	KVX_WARN("incoming connection from %u.%u.%u.%u refused: %s", addr >> 24, (addr >> 16) & 255,
+		 (addr >> 8) & 255, addr & 255, msg);
 }
 
 static void
-pending_drop(struct kvxd *d, struct kvxd_stream *s, bool close_fd)
+pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd)
 {
-	for (int i = 0; i < KVXD_MAX_PENDING; i++)
-		if (d->pending[i] == s)
-			d->pending[i] = NULL;
-	if (close_fd) {
-		epoll_ctl(d->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-		close(s->fd);
+	cds_list_del(&pc->link);
+	d->npending--;
+	if (close_fd && pc->s.fd >= 0) {
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, pc->s.fd, NULL);
+		close(pc->s.fd);
 	}
-	stream_free_buffers(s);
-	free(s);
+	stream_free_buffers(&pc->s);
+	free(pc);
 }
 
 void
 kvxd_pending_close_all(struct kvxd *d)
 {
-	for (int i = 0; i < KVXD_MAX_PENDING; i++)
-		if (d->pending[i])
-			pending_drop(d, d->pending[i], true);
+	struct kvxd_pending *pc, *tmp;
+
+	cds_list_for_each_entry_safe(pc, tmp, &d->pending, link) pending_drop(d, pc, true);
 }
 
-/* Acceptor: adopt the socket (journaled), take the slot, answer, create the QPs. */
+/* Whether some configured peer may connect from addr at all. */
+static bool
+addr_known(const struct kvxd *d, uint32_t addr)
+{
+	for (int i = 0; i < d->cfg.n_peers; i++)
+		if (kvx_config_peer_addr_ok(&d->cfg.peers[i], addr))
+			return true;
+	return false;
+}
+
+/* Make room for one more pending connection from addr: past pending_per_addr from that
+ * address, or pending_max in all, the oldest (from that address, or of all) goes.  Connections
+ * that only hold a socket open cannot lock a peer out: the newest always gets its chance, and
+ * every one of them expires after pending_ms. */
+static void
+pending_make_room(struct kvxd *d, uint32_t addr)
+{
+	struct kvxd_pending *pc, *oldest_same = NULL;
+	uint32_t same = 0;
+
+	cds_list_for_each_entry(pc, &d->pending, link)
+	{
+		if (pc->addr != addr)
+			continue;
+		if (!oldest_same)
+			oldest_same = pc;
+		same++;
+	}
+	if (same >= d->cfg.pending_per_addr && oldest_same) {
+		d->ctr.pending_evicted++;
+		refuse_log(d, addr,
+			   "more than %u unauthenticated connections from it: the oldest "
+			   "one closed",
+			   d->cfg.pending_per_addr);
+		pending_drop(d, oldest_same, true);
+	}
+	if ((uint32_t)d->npending >= d->cfg.pending_max) {
+		pc = cds_list_first_entry(&d->pending, struct kvxd_pending, link);
+		d->ctr.pending_evicted++;
+		refuse_log(d, pc->addr,
+			   "more than %u unauthenticated connections: the oldest one "
+			   "closed",
+			   d->cfg.pending_max);
+		pending_drop(d, pc, true);
+	}
+}
+
+void
+kvxd_peer_accept(struct kvxd *d)
+{
+	for (;;) {
+		struct sockaddr_in sa;
+		socklen_t salen = sizeof(sa);
+		int fd = accept4(d->tcp_fd, (struct sockaddr *)&sa, &salen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int one = 1;
+		struct kvxd_pending *pc;
+		uint32_t addr;
+
+		if (fd < 0)
+			return;
+		addr = sa.sin_family == AF_INET ? ntohl(sa.sin_addr.s_addr) : 0;
+		if (!addr_known(d, addr)) {
+			d->ctr.conn_refused_addr++;
+			refuse_log(d, addr, "not an address of any configured peer");
+			close(fd);
+			continue;
+		}
+		pending_make_room(d, addr);
+		pc = calloc(1, sizeof(*pc));
+		if (!pc) {
+			close(fd);
+			continue;
+		}
+		pc->s.fd = fd;
+		pc->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PENDING, .ptr = pc};
+		pc->addr = addr;
+		pc->peer = -1;
+		pc->deadline_ms = kvxd_now_ms() + d->cfg.pending_ms;
+		kvx_wire_seq_init(&pc->seq, false);
+		/* small control frames (ABORT_ACK, ROOM_STATUS) must not wait for Nagle */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (kvxd_epoll_add(d, fd, &pc->s.ev, EPOLLIN)) {
+			close(fd);
+			free(pc);
+			continue;
+		}
+		cds_list_add_tail(&pc->link, &d->pending);
+		d->npending++;
+	}
+}
+
+/* Close the pending connections whose deadline passed. */
+static void
+pending_expire(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_pending *pc, *tmp;
+
+	cds_list_for_each_entry_safe(pc, tmp, &d->pending, link)
+	{
+		if (now < pc->deadline_ms)
+			continue;
+		d->ctr.pending_expired++;
+		refuse_log(d, pc->addr, "did not authenticate within %u ms", d->cfg.pending_ms);
+		pending_drop(d, pc, true);
+	}
+}
+
+/* Acceptor, after AUTH verified: adopt the socket (journaled), take the slot, create the QPs
+ * (QP_INFO), and go on with whatever followed AUTH in the stream. */
 static int
-accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_stream *s, size_t hello_len)
+accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, size_t used)
 {
 	int rc;
 
-	p->s.fd = s->fd;
+	p->s.fd = pc->s.fd;
 	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
-	p->s.rx = s->rx;
-	p->s.rx_len = s->rx_len;
-	p->s.rx_cap = s->rx_cap;
-	s->rx = NULL;
-	pending_drop(d, s, false);
+	p->s.rx = pc->s.rx;
+	p->s.rx_len = pc->s.rx_len;
+	p->s.rx_cap = pc->s.rx_cap;
+	pc->s.rx = NULL;
+	pc->s.fd = -1;
+	/* our HELLO_ACK may still be queued: the bytes move with the socket */
+	p->s.tx = pc->s.tx;
+	p->s.tx_len = pc->s.tx_len;
+	p->s.tx_off = pc->s.tx_off;
+	p->s.tx_cap = pc->s.tx_cap;
+	p->s.want_out = pc->s.want_out;
+	pc->s.tx = NULL;
+	pending_drop(d, pc, false);
 	journal_push(p, KVXD_J_SOCKET, 0);
-	kvxd_epoll_mod(d, p->s.fd, &p->s.ev, EPOLLIN);
-	memmove(p->s.rx, p->s.rx + hello_len, p->s.rx_len - hello_len); /* keep what follows */
-	p->s.rx_len -= hello_len;
+	kvxd_epoll_mod(d, p->s.fd, &p->s.ev, EPOLLIN | (p->s.want_out ? EPOLLOUT : 0));
+	memmove(p->s.rx, p->s.rx + used, p->s.rx_len - used); /* keep what follows */
+	p->s.rx_len -= used;
 	FAULT(p, KVX_FAULT_HS_AFTER_SOCKET);
 	rc = take_slot(p);
 	if (rc)
 		return rc;
 	p->state = KVXD_PEER_HELLO;
-	rc = send_hello(d, p, KVX_WIRE_HELLO_ACK);
-	if (rc)
-		return rc;
 	rc = setup_qps(d, p);
 	if (rc)
 		return rc;
 	return drain_frames(d, p);
 }
 
-/* An accepted socket's first frame must be a HELLO from an allowed peer. */
-void
-kvxd_pending_on_event(struct kvxd *d, struct kvxd_stream *s, uint32_t events)
+/* HELLO on a pending connection: a configured, allowed peer that we do not dial, from one of
+ * its addresses, speaking our version and our authentication mode.  Answer HELLO_ACK with our
+ * nonce and MAC.  No peer state changes.  Returns 0, or -1 after counting and logging. */
+static int
+pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hello *h)
 {
-	struct kvx_wire_seq seq;
-	struct kvx_wire_msg m;
-	struct kvxd_peer *p;
-	char err[160];
-	int n, rc = stream_fill(s);
+	struct kvxd_peer *p = kvxd_peer_find(d, h->name);
+	struct kvx_wire_msg m = {.type = KVX_WIRE_HELLO_ACK};
+	struct kvx_auth_transcript t;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	char why[128];
+	int n;
 
-	n = s->rx_len ? kvx_wire_decode(s->rx, s->rx_len, &m, err, sizeof(err)) : 0;
-	if (n == 0 && rc == 0)
-		return;
-	kvx_wire_seq_init(&seq, false);
-	if (n <= 0 || kvx_wire_seq_check(&seq, m.type, err, sizeof(err))) {
-		d->ctr.frames_bad++;
-		KVX_WARN("incoming connection refused: %s", n == 0 ? "closed before HELLO" : err);
-		pending_drop(d, s, true);
-		return;
-	}
-	p = kvxd_peer_find(d, m.u.hello.name);
 	if (!p || !p->allowed || p->initiator || p->paused) {
-		KVX_WARN("incoming connection from '%s' refused: %s", m.u.hello.name,
-			 !p		? "not a configured peer"
-			 : !p->allowed	? "not on the allow-list"
-			 : p->initiator ? "we dial that peer"
-					: "paused by the operator");
-		pending_drop(d, s, true);
+		d->ctr.conn_refused_name++;
+		refuse_log(d, pc->addr, "HELLO from '%s': %s", h->name,
+			   !p		  ? "not a configured peer"
+			   : !p->allowed  ? "not on the allow-list"
+			   : p->initiator ? "we dial that peer"
+					  : "paused by the operator");
+		return -1;
+	}
+	if (!kvx_config_peer_addr_ok(&d->cfg.peers[p->idx], pc->addr)) {
+		d->ctr.conn_refused_addr++;
+		refuse_log(d, pc->addr, "HELLO from '%s', whose address is %s (see allow_from)",
+			   p->name, p->addr.host);
+		return -1;
+	}
+	if (h->version != KVX_WIRE_VERSION) {
+		d->ctr.conn_refused_version++;
+		refuse_log(d, pc->addr, "peer %s speaks protocol version %u, we speak %u", p->name,
+			   h->version, KVX_WIRE_VERSION);
+		return -1;
+	}
+	if (!features_ok(d, h->features, why, sizeof(why))) {
+		d->ctr.conn_refused_auth++;
+		refuse_log(d, pc->addr, "peer %s: %s", p->name, why);
+		return -1;
+	}
+	pc->peer = p->idx;
+	pc->hello = *h;
+	pc->nonce_a = random_u64();
+	t = (struct kvx_auth_transcript){
+		.version = KVX_WIRE_VERSION,
+		.features_i = h->features,
+		.features_a = auth_features(d),
+		.name_i = p->name,
+		.name_a = d->cfg.name,
+		.nonce_i = h->nonce,
+		.nonce_a = pc->nonce_a,
+		.session = h->session,
+	};
+	m.u.hello.version = KVX_WIRE_VERSION;
+	m.u.hello.features = auth_features(d);
+	snprintf(m.u.hello.name, sizeof(m.u.hello.name), "%s", d->cfg.name);
+	m.u.hello.nonce = pc->nonce_a;
+	m.u.hello.session = h->session;
+	if (kvx_auth_mac(&d->auth, KVX_AUTH_ACCEPTOR, &t, m.u.hello.mac))
+		return -1;
+	n = kvx_wire_encode(&m, buf, sizeof(buf), why, sizeof(why));
+	if (n < 0 || stream_queue(&pc->s, buf, (size_t)n) || stream_flush(d, &pc->s))
+		return -1;
+	d->ctr.frames_tx++;
+	return 0;
+}
+
+/* AUTH on a pending connection: the initiator's MAC over this handshake.  Only now may the
+ * connection replace the peer's session. */
+static bool
+pending_auth_ok(struct kvxd *d, struct kvxd_pending *pc, const uint8_t *mac)
+{
+	struct kvxd_peer *p = &d->peers[pc->peer];
+	struct kvx_auth_transcript t = {
+		.version = KVX_WIRE_VERSION,
+		.features_i = pc->hello.features,
+		.features_a = auth_features(d),
+		.name_i = p->name,
+		.name_a = d->cfg.name,
+		.nonce_i = pc->hello.nonce,
+		.nonce_a = pc->nonce_a,
+		.session = pc->hello.session,
+	};
+
+	if (kvx_auth_verify(&d->auth, KVX_AUTH_INITIATOR, &t, mac))
+		return true;
+	d->ctr.conn_refused_auth++;
+	refuse_log(d, pc->addr,
+		   "peer %s: authentication failed (AUTH's MAC does not verify: "
+		   "wrong secret, or a replayed handshake)",
+		   p->name);
+	return false;
+}
+
+/* An accepted connection: HELLO, then AUTH; after a verified AUTH it becomes the peer's
+ * session (superseding the old one).  Anything else closes it. */
+void
+kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
+{
+	size_t off = 0;
+	int rc = 0;
+
+	if (events & EPOLLOUT && stream_flush(d, &pc->s)) {
+		pending_drop(d, pc, true);
 		return;
 	}
-	if (m.u.hello.version != KVX_WIRE_VERSION) {
-		KVX_WARN("peer %s speaks protocol version %u, we speak %u", p->name,
-			 m.u.hello.version, KVX_WIRE_VERSION);
-		pending_drop(d, s, true);
+	rc = stream_fill(&pc->s);
+	while (off < pc->s.rx_len) {
+		struct kvx_wire_msg m;
+		struct kvxd_peer *p;
+		char err[160];
+		int n = kvx_wire_decode(pc->s.rx + off, pc->s.rx_len - off, &m, err, sizeof(err));
+
+		if (n == 0)
+			break;
+		if (n < 0 || kvx_wire_seq_check(&pc->seq, m.type, err, sizeof(err)) ||
+		    (m.type != KVX_WIRE_HELLO && m.type != KVX_WIRE_AUTH)) {
+			d->ctr.frames_bad++;
+			refuse_log(d, pc->addr, "%s",
+				   n < 0 || m.type == KVX_WIRE_HELLO || m.type == KVX_WIRE_AUTH
+					   ? err
+					   : "a frame other than HELLO or AUTH before AUTH");
+			pending_drop(d, pc, true);
+			return;
+		}
+		d->ctr.frames_rx++;
+		off += (size_t)n;
+		if (m.type == KVX_WIRE_HELLO) {
+			if (pending_hello(d, pc, &m.u.hello)) {
+				pending_drop(d, pc, true);
+				return;
+			}
+			continue;
+		}
+		if (!pending_auth_ok(d, pc, m.u.auth_mac)) {
+			pending_drop(d, pc, true);
+			return;
+		}
+		/* authenticated: a new session supersedes the old one (the peer restarted or
+		 * replaces its QPs) once the old one is rolled back; until then the peer is
+		 * refused and dials again */
+		p = &d->peers[pc->peer];
+		kvxd_peer_reset(d, p, "superseded by a new authenticated session");
+		if (p->j.n && journal_rollback(d, p)) {
+			d->ctr.conn_refused_busy++;
+			KVX_INFO("peer %s: previous session still rolling back; refused for now",
+				 p->name);
+			pending_drop(d, pc, true);
+			return;
+		}
+		p->seq = pc->seq;
+		p->last_error[0] = '\0';
+		p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
+		rc = accept_acquire(d, p, pc, off);
+		if (rc)
+			peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "setup");
 		return;
 	}
-	/* A new session supersedes the old one (the peer restarted or replaces its QPs), once
-	 * the old one is rolled back; until then the peer is refused and dials again. */
-	kvxd_peer_reset(d, p, "superseded by a new session");
-	if (p->j.n && journal_rollback(d, p)) {
-		KVX_INFO("peer %s: previous session still rolling back; refused for now", p->name);
-		pending_drop(d, s, true);
-		return;
+	if (off) {
+		memmove(pc->s.rx, pc->s.rx + off, pc->s.rx_len - off);
+		pc->s.rx_len -= off;
 	}
-	p->seq = seq;
-	p->last_error[0] = '\0';
-	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
-	d->ctr.frames_rx++;
-	rc = accept_acquire(d, p, s, (size_t)n);
-	if (rc)
-		peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "setup");
-	(void)events;
+	if (rc) {
+		refuse_log(d, pc->addr, "closed before it authenticated");
+		pending_drop(d, pc, true);
+	}
 }

@@ -757,15 +757,15 @@ on_key(void *user, const char *section, const char *name, const char *value)
 		return fail(p, p->line, "%s: key outside any [section]", name);
 	if (p->sect == SECT_PEER) {
 		unsigned int *seen = strcmp(name, "allow_from") == 0 ? &p->peer_from[p->peer]
-				     : strcmp(name, "gid") == 0	    ? &p->peer_gid[p->peer]
-								    : NULL;
+				     : strcmp(name, "gid") == 0	     ? &p->peer_gid[p->peer]
+								     : NULL;
 
 		if (seen) {
 			if (*seen != 0)
 				return key_fail(p, name, "duplicate key (first at line %u)", *seen);
 			*seen = p->line;
 			return seen == &p->peer_gid[p->peer] ? parse_peer_gid(p, value)
-							      : parse_peer_allow_from(p, value);
+							     : parse_peer_allow_from(p, value);
 		}
 		if (strcmp(name, "address") != 0)
 			return key_fail(p, name, "unknown key");

@@ -24,6 +24,7 @@ static const char *const type_names[KVX_WIRE_TYPE_MAX + 1] = {
 	[KVX_WIRE_ROOM_META] = "ROOM_META", [KVX_WIRE_ROOM_STATUS] = "ROOM_STATUS",
 	[KVX_WIRE_ABORT] = "ABORT",	    [KVX_WIRE_ABORT_ACK] = "ABORT_ACK",
 	[KVX_WIRE_HEARTBEAT] = "HEARTBEAT", [KVX_WIRE_BYE] = "BYE",
+	[KVX_WIRE_AUTH] = "AUTH",
 };
 
 const char *
@@ -318,6 +319,7 @@ check_msg(const struct kvx_wire_msg *m, char *err, size_t errlen)
 	case KVX_WIRE_QP_READY:
 	case KVX_WIRE_HEARTBEAT:
 	case KVX_WIRE_BYE:
+	case KVX_WIRE_AUTH:
 		return true;
 	default:
 		fail(err, errlen, 0, "unknown message type %u", m->type);
@@ -392,6 +394,11 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_str(w, h->name, sizeof(h->name));
 		put_uint(w, h->nonce, 8);
 		put_uint(w, h->session, 8);
+		if (m->type == KVX_WIRE_HELLO_ACK)
+			put_bytes(w, h->mac, sizeof(h->mac));
+		break;
+	case KVX_WIRE_AUTH:
+		put_bytes(w, m->u.auth_mac, sizeof(m->u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
 		put_bytes(w, q->gid, sizeof(q->gid));
@@ -584,9 +591,23 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 	switch (m->type) {
 	case KVX_WIRE_HELLO:
 	case KVX_WIRE_HELLO_ACK:
-		return get_u16(r, &h->version, "version") && get_u32(r, &h->features, "features") &&
-		       get_str(r, h->name, KVX_WIRE_NAME_MAX, "name") &&
-		       get_u64(r, &h->nonce, "nonce") && get_u64(r, &h->session, "session");
+		if (!get_u16(r, &h->version, "version") || !get_u32(r, &h->features, "features") ||
+		    !get_str(r, h->name, KVX_WIRE_NAME_MAX, "name") ||
+		    !get_u64(r, &h->nonce, "nonce") || !get_u64(r, &h->session, "session"))
+			return false;
+		if (m->type == KVX_WIRE_HELLO)
+			return true;
+		if (!need(r, sizeof(h->mac), "mac"))
+			return false;
+		memcpy(h->mac, r->p + r->off, sizeof(h->mac));
+		r->off += sizeof(h->mac);
+		return true;
+	case KVX_WIRE_AUTH:
+		if (!need(r, sizeof(m->u.auth_mac), "mac"))
+			return false;
+		memcpy(m->u.auth_mac, r->p + r->off, sizeof(m->u.auth_mac));
+		r->off += sizeof(m->u.auth_mac);
+		return true;
 	case KVX_WIRE_QP_INFO:
 		if (!need(r, sizeof(q->gid), "gid"))
 			return false;
@@ -709,8 +730,8 @@ int
 kvx_wire_seq_check(struct kvx_wire_seq *s, uint16_t type, char *err, size_t errlen)
 {
 	const char *tname = kvx_wire_type_str(type);
-	bool hello_done = s->initiator ? s->got_hello_ack : s->got_hello;
-	const char *hello_need = s->initiator ? "HELLO_ACK" : "HELLO";
+	bool hello_done = s->initiator ? s->got_hello_ack : s->got_auth;
+	const char *hello_need = s->initiator ? "HELLO_ACK" : "AUTH";
 
 	switch (type) {
 	case KVX_WIRE_BYE:
@@ -728,6 +749,15 @@ kvx_wire_seq_check(struct kvx_wire_seq *s, uint16_t type, char *err, size_t errl
 		if (s->got_hello_ack)
 			return fail(err, errlen, -EPROTO, "second HELLO_ACK");
 		s->got_hello_ack = true;
+		return 0;
+	case KVX_WIRE_AUTH:
+		if (s->initiator)
+			return fail(err, errlen, -EPROTO, "AUTH received by the initiator");
+		if (!s->got_hello)
+			return fail(err, errlen, -EPROTO, "AUTH before HELLO");
+		if (s->got_auth)
+			return fail(err, errlen, -EPROTO, "second AUTH");
+		s->got_auth = true;
 		return 0;
 	case KVX_WIRE_QP_INFO:
 		if (!hello_done)

@@ -12,10 +12,11 @@
  * whose counts/strings exceed their maxima is refused with a clear error string.  The caller
  * closes that peer's connection and counts it; nothing else is affected.
  *
- * Sequence: a session starts HELLO (initiator) -> HELLO_ACK (acceptor) -> QP_INFO (both, any
- * order after HELLO_ACK) -> QP_READY (both, after each side sent its QP_INFO).  Room messages
- * and HEARTBEAT are valid only after the local side has received QP_READY; BYE at any time.
- * kvx_wire_seq_check() enforces this per received frame.
+ * Sequence: a session starts HELLO (initiator) -> HELLO_ACK (acceptor, with its MAC) -> AUTH
+ * (initiator, with its MAC; core/auth.h) -> QP_INFO (both: the initiator after it sent AUTH,
+ * the acceptor after AUTH verified) -> QP_READY (both, after each side sent its QP_INFO).  Room
+ * messages and HEARTBEAT are valid only after the local side has received QP_READY; BYE at any
+ * time. kvx_wire_seq_check() enforces this per received frame.
  */
 #ifndef KVX_CORE_WIRE_H
 #define KVX_CORE_WIRE_H
@@ -25,13 +26,14 @@
 #include <stdint.h>
 
 #define KVX_WIRE_MAGIC 0x3158564bu /* "KVX1" little-endian */
-#define KVX_WIRE_VERSION 1
+#define KVX_WIRE_VERSION 2	   /* 2: HELLO_ACK carries a MAC, AUTH */
 #define KVX_WIRE_HDR_LEN 12
 #define KVX_WIRE_FRAME_MAX (64 * 1024) /* header + payload */
 #define KVX_WIRE_NAME_MAX 63	       /* node names, bytes */
 #define KVX_WIRE_REASON_MAX 95	       /* ROOM_STATUS reason, bytes */
 #define KVX_WIRE_MAX_CORES 8	       /* QP_INFO entries */
 #define KVX_WIRE_MAX_PAGES 4096	       /* ROOM_META destination pages */
+#define KVX_WIRE_MAC_LEN 32	       /* HMAC-SHA256 */
 
 enum kvx_wire_type {
 	KVX_WIRE_HELLO = 1,
@@ -44,16 +46,19 @@ enum kvx_wire_type {
 	KVX_WIRE_ABORT_ACK = 8,
 	KVX_WIRE_HEARTBEAT = 9,
 	KVX_WIRE_BYE = 10,
-	KVX_WIRE_TYPE_MAX = 10,
+	KVX_WIRE_AUTH = 11,
+	KVX_WIRE_TYPE_MAX = 11,
 };
 
-/* HELLO and HELLO_ACK: u16 version, u32 features, str name, u64 nonce, u64 session */
+/* HELLO and HELLO_ACK: u16 version, u32 features, str name, u64 nonce, u64 session; HELLO_ACK
+ * then u8 mac[32] (the acceptor's MAC, core/auth.h).  AUTH: u8 mac[32] (the initiator's). */
 struct kvx_wire_hello {
 	uint16_t version;
 	uint32_t features;
 	char name[KVX_WIRE_NAME_MAX + 1]; /* NUL-terminated after decode */
-	uint64_t nonce;
-	uint64_t session; /* the initiator's connection epoch, echoed in HELLO_ACK */
+	uint64_t nonce;			  /* fresh random per handshake */
+	uint64_t session;	       /* the initiator's connection epoch, echoed in HELLO_ACK */
+	uint8_t mac[KVX_WIRE_MAC_LEN]; /* HELLO_ACK only */
 };
 
 /* QP_INFO: u8 gid[16], u32 mtu, u16 ncores, then ncores x (u32 qpn, u32 psn) */
@@ -122,6 +127,7 @@ struct kvx_wire_msg {
 		struct kvx_wire_abort_ack abort_ack;
 		uint64_t heartbeat_ns;
 		uint32_t bye_reason;
+		uint8_t auth_mac[KVX_WIRE_MAC_LEN];
 	} u; /* QP_READY has no payload */
 };
 
@@ -146,6 +152,7 @@ struct kvx_wire_seq {
 	bool initiator;
 	bool got_hello;	    /* acceptor: HELLO received */
 	bool got_hello_ack; /* initiator: HELLO_ACK received */
+	bool got_auth;	    /* acceptor: AUTH received */
 	bool got_qp_info;
 	bool got_qp_ready;
 };

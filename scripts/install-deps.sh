@@ -8,7 +8,7 @@ set -eu
 PKGS="gcc make cmake pkg-config clang-format"
 # libraries and verbs userland (rxe provider, ibv_devinfo, perftest)
 PKGS="$PKGS libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
- liburcu-dev libhwloc-dev libcmocka-dev libinih-dev"
+ liburcu-dev libhwloc-dev libcmocka-dev libinih-dev libssl-dev"
 # the test VM (scripts/kvx-vm): qemu, the guest kernel and its modules, the
 # initramfs tools, and the tools the guest runs from the shared host root
 PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"

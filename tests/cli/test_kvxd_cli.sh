@@ -33,21 +33,32 @@ listen = 127.0.0.1:7470
 device = rxe0
 [engine]
 socket = $tmp/n1.sock
+[security]
+secret_file = $tmp/secret
 [peer.n2]
 address = 127.0.0.1:7471
 INI
 }
 
-for n in prefill decode decode2; do
-	expect 0 "^name = $n$" -- --check-config -c "$src/configs/$n.ini"
+# the shared secret: kvxd's own, mode 0600
+(umask 077 && head -c 32 /dev/urandom | base64 >"$tmp/secret")
+
+# the shipped configs, with their secret file pointed at ours
+for n in prefill decode decode2 example; do
+	sed "s#^secret_file = .*#secret_file = $tmp/secret#" "$src/configs/$n.ini" >"$tmp/$n.ini"
 done
-expect 0 "name = node-a" -- --check-config -c "$src/configs/example.ini"
+for n in prefill decode decode2; do
+	expect 0 "^name = $n$" -- --check-config -c "$tmp/$n.ini"
+	grep -q "^secret_file = " "$src/configs/$n.ini" && ok "configs/$n.ini authenticates" ||
+		bad "configs/$n.ini has no secret_file"
+done
+expect 0 "name = node-a" -- --check-config -c "$tmp/example.ini"
 
 base >"$tmp/good.ini"
 expect 0 "retry_cnt = 6" -- --check-config -c "$tmp/good.ini"
 
 { base; echo "[rdma2]"; } >"$tmp/s.ini"
-expect 2 "^$tmp/s.ini:10: .*rdma2" -- --check-config -c "$tmp/s.ini"
+expect 2 "^$tmp/s.ini:12: .*rdma2" -- --check-config -c "$tmp/s.ini"
 
 base | sed 's/^device = rxe0/device = rxe0\nqueue_depth = 5/' >"$tmp/k.ini"
 expect 2 "^$tmp/k.ini:6: \[rdma\] queue_depth" -- --check-config -c "$tmp/k.ini"
@@ -65,6 +76,26 @@ expect 2 "^$tmp/m.ini:0: \[rdma\] device: required" -- --check-config -c "$tmp/m
 expect 2 "unknown fault point 'no.such.point'" -- --check-config -c "$tmp/f.ini"
 
 expect 2 "No such file|cannot" -- --check-config -c "$tmp/missing.ini"
+
+# the secret: required unless the file says auth = none, and only kvxd may read it
+base | grep -v '^secret_file' >"$tmp/nosecret.ini"
+expect 2 "secret_file: required" -- --check-config -c "$tmp/nosecret.ini"
+sed 's/^secret_file = .*/auth = none/' <(base) >"$tmp/none.ini"
+expect 0 "WARNING: .*UNAUTHENTICATED" -- --check-config -c "$tmp/none.ini"
+cp -p "$tmp/secret" "$tmp/secret644" && chmod 0644 "$tmp/secret644"
+sed "s#^secret_file = .*#secret_file = $tmp/secret644#" <(base) >"$tmp/s644.ini"
+expect 2 "secret644: mode 0644, want 0600 or 0400" -- --check-config -c "$tmp/s644.ini"
+cp -p "$tmp/secret" "$tmp/secretnobody" && chown 65534 "$tmp/secretnobody"
+sed "s#^secret_file = .*#secret_file = $tmp/secretnobody#" <(base) >"$tmp/snobody.ini"
+expect 2 "secretnobody: owned by uid 65534" -- --check-config -c "$tmp/snobody.ini"
+(umask 077 && printf 'short\n' >"$tmp/secretshort")
+sed "s#^secret_file = .*#secret_file = $tmp/secretshort#" <(base) >"$tmp/sshort.ini"
+expect 2 "must be 16..4096 bytes, this one is 5" -- --check-config -c "$tmp/sshort.ini"
+ln -s "$tmp/secret" "$tmp/secretlink"
+sed "s#^secret_file = .*#secret_file = $tmp/secretlink#" <(base) >"$tmp/slink.ini"
+expect 2 "secretlink: Too many levels of symbolic links" -- --check-config -c "$tmp/slink.ini"
+sed "s#^secret_file = .*#secret_file = $tmp/secret\nsecret_next_file = $tmp/missing#" <(base) >"$tmp/snext.ini"
+expect 2 "missing: No such file" -- --check-config -c "$tmp/snext.ini"
 expect 2 "usage" --
 expect 2 "usage" -- --bogus
 

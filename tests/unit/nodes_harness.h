@@ -67,6 +67,15 @@ node_init(struct kvxd *d, const char *name)
 	d->cfg.handshake_ms = 3000;
 	d->cfg.waiting_ms = 60000;
 	d->cfg.release_ms = 5000;
+	d->cfg.pending_ms = 2000;
+	d->cfg.pending_max = 64;
+	d->cfg.pending_per_addr = 8;
+	d->cfg.max_rooms_per_peer = 65536;
+	d->cfg.max_tombstones_per_peer = 4096;
+	/* every node shares one secret (tests may change a node's) */
+	d->auth.n = 1;
+	d->auth.len[0] = 32;
+	memset(d->auth.key[0], 0x5a, 32);
 	d->tcp_fd = d->eng_fd = d->sig_fd = -1;
 	assert_int_equal(kvx_vx->dev_open(name, 1, 1, &d->dev), 0);
 	assert_int_equal(kvx_vx->dev_query(d->dev, &d->dev_info), 0);
@@ -105,6 +114,8 @@ nodes_setup(int n, const char *const *names)
 			snprintf(cp->addr.host, sizeof(cp->addr.host), "127.0.0.1");
 			cp->addr.port = (uint16_t)port[k];
 			cp->allowed = true;
+			cp->has_gid = true; /* the fake device's GID: ::ffff:0.0.0.0 */
+			cp->gid[10] = cp->gid[11] = 0xff;
 			c->n_peers++;
 		}
 		kvxd_peer_init_all(&N[i]);

@@ -93,6 +93,11 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_str(f, h->name, sizeof(h->name));
 		fb_uint(f, h->nonce, 8);
 		fb_uint(f, h->session, 8);
+		if (m->type == KVX_WIRE_HELLO_ACK)
+			fb_bytes(f, h->mac, sizeof(h->mac));
+		break;
+	case KVX_WIRE_AUTH:
+		fb_bytes(f, m->u.auth_mac, sizeof(m->u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
 		fb_bytes(f, q->gid, 16);
@@ -171,6 +176,12 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 		snprintf(m->u.hello.name, sizeof(m->u.hello.name), "node-a_1.rack7");
 		m->u.hello.nonce = 0x0102030405060708ull;
 		m->u.hello.session = 0xf1e2d3c4b5a69788ull;
+		for (unsigned int i = 0; i < KVX_WIRE_MAC_LEN; i++)
+			m->u.hello.mac[i] = type == KVX_WIRE_HELLO_ACK ? (uint8_t)(0x80 + i) : 0;
+		break;
+	case KVX_WIRE_AUTH:
+		for (unsigned int i = 0; i < KVX_WIRE_MAC_LEN; i++)
+			m->u.auth_mac[i] = (uint8_t)(0x40 + 3 * i);
 		break;
 	case KVX_WIRE_QP_INFO:
 		for (unsigned int i = 0; i < 16; i++)
@@ -242,6 +253,10 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		assert_string_equal(a->u.hello.name, b->u.hello.name);
 		assert_true(a->u.hello.nonce == b->u.hello.nonce);
 		assert_true(a->u.hello.session == b->u.hello.session);
+		assert_memory_equal(a->u.hello.mac, b->u.hello.mac, KVX_WIRE_MAC_LEN);
+		break;
+	case KVX_WIRE_AUTH:
+		assert_memory_equal(a->u.auth_mac, b->u.auth_mac, KVX_WIRE_MAC_LEN);
 		break;
 	case KVX_WIRE_QP_INFO:
 		assert_memory_equal(a->u.qp_info.gid, b->u.qp_info.gid, 16);
@@ -398,7 +413,7 @@ test_little_endian_layout(void **state)
 {
 	static const uint8_t want[] = {
 		'K',  'V',  'X',  '1',				/* magic */
-		0x01, 0x00,					/* version */
+		0x02, 0x00,					/* version */
 		0x08, 0x00,					/* type ABORT_ACK */
 		0x0e, 0x00, 0x00, 0x00,				/* payload length 14 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* room */
@@ -585,8 +600,10 @@ test_bad_header(void **state)
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "magic"); /* header alone is enough */
 	le_put(f.b, KVX_WIRE_MAGIC, 4);
 
-	le_put(f.b + 4, 2, 2);
-	expect_decode(f.b, n, -EPROTO, "version 2");
+	le_put(f.b + 4, 1, 2); /* the unauthenticated protocol of earlier kvx */
+	expect_decode(f.b, n, -EPROTO, "version 1");
+	le_put(f.b + 4, 3, 2);
+	expect_decode(f.b, n, -EPROTO, "version 3");
 	le_put(f.b + 4, 0, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "version 0");
 	le_put(f.b + 4, KVX_WIRE_VERSION, 2);
@@ -594,7 +611,7 @@ test_bad_header(void **state)
 	le_put(f.b + 6, 0, 2);
 	expect_decode(f.b, n, -EPROTO, "unknown message type 0");
 	le_put(f.b + 6, KVX_WIRE_TYPE_MAX + 1, 2);
-	expect_decode(f.b, n, -EPROTO, "unknown message type 11");
+	expect_decode(f.b, n, -EPROTO, "unknown message type 12");
 	le_put(f.b + 6, 0xffff, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "unknown message type 65535");
 
@@ -937,7 +954,7 @@ test_encode_einval(void **state)
 	m.type = 0;
 	expect_encode(&m, -EINVAL, "unknown message type 0");
 	m.type = KVX_WIRE_TYPE_MAX + 1;
-	expect_encode(&m, -EINVAL, "unknown message type 11");
+	expect_encode(&m, -EINVAL, "unknown message type 12");
 
 	/* A name that fills its array without a NUL is over the maximum. */
 	base_msg(KVX_WIRE_HELLO, &m);
@@ -1002,6 +1019,7 @@ test_seq_acceptor_valid(void **state)
 
 	kvx_wire_seq_init(&s, false);
 	seq_ok(&s, KVX_WIRE_HELLO);
+	seq_ok(&s, KVX_WIRE_AUTH);
 	seq_ok(&s, KVX_WIRE_QP_INFO);
 	seq_ok(&s, KVX_WIRE_QP_READY);
 	seq_ok(&s, KVX_WIRE_HEARTBEAT);
@@ -1015,11 +1033,13 @@ test_seq_acceptor_valid(void **state)
 static void
 test_seq_bye_any_time(void **state)
 {
-	static const uint16_t acc[] = {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY};
-	static const uint16_t ini[] = {KVX_WIRE_HELLO_ACK, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY};
+	static const uint16_t acc[] = {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO,
+				       KVX_WIRE_QP_READY};
+	static const uint16_t ini[] = {KVX_WIRE_HELLO_ACK, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY,
+				       KVX_WIRE_HEARTBEAT};
 	struct kvx_wire_seq s;
 
-	for (int steps = 0; steps <= 3; steps++) {
+	for (int steps = 0; steps <= 4; steps++) {
 		kvx_wire_seq_init(&s, false);
 		for (int i = 0; i < steps; i++)
 			seq_ok(&s, acc[i]);
@@ -1045,7 +1065,7 @@ test_seq_refused(void **state)
 		{false, {0}, KVX_WIRE_ROOM_META, "ROOM_META before QP_READY"},
 		{false, {KVX_WIRE_HELLO}, KVX_WIRE_ROOM_STATUS, "ROOM_STATUS before QP_READY"},
 		{false,
-		 {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO},
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO},
 		 KVX_WIRE_ABORT,
 		 "ABORT before QP_READY"},
 		{true, {KVX_WIRE_HELLO_ACK}, KVX_WIRE_ABORT_ACK, "ABORT_ACK before QP_READY"},
@@ -1058,32 +1078,45 @@ test_seq_refused(void **state)
 		 KVX_WIRE_ROOM_META,
 		 "ROOM_META before QP_READY"},
 		/* QP_INFO / QP_READY before the hello exchange or out of order */
-		{false, {0}, KVX_WIRE_QP_INFO, "QP_INFO before HELLO"},
+		{false, {0}, KVX_WIRE_QP_INFO, "QP_INFO before AUTH"},
+		{false, {KVX_WIRE_HELLO}, KVX_WIRE_QP_INFO, "QP_INFO before AUTH"},
 		{true, {0}, KVX_WIRE_QP_INFO, "QP_INFO before HELLO_ACK"},
-		{false, {0}, KVX_WIRE_QP_READY, "QP_READY before HELLO"},
+		{false, {0}, KVX_WIRE_QP_READY, "QP_READY before AUTH"},
 		{true, {0}, KVX_WIRE_QP_READY, "QP_READY before HELLO_ACK"},
-		{false, {KVX_WIRE_HELLO}, KVX_WIRE_QP_READY, "QP_READY before QP_INFO"},
+		{false, {KVX_WIRE_HELLO}, KVX_WIRE_QP_READY, "QP_READY before AUTH"},
+		{false,
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH},
+		 KVX_WIRE_QP_READY,
+		 "QP_READY before QP_INFO"},
+		/* AUTH: the acceptor's, once, after HELLO */
+		{false, {0}, KVX_WIRE_AUTH, "AUTH before HELLO"},
+		{false, {KVX_WIRE_HELLO, KVX_WIRE_AUTH}, KVX_WIRE_AUTH, "second AUTH"},
+		{true, {0}, KVX_WIRE_AUTH, "AUTH received by the initiator"},
+		{true, {KVX_WIRE_HELLO_ACK}, KVX_WIRE_AUTH, "AUTH received by the initiator"},
 		{true, {KVX_WIRE_HELLO_ACK}, KVX_WIRE_QP_READY, "QP_READY before QP_INFO"},
 		/* seconds */
 		{false, {KVX_WIRE_HELLO}, KVX_WIRE_HELLO, "second HELLO"},
 		{false,
-		 {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
 		 KVX_WIRE_HELLO,
 		 "second HELLO"},
 		{true, {KVX_WIRE_HELLO_ACK}, KVX_WIRE_HELLO_ACK, "second HELLO_ACK"},
-		{false, {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO}, KVX_WIRE_QP_INFO, "second QP_INFO"},
+		{false,
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO},
+		 KVX_WIRE_QP_INFO,
+		 "second QP_INFO"},
 		{true,
 		 {KVX_WIRE_HELLO_ACK, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
 		 KVX_WIRE_QP_INFO,
 		 "second QP_INFO"},
 		{false,
-		 {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
 		 KVX_WIRE_QP_READY,
 		 "second QP_READY"},
 		/* wrong role */
 		{false, {0}, KVX_WIRE_HELLO_ACK, "HELLO_ACK received by the acceptor"},
 		{false,
-		 {KVX_WIRE_HELLO, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
+		 {KVX_WIRE_HELLO, KVX_WIRE_AUTH, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
 		 KVX_WIRE_HELLO_ACK,
 		 "HELLO_ACK received by the acceptor"},
 		{true, {0}, KVX_WIRE_HELLO, "HELLO received by the initiator"},
@@ -1095,8 +1128,8 @@ test_seq_refused(void **state)
 		{false, {0}, 0, "unknown message type 0"},
 		{true,
 		 {KVX_WIRE_HELLO_ACK, KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY},
-		 11,
-		 "unknown message type 11"},
+		 12,
+		 "unknown message type 12"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

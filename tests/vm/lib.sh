@@ -167,6 +167,9 @@ KVXD="$KVX_BUILD/kvxd"
 KVXCTL="$KVX_BUILD/kvxctl"
 KVX_BENCH="$KVX_BUILD/kvx-bench"
 mkdir -p /run/kvx
+# the nodes' shared secret (configs/*.ini: secret_file), kvxd's own with mode 0600
+KVX_SECRET=/run/kvx/cluster.secret
+[ -s "$KVX_SECRET" ] || (umask 077 && head -c 32 /dev/urandom | base64 >"$KVX_SECRET")
 
 # kvxd_start NAME [extra kvxd args]: start the node configs/NAME.ini, wait for its socket.
 kvxd_start() {
