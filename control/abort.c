@@ -12,8 +12,10 @@
  * Prefill: an ABORT marks the room FAILED before anything else (its core does, sticky); the
  * room keeps one ACK target per decode endpoint, each with its generation; when its core
  * reports the room drained (every WR completed, its errored QP quiescent), every target gets
- * its ABORT_ACK.  An ABORT for an unknown or cleared room leaves a FAILED tombstone and is
- * acknowledged at once (nothing of it is outstanding).
+ * its ABORT_ACK.  An ABORT touches only the aborting endpoint's own target: from an endpoint
+ * that does not own the room (its ROOM_META is not the room's), or for an unknown or cleared
+ * room, it is acknowledged at once (nothing of that endpoint's can be written from here) and
+ * leaves a tombstone that refuses that endpoint's ROOM_META of that generation.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,13 +24,18 @@
 
 #include "control/kvxd.h"
 #include "core/log.h"
+#include "core/rand.h"
 
+/* The abort's generation: random (not guessable by a peer), never the open's. */
 static uint32_t
-next_gen(struct kvxd *d)
+next_gen(const struct kvxd_room *r)
 {
-	if (++d->next_gen == 0)
-		d->next_gen = 1;
-	return d->next_gen;
+	uint32_t g;
+
+	do
+		g = kvx_rand_u32_nonzero();
+	while (g == r->gen);
+	return g;
 }
 
 static uint32_t
@@ -123,7 +130,7 @@ kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *re
 		return -EALREADY;
 	/* arm first: an ACK is only ever counted for this generation */
 	r->aborting = true;
-	r->abort_gen = next_gen(d);
+	r->abort_gen = next_gen(r);
 	r->ack_mask = r->fenced_mask = r->fencing_mask = 0;
 	r->abort_ms = kvxd_now_ms();
 	r->release_deadline_ms = r->abort_ms + d->cfg.release_ms;
@@ -214,12 +221,12 @@ kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i)
 /* ---- prefill ------------------------------------------------------------------------------- */
 
 static void
-send_ack(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen)
+send_ack(struct kvxd *d, uint64_t room, int peer, uint32_t gen)
 {
 	struct kvx_wire_msg w = {.type = KVX_WIRE_ABORT_ACK};
 	struct kvxd_peer *p = &d->peers[peer];
 
-	w.u.abort_ack.room = r->id;
+	w.u.abort_ack.room = room;
 	w.u.abort_ack.gen = gen;
 	w.u.abort_ack.src_idx = 0; /* decode knows its source by the connection */
 	if (p->state == KVXD_PEER_READY && kvxd_peer_send(d, p, &w) == 0)
@@ -232,7 +239,7 @@ static void
 ack_all(struct kvxd *d, struct kvxd_room *r)
 {
 	for (int i = 0; i < r->ntgt; i++)
-		send_ack(d, r, r->tgt[i].peer, r->tgt[i].gen);
+		send_ack(d, r->id, r->tgt[i].peer, r->tgt[i].gen);
 	r->ntgt = 0;
 }
 
@@ -256,27 +263,45 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		return;
 #endif
 	if (!r) {
-		/* unknown or cleared: a FAILED tombstone skips any late chunk; nothing of it is
-		 * outstanding, so it is acknowledged at once */
-		r = kvxd_prefill_room_new(d, a->room, -1);
-		if (!r)
+		/* unknown or cleared: nothing of it is outstanding, so it is acknowledged at once;
+		 * a tombstone remembers that this endpoint aborted this generation, so that its
+		 * ROOM_META, should it still come, is refused.  Capped per peer. */
+		if (p->tombstones_held >= d->cfg.max_tombstones_per_peer) {
+			d->ctr.tombstones_refused++;
+			send_ack(d, a->room, p->idx, a->gen);
 			return;
-		r->fsm.state = KVX_ROOM_FAILED; /* before its core ever sees it */
+		}
+		r = kvxd_prefill_room_new(d, a->room, -1);
+		if (!r) {
+			send_ack(d, a->room, p->idx, a->gen);
+			return;
+		}
 		snprintf(r->reason, sizeof(r->reason), "aborted by %s before it was known here",
 			 p->name);
 		r->tombstone = r->drained = true;
+		r->tomb_peer = p->idx + 1;
+		r->tomb_gen = a->gen;
+		kvxd_room_charge(d, r, p->idx, true);
 		d->ctr.tombstones++;
-		send_ack(d, r, p->idx, a->gen);
+		send_ack(d, r->id, p->idx, a->gen);
+		return;
+	}
+	if (r->meta_peer != p->idx + 1) {
+		/* not this endpoint's room: none of its pages can be written from here, so it is
+		 * acknowledged at once and the room is left alone; if the room has no metadata
+		 * yet, that endpoint's ROOM_META of this generation will be refused */
+		d->ctr.aborts_not_owner++;
+		if (r->meta_peer == 0) {
+			r->tomb_peer = p->idx + 1;
+			r->tomb_gen = a->gen;
+		}
+		send_ack(d, r->id, p->idx, a->gen);
 		return;
 	}
 	/* one target per decode endpoint, with its own (latest) generation */
 	for (i = 0; i < r->ntgt; i++)
 		if (r->tgt[i].peer == p->idx)
 			break;
-#ifdef KVXD_TEST_BUGGY_ONE_TARGET /* negative control: a single target, overwritten */
-	i = 0;
-	r->ntgt = 0;
-#endif
 	if (i == r->ntgt) {
 		if (r->ntgt == KVXD_MAX_TARGETS) {
 			KVX_ERR("room %llu: more than %d decode endpoints abort it",

@@ -111,6 +111,7 @@ kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
 	r->id = id;
 	r->role = r->fsm.role = KVX_ROOM_PREFILL;
 	r->engine_id = engine_id;
+	r->held_by = -1;
 	r->core = (int)(id % (uint64_t)d->ncores);
 	r->opened_ms = kvxd_now_ms();
 	rcu_read_lock();
@@ -123,6 +124,27 @@ kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
 	return r;
 }
 
+void
+kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone)
+{
+	if (r->held_by >= 0) {
+		struct kvxd_peer *old = &d->peers[r->held_by];
+
+		if (r->held_tomb)
+			old->tombstones_held--;
+		else
+			old->rooms_held--;
+	}
+	r->held_by = peer;
+	r->held_tomb = tombstone;
+	if (peer >= 0) {
+		if (tombstone)
+			d->peers[peer].tombstones_held++;
+		else
+			d->peers[peer].rooms_held++;
+	}
+}
+
 /* Take a room out of the tables; its core returns it (ROOM_FREE) after every earlier message
  * about it, and it is freed after a grace period. */
 void
@@ -133,6 +155,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 	if (r->removing)
 		return;
 	r->removing = true;
+	kvxd_room_charge(d, r, -1, false);
 	kvx_room_table_del(d->by_id, &r->by_id);
 	if (r->role == KVX_ROOM_DECODE)
 		kvx_room_table_del(d->by_token, &r->by_token);
@@ -172,6 +195,8 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 					  .nbufs = r->pool->nbufs,
 					  .npages = r->npages,
 					  .pages_le = le};
+	/* before it goes out: the source's WRITE_WITH_IMM counts only on this session's QPs */
+	__atomic_store_n(&r->meta_epoch[src], p->epoch, __ATOMIC_RELEASE);
 	rc = kvxd_peer_send(d, p, &m);
 	free(le);
 	if (rc == 0)

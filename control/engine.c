@@ -22,6 +22,7 @@
 #include "core/engine_proto.h"
 #include "core/fault.h"
 #include "core/log.h"
+#include "core/rand.h"
 
 int
 kvxd_engine_listen(struct kvxd *d)
@@ -314,13 +315,17 @@ name_ok(const char *s, size_t max)
 	return true;
 }
 
+/* A random immediate-data token base (the low KVXD_TOKEN_SHIFT bits carry the source index):
+ * unpredictable, though never the only check (a completion counts only from its source's QP). */
 static uint32_t
-token_alloc(struct kvxd *d)
+token_alloc(void)
 {
-	d->next_token += 1u << KVXD_TOKEN_SHIFT;
-	if (d->next_token == 0)
-		d->next_token = 1u << KVXD_TOKEN_SHIFT;
-	return d->next_token;
+	uint32_t t;
+
+	do
+		t = kvx_rand_u32_nonzero() & ~((1u << KVXD_TOKEN_SHIFT) - 1);
+	while (t == 0);
+	return t;
 }
 
 static int64_t
@@ -399,7 +404,7 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 	r->id = m->room;
 	r->role = KVX_ROOM_DECODE;
 	r->fsm.role = KVX_ROOM_DECODE;
-	r->gen = ++d->next_gen;
+	r->gen = kvx_rand_u32_nonzero(); /* unguessable; compared for equality only */
 	r->engine_id = engine_id;
 	r->core = (int)(m->room % (uint64_t)d->ncores);
 	r->pool = pool;
@@ -410,7 +415,7 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 	rcu_read_lock();
 	kvx_room_table_add(d->by_id, &r->by_id, kvxd_room_key(r->id, r->role));
 	do
-		r->token = token_alloc(d);
+		r->token = token_alloc();
 	while (kvx_room_table_add(d->by_token, &r->by_token, r->token));
 	rcu_read_unlock();
 	d->ctr.rooms_opened++;
@@ -477,14 +482,12 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
 	}
-	if (r->tombstone && r->engine_id < 0) {
-		/* decode aborted it before this engine's first chunk: tell the engine once (the
-		 * chunk itself is skipped by the core, like any late chunk) */
-		struct kvx_event ev = {
-			.room = r->id, .state = KVX_ROOM_FAILED, .error = -ECANCELED};
-
-		snprintf(ev.reason, sizeof(ev.reason), "%s", r->reason);
-		kvxd_engine_send_event(d, e->id, &ev);
+	/* A room a decode endpoint aborted before its metadata came (a tombstone) is this
+	 * engine's room now: it waits for its owner's ROOM_META (the aborting endpoint's, of the
+	 * aborted generation, is refused) or times out like any room. */
+	if (r->tombstone) {
+		kvxd_room_charge(d, r, -1, false);
+		r->tombstone = r->drained = false;
 	}
 	r->engine_id = e->id;
 	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);

@@ -138,6 +138,9 @@ struct kvxd_peer {
 	struct kvxd_status_entry *pend_status;
 	int npend_status, cap_status;
 	uint64_t n_handshakes, n_setup_failures, n_resets;
+	/* what this peer's frames made us hold: rooms its ROOM_META created, tombstones its
+	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer) */
+	uint32_t rooms_held, tombstones_held;
 };
 
 struct kvxd_engine {
@@ -161,6 +164,8 @@ struct kvxd_counters {
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
+	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
+		aborts_not_owner, tombstones_refused;
 };
 
 struct kvxd {
@@ -214,6 +219,8 @@ void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
 void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
 /* A new prefill room in the table (BOOTSTRAPPING), or NULL (no memory, or the id is there). */
 struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id);
+/* Charge a room to a peer's cap (rooms, or tombstones), or move the charge; -1 uncharges. */
+void kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone);
 bool kvxd_room_quiescent(const struct kvxd_room *r);
 bool kvxd_room_removable(const struct kvxd_room *r);
 struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);

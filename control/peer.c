@@ -461,6 +461,9 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		FAULT(p, KVX_FAULT_HS_AFTER_QP_CREATE);
 		q->qpn = kvx_vx->qp_num(q->qp);
 		q->peer = p->idx;
+		/* the session it will be published as: set before its core owns it, so that an
+		 * immediate that overtakes QP_ACTIVATE is judged by the right session */
+		q->epoch = p->epoch + 1;
 		p->psn[c] = kvx_vx_random_psn();
 		a = qp_attr(d, p, c, NULL);
 		rc = kvx_vx->qp_to_init(q->qp, &a);
@@ -937,6 +940,28 @@ kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb)
 
 /* ---- frames -------------------------------------------------------------------------------- */
 
+/* Refuse a ROOM_META: counted, and reported to its sender (a failure push, like any source's)
+ * so that its room fails at once instead of waiting. */
+static void
+meta_refuse(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta *rm, uint64_t *ctr,
+	    int error, const char *why)
+{
+	struct kvx_wire_room_status st = {.room = rm->room,
+					  .gen = rm->gen,
+					  .src_idx = rm->src_idx,
+					  .state = KVX_ROOM_FAILED,
+					  .error = error};
+
+	(*ctr)++;
+	snprintf(st.reason, sizeof(st.reason), "ROOM_META refused by %s: %s", d->cfg.name, why);
+	KVX_DEBUG("peer %s: room %llu: %s", p->name, (unsigned long long)rm->room, st.reason);
+	kvxd_peer_push_status(d, p, &st);
+}
+
+/* A decode endpoint's metadata for one of our prefill rooms.  The first endpoint to send it
+ * owns the room; another endpoint's never redirects it (several decode endpoints per room are
+ * not built yet: refused and reported).  Rooms a peer's metadata creates count against its
+ * max_rooms_per_peer. */
 static void
 on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 {
@@ -945,14 +970,33 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
-	    r->gen != rm->gen) {
+	    r->gen != rm->gen && r->ntgt == 0 && !r->tombstone) {
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
 	}
-	if (!r)
-		r = kvxd_prefill_room_new(d, rm->room, -1);
-	if (!r)
+	if (r && r->meta_peer && r->meta_peer != p->idx + 1) {
+		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
+			    "the room belongs to another decode endpoint");
 		return;
+	}
+	if (r && r->tomb_peer == p->idx + 1 && r->tomb_gen == rm->gen) {
+		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */
+		return;
+	}
+	if (!r || (r->tombstone && r->engine_id < 0 && !r->meta_peer)) {
+		if (p->rooms_held >= d->cfg.max_rooms_per_peer) {
+			meta_refuse(d, p, rm, &d->ctr.meta_refused_cap, -EDQUOT,
+				    "the peer holds max_rooms_per_peer rooms");
+			return;
+		}
+		if (!r)
+			r = kvxd_prefill_room_new(d, rm->room, -1);
+		if (!r)
+			return;
+		kvxd_room_charge(d, r, p->idx, false);
+		/* another endpoint's tombstone: this one's room now */
+		r->tombstone = r->drained = false;
+	}
 	meta = malloc(sizeof(*meta) + sizeof(uint32_t) * rm->npages);
 	if (!meta)
 		return;
@@ -977,6 +1021,7 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		free(meta);
 }
 
+/* A source's failure push: only from the peer that is that source of that room. */
 static void
 on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
 {
@@ -986,6 +1031,10 @@ on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_s
 	d->ctr.status_received++;
 	if (!r || r->removing || r->aborting || r->gen != st->gen || st->state != KVX_ROOM_FAILED)
 		return; /* another generation, or already aborting: counted, dropped */
+	if (st->src_idx >= r->nsrc || r->src_peer[st->src_idx] != p->idx) {
+		d->ctr.status_refused_owner++;
+		return;
+	}
 	snprintf(reason, sizeof(reason), "source %s: %s", p->name, st->reason);
 	kvxd_decode_abort(d, r, st->error, reason);
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "core/rand.h"
 
 /* ThreadSanitizer cannot see liburcu 0.13's barriers and atomics (not built for it), so it would
  * report every reader of a freshly added node as racing with the node's initialisation.  Model
@@ -43,20 +44,50 @@
 
 struct kvx_room_table {
 	struct cds_lfht *ht;
+	uint64_t k0, k1; /* the hash key: random per table */
 };
 
-/* splitmix64 / murmur3 fmix64 finaliser: a bijection on 64 bits with full avalanche, so the low
- * bits that pick a bucket depend on every key bit.  Room ids come from the router (trusted), so
- * no per-table seed. */
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
+	} while (0)
+
+/* SipHash-1-3 of one 64-bit word under the table's random 128-bit key (the construction of
+ * Aumasson and Bernstein, the keyed hash the Linux kernel and Rust's HashMap use against
+ * hash flooding): room ids and tokens come from peers and engines, so nobody who does not know
+ * the key can choose keys that collide. */
 static inline unsigned long
-key_hash(uint64_t key)
+key_hash(const struct kvx_room_table *t, uint64_t key)
 {
-	key ^= key >> 30;
-	key *= 0xbf58476d1ce4e5b9ULL;
-	key ^= key >> 27;
-	key *= 0x94d049bb133111ebULL;
-	key ^= key >> 31;
-	return (unsigned long)key;
+	uint64_t v0 = t->k0 ^ 0x736f6d6570736575ULL, v1 = t->k1 ^ 0x646f72616e646f6dULL;
+	uint64_t v2 = t->k0 ^ 0x6c7967656e657261ULL, v3 = t->k1 ^ 0x7465646279746573ULL;
+	uint64_t b = (uint64_t)8 << 56;
+
+	v3 ^= key;
+	SIPROUND;
+	v0 ^= key;
+	v3 ^= b;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return (unsigned long)(v0 ^ v1 ^ v2 ^ v3);
 }
 
 static int
@@ -97,6 +128,8 @@ kvx_room_table_create(unsigned long initial_buckets)
 		KVX_ERR("calloc: out of memory");
 		return NULL;
 	}
+	t->k0 = kvx_rand_u64();
+	t->k1 = kvx_rand_u64();
 	/* Never shrink below the initial size; grow without bound. */
 	t->ht = cds_lfht_new(size, size, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
 	if (!t->ht) {
@@ -152,7 +185,7 @@ kvx_room_table_add(struct kvx_room_table *t, struct kvx_room_table_node *n, uint
 	cds_lfht_node_init(&n->lfht);
 	tsan_publish(&n->lfht);
 	rcu_read_lock();
-	got = cds_lfht_add_unique(t->ht, key_hash(key), key_match, &n->key, &n->lfht);
+	got = cds_lfht_add_unique(t->ht, key_hash(t, key), key_match, &n->key, &n->lfht);
 	rcu_read_unlock();
 	return got == &n->lfht ? 0 : -EEXIST;
 }
@@ -164,7 +197,7 @@ kvx_room_table_lookup(struct kvx_room_table *t, uint64_t key)
 	struct cds_lfht_node *node;
 
 	assert(rcu_read_ongoing());
-	cds_lfht_lookup(t->ht, key_hash(key), key_match, &key, &iter);
+	cds_lfht_lookup(t->ht, key_hash(t, key), key_match, &key, &iter);
 	node = cds_lfht_iter_get_node(&iter);
 	return node ? caa_container_of(node, struct kvx_room_table_node, lfht) : NULL;
 }

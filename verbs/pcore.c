@@ -341,24 +341,41 @@ qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
 /* Build the WRs of one chunk into q->chain.  Contiguous runs (source and destination pages
  * both consecutive) merge into one WRITE per buffer.  Returns WRs added, 0 if the send queue
  * lacks room (nothing added), or -EINVAL if the chunk does not fit the room. */
+/* The length of the run of pages starting at chunk index i (source and destination both
+ * consecutive), at most max_pages long. */
+static uint32_t
+run_at(const struct kvxd_chunk *ch, const struct kvxd_meta *m, uint32_t i, uint32_t max_pages)
+{
+	uint32_t s = ch->pages[i], d = m->pages[ch->dst_offset + i], run = 1;
+
+	while (run < max_pages && i + run < ch->npages && ch->pages[i + run] == s + run &&
+	       m->pages[ch->dst_offset + i + run] == d + run)
+		run++;
+	return run;
+}
+
+/* Build the WRs of one chunk into q->chain.  Contiguous runs (source and destination pages
+ * both consecutive) merge into one WRITE per buffer, split at KVXD_WR_MAX_BYTES.  Every count
+ * and length is computed in 64 bits.  Returns WRs added, 0 if the send queue lacks room
+ * (nothing added), or -E2BIG if the chunk needs more WRs than the send queue can ever hold. */
 static int
 chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
 	    const struct kvxd_chunk *ch)
 {
 	const struct kvxd_meta *m = r->meta;
 	const struct kvxd_pool *p = ch->pool;
-	uint32_t ps = m->page_size;
-	int nruns = 0, nwr, base = q->chain_n;
+	uint64_t ps = m->page_size;
+	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
+	uint64_t nruns = 0, nwr;
+	int base = q->chain_n;
 	bool corrupt = false;
 
-	for (uint32_t i = 0; i < ch->npages; i++)
-		if (i == 0 || ch->pages[i] != ch->pages[i - 1] + 1 ||
-		    m->pages[ch->dst_offset + i] != m->pages[ch->dst_offset + i - 1] + 1)
-			nruns++;
-	nwr = nruns * (int)m->nbufs;
-	if ((uint32_t)nwr > q->sq_depth)
+	for (uint32_t i = 0; i < ch->npages; i += run_at(ch, m, i, max_run))
+		nruns++;
+	nwr = nruns * m->nbufs;
+	if (nwr > q->sq_depth)
 		return -E2BIG;
-	if (q->sq_used + q->chain_n + nwr > q->sq_depth)
+	if ((uint64_t)q->sq_used + (uint64_t)q->chain_n + nwr > q->sq_depth)
 		return 0;
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
@@ -367,14 +384,11 @@ chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
 		uint32_t i = 0;
 
 		while (i < ch->npages) {
-			uint32_t run = 1;
-			uint32_t s = ch->pages[i], d = m->pages[ch->dst_offset + i];
+			uint32_t run = run_at(ch, m, i, max_run);
+			uint64_t s = ch->pages[i], d = m->pages[ch->dst_offset + i];
 			struct kvxd_wr *w;
 			struct kvx_vx_write *x;
 
-			while (i + run < ch->npages && ch->pages[i + run] == s + run &&
-			       m->pages[ch->dst_offset + i + run] == d + run)
-				run++;
 			w = wr_get(q);
 			w->room = r;
 			x = &q->chain[q->chain_n++];
@@ -382,7 +396,7 @@ chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
 				.wr_id = (uint64_t)(uintptr_t)w,
 				.laddr = (uint64_t)(uintptr_t)(p->base +
 							       ((uint64_t)b * p->npages + s) * ps),
-				.len = run * ps,
+				.len = (uint32_t)(run * ps), /* <= KVXD_WR_MAX_BYTES */
 				.lkey = p->lkey,
 				.raddr = m->addr + ((uint64_t)b * m->pool_npages + d) * ps,
 				.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
@@ -452,6 +466,7 @@ ready_drain(struct kvxd_core *c)
 			}
 			n = chunk_build(c, r, q, ch);
 			if (n < 0) {
+				stat_add(&c->st.chunks_too_big, 1);
 				room_fail(c, r, n,
 					  "chunk %u needs more WRs than the send queue holds",
 					  ch->index);
@@ -594,6 +609,13 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 	bit = 1u << src;
 	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state)) {
 		stat_add(&c->st.bad_imm, 1);
+		return;
+	}
+	/* only source src itself delivers its share: the immediate must come on a QP of that
+	 * source's peer, in the session its ROOM_META went out on (a token alone proves nothing) */
+	if (q->peer != r->src_peer[src] ||
+	    q->epoch != __atomic_load_n(&r->meta_epoch[src], __ATOMIC_ACQUIRE)) {
+		stat_add(&c->st.imm_not_owner, 1);
 		return;
 	}
 	r->src_done_mask |= bit;

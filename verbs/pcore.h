@@ -31,8 +31,9 @@
 
 #define KVXD_REASON_MAX 96
 #define KVXD_BATCH 32
-#define KVXD_TOKEN_SHIFT 4 /* imm = token base | source index (16 sources) */
-#define KVXD_MAX_TARGETS 8 /* decode endpoints that may abort one prefill room */
+#define KVXD_TOKEN_SHIFT 4	     /* imm = token base | source index (16 sources) */
+#define KVXD_MAX_TARGETS 8	     /* decode endpoints that may abort one prefill room */
+#define KVXD_WR_MAX_BYTES (1u << 30) /* one RDMA WRITE moves at most this much */
 
 /* A pool an engine registered (control core owns it; immutable while referenced). */
 struct kvxd_pool {
@@ -91,7 +92,11 @@ struct kvxd_room {
 	/* written by the control core only */
 	int engine_id; /* -1: none (yet), or the engine went away */
 	bool removing;
-	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from, 0 = none yet */
+	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
+	int held_by;   /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
+	bool held_tomb;	   /* ... charged as a tombstone */
+	int tomb_peer;	   /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
+	uint32_t tomb_gen; /* ... and the generation it aborted: that ROOM_META is refused */
 	uint32_t meta_sent_mask;
 	uint64_t opened_ms;
 	/* decode abort (control core): the armed generation, who acknowledged, who was fenced */
@@ -101,6 +106,10 @@ struct kvxd_room {
 	uint64_t abort_ms, release_deadline_ms;
 	int src_peer[KVX_MAX_SOURCES];
 	uint64_t fence_target[KVX_MAX_SOURCES];
+	/* decode: the session (peer epoch) source i's ROOM_META went out on; its WRITE_WITH_IMM
+	 * counts only from a QP of that peer and that session.  Written by the control core with
+	 * release ordering before the ROOM_META is sent; read by the room's core with acquire. */
+	uint32_t meta_epoch[KVX_MAX_SOURCES];
 	/* prefill ACK targets (control core): one per decode endpoint, each with its generation,
 	 * kept until acknowledged, even past an engine's close */
 	struct {
@@ -135,7 +144,8 @@ struct kvxd_qpc {
 	struct kvx_vx_qp *qp;
 	uint32_t qpn;
 	int peer;
-	uint32_t epoch;
+	uint32_t epoch; /* its session: set by the control core before QP_ADD (and again by
+			 * QP_ACTIVATE, same value); the owning core reads it */
 	uint32_t sq_depth, rq_depth;
 	uint32_t sq_used;   /* send WRs posted, not completed */
 	uint32_t rq_posted; /* receives posted, not completed */
@@ -189,7 +199,8 @@ struct kvxd_msg {
 /* Counters: single writer (the core), read relaxed by the control core. */
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
-		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err;
+		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
+		imm_not_owner, chunks_too_big;
 };
 
 struct kvxd_core {

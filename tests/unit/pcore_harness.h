@@ -82,6 +82,7 @@ connect_qpcs(int peer, uint32_t epoch, struct kvxd_qpc **pfq, struct kvxd_qpc **
 		struct kvxd_msg act = {.type = KVXD_MSG_QP_ACTIVATE, .qpc = q, .gen = epoch};
 
 		q->peer = peer;
+		q->epoch = epoch; /* as the control core sets it before QP_ADD */
 		assert_int_equal(kvx_pcore_send(core, &m), 0);
 		assert_int_equal(kvx_pcore_send(core, &act), 0);
 	}
@@ -252,6 +253,8 @@ decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 	r->core = 1;
 	r->token = E.next_token;
 	E.next_token += 1u << KVXD_TOKEN_SHIFT;
+	r->src_peer[0] = 0;   /* its source is peer 0 ... */
+	r->meta_epoch[0] = 1; /* ... and its ROOM_META went out in session 1 */
 	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(id, r->role)), 0);
 	assert_int_equal(kvx_room_table_add(E.by_token, &r->by_token, r->token), 0);
 	m.room = r;

@@ -172,7 +172,7 @@ test_abort_waits_for_drain_then_releases(void **state)
 	fake_vx_hold(true);
 	submit(100, 4);
 	gen = kvxd_decode_abort(&A, d, -ECANCELED, "test");
-	assert_true(gen > (int64_t)open_gen); /* a new generation, armed before the ABORT */
+	assert_true(gen != (int64_t)open_gen); /* a new generation, armed before the ABORT */
 	pump_ms(50);
 	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
 	assert_int_equal(kvxd_room_state(room(&B, 100, KVX_ROOM_PREFILL)), KVX_ROOM_FAILED);
@@ -240,7 +240,7 @@ test_waiting_timeout_is_an_abort(void **state)
 	pump_ms((int)A.cfg.waiting_ms + 300);
 	assert_int_equal(A.ctr.waiting_timeouts, 1);
 	assert_true(d->aborting);
-	assert_true(d->abort_gen > open_gen);
+	assert_true(d->abort_gen != open_gen);
 	assert_int_equal(B.ctr.aborts_received, 1);
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
 	assert_int_equal(d->gen, d->abort_gen);
@@ -274,46 +274,126 @@ test_release_timeout_fences_before_release(void **state)
 	assert_true(peer_of(&A, "b")->epoch > epoch);
 }
 
+/* A second decode endpoint that sends ROOM_META for a room another endpoint owns: refused,
+ * counted, and reported to it (its room fails at once and releases: nothing of b's writes to
+ * it); its ABORT is acknowledged at once and leaves the owner's room alone.  The owner's room
+ * moves its data to the owner only.  (Before: the later ROOM_META redirected nothing but the
+ * first-come one won silently, and any endpoint's ABORT failed the owner's room.) */
 static void
-test_two_decode_endpoints_get_their_own_generation(void **state)
+test_second_endpoint_cannot_take_a_room(void **state)
 {
-	struct kvxd_room *da = open_room(&A, 105, 2), *dc;
-	int64_t ga, gc;
+	struct kvxd_room *da = open_room(&A, 105, 2), *dc, *pb;
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[2] = {0, 1};
 
-	dc = open_room(&C, 105, 2);
-	fake_vx_hold(true);
+	dc = room(&C, 105, KVX_ROOM_DECODE);
+	assert_null(dc);
+	assert_true(kvxd_decode_room_open(&C, -1, 105, &pool[2], pages, 2, names, 1) > 0);
+	dc = room(&C, 105, KVX_ROOM_DECODE);
+	PUMP_UNTIL(B.ctr.meta_refused_owner == 1);
+	PUMP_UNTIL(dc->released); /* failure pushed, c aborts, b ACKs at once */
+	assert_int_equal(C.ctr.fences, 0);
+	assert_int_equal(B.ctr.aborts_not_owner, 1);
+	pb = room(&B, 105, KVX_ROOM_PREFILL);
+	assert_int_equal(pb->meta_peer, peer_of(&B, "a")->idx + 1);
+	assert_int_equal(pb->ntgt, 0); /* c's ABORT touched nothing of a's room */
+	assert_int_not_equal(kvxd_room_state(pb), KVX_ROOM_FAILED);
+	memset(mem[1], 0x3c, 2 * PS);
 	submit(105, 2);
-	ga = kvxd_decode_abort(&A, da, -ECANCELED, "a aborts");
-	gc = kvxd_decode_abort(&C, dc, -ECANCELED, "c aborts");
-	assert_true(ga > 0 && gc > 0);
-	pump_ms(20);
-	assert_int_equal(room(&B, 105, KVX_ROOM_PREFILL)->ntgt, 2);
-	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
-	PUMP_UNTIL(da->released && dc->released);
-	assert_int_equal(B.ctr.acks_sent, 2);
-	assert_int_equal(A.ctr.acks_stale + C.ctr.acks_stale, 0);
-	assert_int_equal(A.ctr.fences + C.ctr.fences, 0);
+	PUMP_UNTIL(kvxd_room_state(da) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1], 2 * PS);
+	for (int i = 0; i < 2 * PS; i++)
+		assert_int_equal(mem[2][i], 0); /* c's pages were never written */
 }
 
+/* An ABORT for a room b does not know: ACKed at once, and a tombstone that refuses the
+ * aborting endpoint's ROOM_META of that generation; a late chunk writes nothing. */
 static void
 test_abort_for_unknown_room_leaves_tombstone(void **state)
 {
 	struct kvx_wire_abort ab = {.room = 999, .gen = 77, .endpoint = "a"};
+	struct kvx_wire_msg meta = {.type = KVX_WIRE_ROOM_META};
+	uint8_t le[8] = {0, 0, 0, 0, 1, 0, 0, 0};
 	struct kvxd_room *t;
 
 	kvxd_on_abort(&B, peer_of(&B, "a"), &ab);
 	assert_int_equal(B.ctr.tombstones, 1);
 	assert_int_equal(B.ctr.acks_sent, 1); /* nothing outstanding: ACKed at once */
+	assert_int_equal(peer_of(&B, "a")->tombstones_held, 1);
 	t = room(&B, 999, KVX_ROOM_PREFILL);
 	assert_non_null(t);
-	assert_int_equal(kvxd_room_state(t), KVX_ROOM_FAILED);
-	/* a late chunk for it is skipped */
-	t->meta_known = false;
+	assert_true(t->tombstone);
+	/* a late chunk waits for metadata that a's ABORT made sure never counts */
 	submit(999, 2);
-	assert_int_equal(atomic_load(&B.cores[0].st.chunks_skipped), 1);
-	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), 0);
+	meta.u.room_meta = (struct kvx_wire_room_meta){.room = 999,
+						       .gen = 77,
+						       .token = 0x100,
+						       .nsrc = 1,
+						       .addr = (uint64_t)(uintptr_t)mem[0],
+						       .rkey = pool[0].rkey,
+						       .page_size = PS,
+						       .pool_npages = NP,
+						       .nbufs = 1,
+						       .npages = 2,
+						       .pages_le = le};
+	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
+	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
 	pump_ms(20);
+	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), 0);
 	assert_int_equal(A.ctr.acks_unknown, 1); /* a never asked: counted, dropped */
+}
+
+/* ROOM_STATUS from a peer that is not the room's source (even with the right generation):
+ * counted, and the room carries on.  Before: any peer that guessed (room, generation) aborted
+ * it.  The real source's failure push still aborts it at once. */
+static void
+test_status_only_from_the_source(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 108, 1);
+	struct kvx_wire_msg st = {.type = KVX_WIRE_ROOM_STATUS};
+
+	kvxd_peer_admin(&A, "c", "resume");
+	PUMP_UNTIL(ready(&A, "c") && ready(&C, "a"));
+	st.u.room_status = (struct kvx_wire_room_status){
+		.room = 108, .gen = d->gen, .src_idx = 0, .state = KVX_ROOM_FAILED, .error = -EIO};
+	assert_int_equal(kvxd_peer_send(&C, peer_of(&C, "a"), &st), 0);
+	PUMP_UNTIL(A.ctr.status_refused_owner == 1);
+	assert_false(d->aborting);
+	assert_int_equal(A.ctr.aborts, 0);
+	assert_int_equal(kvxd_peer_send(&B, peer_of(&B, "a"), &st), 0);
+	PUMP_UNTIL(d->aborting);
+	PUMP_UNTIL(d->released);
+}
+
+/* Caps: tombstones and rooms one peer's frames can make b hold. */
+static void
+test_per_peer_caps(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&B, "a");
+
+	B.cfg.max_tombstones_per_peer = 3;
+	for (uint64_t id = 2000; id < 2010; id++) {
+		struct kvx_wire_abort ab = {.room = id, .gen = 5, .endpoint = "a"};
+
+		kvxd_on_abort(&B, pa, &ab);
+	}
+	assert_int_equal(pa->tombstones_held, 3);
+	assert_int_equal(B.ctr.tombstones_refused, 7);
+	assert_int_equal(B.ctr.acks_sent, 10); /* every one ACKed all the same */
+	B.cfg.max_rooms_per_peer = 1;
+	open_room(&A, 106, 1);
+	assert_int_equal(pa->rooms_held, 1);
+	{
+		static const char names[1][KVX_NAME_MAX] = {"b"};
+		uint32_t pages[1] = {3};
+		struct kvxd_room *d;
+
+		assert_true(kvxd_decode_room_open(&A, -1, 107, &pool[0], pages, 1, names, 1) > 0);
+		d = room(&A, 107, KVX_ROOM_DECODE);
+		PUMP_UNTIL(B.ctr.meta_refused_cap == 1);
+		PUMP_UNTIL(d->released); /* told at once, not after waiting_ms */
+	}
+	assert_null(room(&B, 107, KVX_ROOM_PREFILL));
 }
 
 int
@@ -328,8 +408,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_waiting_timeout_is_an_abort, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_timeout_fences_before_release, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_two_decode_endpoints_get_their_own_generation,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_endpoint_cannot_take_a_room, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_per_peer_caps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_only_from_the_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
 						teardown),
 	};

@@ -119,6 +119,7 @@ test_stuck_qp_does_not_delay_other_rooms(void **state)
 	struct kvxd_room *dq = decode_room(24, dst2, 1), *pq;
 
 	connect_second_pair();
+	dq->src_peer[0] = 1; /* its source is the second peer */
 	pq = prefill_room_peer(dq, dst2, 1, 1);
 	fake_vx_hold(true);
 	submit(ps, 0, src, 1, 0, true); /* stuck: never released */
@@ -181,6 +182,7 @@ test_metadata_is_bound_to_its_session(void **state)
 	/* decode re-issues the room on session 2: now it goes */
 	*meta = *p->meta;
 	meta->epoch = 2;
+	d->meta_epoch[0] = 2; /* what the control core records as it sends it */
 	memcpy(meta->pages, dst, 8);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
 	run();

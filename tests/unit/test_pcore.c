@@ -174,6 +174,44 @@ test_stale_immediate_is_counted_not_applied(void **state)
 	assert_int_equal(atomic_load(&E.dc.core.st.bad_imm), 1);
 }
 
+/* A WRITE_WITH_IMM carrying a room's token, from a peer that is not that room's source (it
+ * learned or guessed the token): not credited.  Before: decode reported SUCCESS and handed the
+ * pages back while the real source could still write.  Then the real source's counts. */
+static void
+test_immediate_from_another_peer_not_credited(void **state)
+{
+	uint32_t src[1] = {1}, dst[1] = {2};
+	struct kvxd_room *d = decode_room(15, dst, 1), *imposter, *p;
+
+	connect_second_pair();
+	imposter = prefill_room_peer(d, dst, 1, 1); /* peer 1, with d's token */
+	submit(imposter, 0, src, 1, 0, true);
+	run();
+	assert_int_equal(fake_vx_writes_executed(), NB); /* its writes land (its own rkey) ... */
+	assert_null(find_event(d, KVX_ROOM_SUCCESS));	 /* ... but prove nothing */
+	assert_int_equal(atomic_load(&E.dc.core.st.imm_not_owner), 1);
+	/* the real source (peer 0) is on its own room object on the prefill side */
+	kvx_room_table_del(E.by_id, &imposter->by_id);
+	p = prefill_room(d, dst, 1);
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+}
+
+/* The source's immediate from a session its ROOM_META did not go out on: not credited. */
+static void
+test_immediate_from_another_session_not_credited(void **state)
+{
+	uint32_t src[1] = {1}, dst[1] = {2};
+	struct kvxd_room *d = decode_room(16, dst, 1), *p = prefill_room(d, dst, 1);
+
+	d->meta_epoch[0] = 2; /* decode re-issued it on session 2; the QPs are session 1's */
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_null(find_event(d, KVX_ROOM_SUCCESS));
+	assert_int_equal(atomic_load(&E.dc.core.st.imm_not_owner), 1);
+}
+
 int
 main(void)
 {
@@ -190,6 +228,10 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_immediate_is_counted_not_applied, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_immediate_from_another_peer_not_credited,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_immediate_from_another_session_not_credited,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/room_table.h"
+#include "core/room_table.c" /* key_hash() */
 
 /* ThreadSanitizer cannot see liburcu 0.13's synchronisation (the library is not built for it).
  * room_table.c models publication; this test models the grace period of its call_rcu frees: a
@@ -494,11 +494,82 @@ group_teardown(void **state)
 	return 0;
 }
 
+/* The unseeded hash kvx used before (splitmix64's finaliser) and its inverse: an attacker
+ * who knows the function picks ids whose hashes share their low bits (one bucket). */
+static uint64_t
+mul_inverse(uint64_t a)
+{
+	uint64_t x = a; /* Newton: correct to 3, 6, 12, 24, 48, 96 bits */
+
+	for (int i = 0; i < 5; i++)
+		x *= 2 - a * x;
+	return x;
+}
+
+static uint64_t
+unshift(uint64_t y, int s)
+{
+	uint64_t x = y;
+
+	for (int i = 0; i < 64 / s + 1; i++)
+		x = y ^ (x >> s);
+	return x;
+}
+
+static uint64_t
+fmix64(uint64_t key)
+{
+	key ^= key >> 30;
+	key *= 0xbf58476d1ce4e5b9ULL;
+	key ^= key >> 27;
+	key *= 0x94d049bb133111ebULL;
+	return key ^ (key >> 31);
+}
+
+static uint64_t
+fmix64_inverse(uint64_t h)
+{
+	h = unshift(h, 31);
+	h *= mul_inverse(0x94d049bb133111ebULL);
+	h = unshift(h, 27);
+	h *= mul_inverse(0xbf58476d1ce4e5b9ULL);
+	return unshift(h, 30);
+}
+
+/* 4096 room ids that all collided in one bucket under the old unseeded hash spread over the
+ * buckets under the keyed one, and two tables hash differently (a random key each). */
+static void
+test_hash_is_keyed(void **state)
+{
+	struct kvx_room_table *t1 = kvx_room_table_create(1024), *t2 = kvx_room_table_create(1024);
+	static uint16_t per_bucket[1024];
+	int max = 0, same = 0;
+
+	(void)state;
+	assert_non_null(t1);
+	assert_non_null(t2);
+	memset(per_bucket, 0, sizeof(per_bucket));
+	for (uint64_t i = 1; i <= 4096; i++) {
+		uint64_t id = fmix64_inverse(i << 20); /* old hash: low 20 bits all zero */
+		unsigned long h = key_hash(t1, id);
+
+		assert_true(fmix64(id) == i << 20);
+		if (++per_bucket[h & 1023] > max)
+			max = per_bucket[h & 1023];
+		same += h == key_hash(t2, id);
+	}
+	assert_true(max <= 20); /* 4 per bucket on average; one bucket under the old hash */
+	assert_int_equal(same, 0);
+	assert_int_equal(kvx_room_table_destroy(t1), 0);
+	assert_int_equal(kvx_room_table_destroy(t2), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_add_lookup_del),
+		cmocka_unit_test(test_hash_is_keyed),
 		cmocka_unit_test(test_key_extremes),
 		cmocka_unit_test(test_create_sizes),
 		cmocka_unit_test(test_for_each),
