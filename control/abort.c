@@ -59,7 +59,7 @@ release(struct kvxd *d, struct kvxd_room *r)
 		  (unsigned long long)r->id, r->abort_gen, (unsigned long long)(now - r->abort_ms),
 		  r->ack_mask, r->fenced_mask);
 	if (kvx_pcore_send(&d->cores[r->core], &m))
-		KVX_ERR("core %d inbox full: room %llu not released", r->core,
+		KVX_ERR("core %d: no memory to queue: room %llu not released", r->core,
 			(unsigned long long)r->id);
 }
 
@@ -138,7 +138,7 @@ kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *re
 	m.gen = r->abort_gen;
 	snprintf(m.reason, sizeof(m.reason), "%s", reason);
 	if (kvx_pcore_send(&d->cores[r->core], &m))
-		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
+		KVX_ERR("core %d: no memory to queue: room %llu abort not applied", r->core,
 			(unsigned long long)r->id);
 	for (int i = 0; i < r->nsrc; i++) {
 		if (!(r->meta_sent_mask & (1u << i)))
@@ -316,10 +316,13 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		ack_all(d, r);
 		return;
 	}
+	if (r->abort_sent)
+		return; /* its core failed it already; the drain ACKs the new generation */
+	r->abort_sent = true;
 	m.room = r;
 	snprintf(m.reason, sizeof(m.reason), "aborted by %s (generation %u)", p->name, a->gen);
 	if (kvx_pcore_send(&d->cores[r->core], &m))
-		KVX_ERR("core %d inbox full: room %llu abort not applied", r->core,
+		KVX_ERR("core %d: no memory to queue: room %llu abort not applied", r->core,
 			(unsigned long long)r->id);
 }
 

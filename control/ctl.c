@@ -160,7 +160,8 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 	if (r->role == KVX_ROOM_DECODE)
 		kvx_room_table_del(d->by_token, &r->by_token);
 	if (kvx_pcore_send(&d->cores[r->core], &m))
-		KVX_ERR("core %d inbox full: room %llu leaks", r->core, (unsigned long long)r->id);
+		KVX_ERR("core %d: no memory to queue: room %llu leaks", r->core,
+			(unsigned long long)r->id);
 }
 
 int
@@ -439,6 +440,9 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	rcu_quiescent_state();
 	if (drain_outboxes(d))
 		timeout_ms = 0;
+	for (int c = 0; c < d->ncores; c++)
+		if (kvx_pcore_flush(&d->cores[c]))
+			timeout_ms = timeout_ms > 1 ? 1 : timeout_ms; /* retry soon */
 	for (int c = 0; c < d->ncores; c++)
 		kvx_mbox_park_prepare(d->cores[c].outbox);
 	for (int c = 0; c < d->ncores; c++)

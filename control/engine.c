@@ -504,7 +504,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	atomic_fetch_add(&pool->refs, 1);
 	msg.room = r;
 	msg.ptr = ch;
-	if (kvx_pcore_send(&d->cores[r->core], &msg)) {
+	if (kvx_pcore_try_send(&d->cores[r->core], &msg)) { /* back-pressure */
 		kvxd_pool_put(pool);
 		free(ch);
 		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");

@@ -865,6 +865,9 @@ kvx_pcore_fini(struct kvxd_core *c)
 {
 	kvx_mbox_destroy(c->outbox);
 	kvx_mbox_destroy(c->inbox);
+	free(c->ovf);
+	c->ovf = NULL;
+	c->ovf_len = c->ovf_cap = c->ovf_head = 0;
 	if (c->cq)
 		kvx_vx->cq_destroy(c->cq);
 	c->cq = NULL;
@@ -894,8 +897,50 @@ kvx_pcore_stop(struct kvxd_core *c)
 	c->running = false;
 }
 
+uint32_t
+kvx_pcore_flush(struct kvxd_core *c)
+{
+	while (c->ovf_len && kvx_mbox_put(c->inbox, &c->ovf[c->ovf_head]) == 0) {
+		c->ovf_head = (c->ovf_head + 1) % c->ovf_cap;
+		c->ovf_len--;
+	}
+	return c->ovf_len;
+}
+
+int
+kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	if (c->ovf_len && kvx_pcore_flush(c))
+		return -ENOBUFS;
+	return kvx_mbox_put(c->inbox, m);
+}
+
 int
 kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m)
 {
-	return kvx_mbox_put(c->inbox, m);
+	if (c->ovf_len)
+		kvx_pcore_flush(c);
+	if (c->ovf_len == 0 && kvx_mbox_put(c->inbox, m) == 0)
+		return 0;
+	if (c->ovf_len == c->ovf_cap) { /* grow, unrolling the ring */
+		uint32_t cap = c->ovf_cap ? 2 * c->ovf_cap : 1024;
+		struct kvxd_msg *n = malloc(sizeof(*n) * cap);
+
+		if (!n) {
+			KVX_ERR("core %d: inbox full and no memory to queue a message", c->idx);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < c->ovf_len; i++)
+			n[i] = c->ovf[(c->ovf_head + i) % c->ovf_cap];
+		free(c->ovf);
+		c->ovf = n;
+		c->ovf_cap = cap;
+		c->ovf_head = 0;
+	}
+	c->ovf[(c->ovf_head + c->ovf_len) % c->ovf_cap] = *m;
+	c->ovf_len++;
+	c->ovf_queued++;
+	if (c->ovf_len > c->ovf_max)
+		c->ovf_max = c->ovf_len;
+	return 0;
 }

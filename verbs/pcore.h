@@ -118,6 +118,7 @@ struct kvxd_room {
 	} tgt[KVXD_MAX_TARGETS];
 	int ntgt;
 	bool drained, tombstone, engine_closed;
+	bool abort_sent; /* prefill: its core was told (ROOM_ABORT); later ABORTs only retarget */
 	/* immutable after creation */
 	uint8_t role;
 	struct kvxd_pool *pool; /* decode */
@@ -220,6 +221,11 @@ struct kvxd_core {
 	bool running;
 	struct kvx_room_counters room_ctr;
 	struct kvxd_core_stats st;
+	/* control core only: messages the inbox could not take yet, in order (a ring that
+	 * grows); every later message queues behind them.  Retried by kvx_pcore_flush(). */
+	struct kvxd_msg *ovf;
+	uint32_t ovf_head, ovf_len, ovf_cap;
+	uint64_t ovf_queued, ovf_max; /* messages that went through it; its high-water mark */
 };
 
 /* Control core: set up a core (CQ, mailboxes).  Returns 0 or -errno. */
@@ -237,8 +243,16 @@ int kvx_pcore_poll_once(struct kvxd_core *c);
 int kvx_pcore_start(struct kvxd_core *c);
 void kvx_pcore_stop(struct kvxd_core *c);
 
-/* Control core helpers. */
+/* Control core: send a message to the core.  Lossless: when the inbox is full (or earlier
+ * messages still wait) it is queued in order on the overflow ring and delivered by
+ * kvx_pcore_flush().  Returns 0, or -ENOMEM (the ring could not grow: logged).  Never blocks. */
 int kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m);
+/* Control core: one that is not lossless, for back-pressure (engine chunks): 0 or -ENOBUFS when
+ * the inbox is full or the overflow ring is not empty. */
+int kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m);
+/* Control core: move what the inbox takes from the overflow ring.  Returns messages still
+ * waiting. */
+uint32_t kvx_pcore_flush(struct kvxd_core *c);
 struct kvxd_qpc *kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth);
 void kvx_pcore_qpc_free(struct kvxd_qpc *q);
 
