@@ -819,6 +819,23 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("tombstones_total", c->tombstones);
 		C("fences_total", c->fences);
 		C("source_lost_fences_total", c->session_fences);
+		/* hostile or broken peers: every refusal, by reason */
+		C("auth_disabled", d->auth.none ? 1 : 0);
+		C("peer_conn_refused_address_total", c->conn_refused_addr);
+		C("peer_conn_refused_name_total", c->conn_refused_name);
+		C("peer_conn_refused_version_total", c->conn_refused_version);
+		C("peer_conn_refused_auth_total", c->conn_refused_auth);
+		C("peer_conn_refused_busy_total", c->conn_refused_busy);
+		C("peer_pending_expired_total", c->pending_expired);
+		C("peer_pending_evicted_total", c->pending_evicted);
+		C("peer_pending", d->npending);
+		C("peer_gid_mismatch_total", c->gid_mismatch);
+		C("room_meta_refused_owner_total", c->meta_refused_owner);
+		C("room_meta_refused_aborted_total", c->meta_refused_aborted);
+		C("room_meta_refused_cap_total", c->meta_refused_cap);
+		C("room_status_refused_owner_total", c->status_refused_owner);
+		C("aborts_not_owner_total", c->aborts_not_owner);
+		C("tombstones_refused_total", c->tombstones_refused);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,
@@ -843,6 +860,12 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			S("outbox_full_total", outbox_full);
 			S("chunks_skipped_total", chunks_skipped);
 			S("recv_error_total", recv_err);
+			S("imm_not_owner_total", imm_not_owner);
+			S("chunks_too_big_total", chunks_too_big);
+			P("kvx_core_inbox_overflow_total{node=\"%s\",core=\"%d\"} %llu\n",
+			  d->cfg.name, i, (unsigned long long)d->cores[i].ovf_queued);
+			P("kvx_core_inbox_overflow_max{node=\"%s\",core=\"%d\"} %llu\n",
+			  d->cfg.name, i, (unsigned long long)d->cores[i].ovf_max);
 			/* WRs posted whose completion has not been reaped yet (errored groups
 			 * included: they stay counted until their QP flushed) */
 			P("kvx_core_wr_unresolved{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i,
