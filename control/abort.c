@@ -163,18 +163,10 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 		d->ctr.acks_unknown++; /* no such abort (any more): never releases */
 		return;
 	}
-#ifdef KVXD_TEST_BUGGY_DROP_EARLY_ACK /* negative control: an ACK before DRAINING is lost */
-	if (kvxd_room_state(r) != KVX_ROOM_DRAINING) {
-		d->ctr.acks_stale++;
-		return;
-	}
-#endif
-#ifndef KVXD_TEST_BUGGY_ANY_GEN /* negative control (tests/unit/test_abort.c) */
 	if (r->abort_gen != a->gen) {
 		d->ctr.acks_stale++; /* another generation: never releases */
 		return;
 	}
-#endif
 	/* distinct sources: the source is the peer that sent it */
 	for (int i = 0; i < r->nsrc; i++)
 		if (r->src_peer[i] == p->idx)
@@ -258,10 +250,6 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 	int i;
 
 	d->ctr.aborts_received++;
-#ifdef KVXD_TEST_BUGGY_NO_TOMBSTONE /* negative control: an unknown room's ABORT is ignored */
-	if (!r)
-		return;
-#endif
 	if (!r) {
 		/* unknown or cleared: nothing of it is outstanding, so it is acknowledged at once;
 		 * a tombstone remembers that this endpoint aborted this generation, so that its
@@ -330,15 +318,7 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 void
 kvxd_decode_waiting_timeout(struct kvxd *d, struct kvxd_room *r, const char *reason)
 {
-#ifdef KVXD_TEST_BUGGY_TIMEOUT_NO_ARM /* negative control: fail without arming or ABORTs */
-	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT, .room = r};
-
-	snprintf(m.reason, sizeof(m.reason), "%s", reason);
-	r->opened_ms = UINT64_MAX / 2;
-	kvx_pcore_send(&d->cores[r->core], &m);
-#else
 	kvxd_decode_abort(d, r, -ETIMEDOUT, reason);
-#endif
 }
 
 /* ---- timers -------------------------------------------------------------------------------- */
@@ -368,12 +348,6 @@ kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now)
 			r->fenced_mask |= bit;
 			continue;
 		}
-#ifdef KVXD_TEST_BUGGY_TIMER_RELEASE /* negative control: the timer alone releases */
-		if (now >= r->release_deadline_ms) {
-			r->fenced_mask |= bit;
-			continue;
-		}
-#endif
 		if (!(r->fencing_mask & bit) && now >= r->release_deadline_ms) {
 			struct kvxd_peer *p = &d->peers[r->src_peer[i]];
 

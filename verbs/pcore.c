@@ -204,18 +204,8 @@ prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
 	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
 	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
 		return;
-#if defined(KVXD_TEST_BUGGY_DRAIN) /* negative control (tests/unit/test_drain.c) */
-	if (room_outstanding(r) == 0) {
-#elif defined(KVXD_TEST_BUGGY_GLOBAL_DRAIN) /* negative control: wait for every QP of the core */
-	bool all_idle = true;
-
-	for (struct kvxd_qpc *q = c->qpcs; q; q = q->next)
-		all_idle &= q->sq_used == 0;
-	if (room_outstanding(r) == 0 && all_idle) {
-#else
 	if (room_outstanding(r) == 0 &&
 	    (!r->err_qpc || (r->err_qpc->sq_used == 0 && r->err_qpc->chain_n == 0))) {
-#endif
 		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
 
 		drain_remove(c, r);
@@ -452,11 +442,7 @@ ready_drain(struct kvxd_core *c)
 			char why[KVXD_REASON_MAX];
 			int n;
 
-#ifdef KVXD_TEST_BUGGY_ANY_SESSION /* negative control: metadata not bound to its session */
-			if (!q || q->errored || q->closing)
-#else
 			if (!q || q->errored || q->closing || q->epoch != r->meta->epoch)
-#endif
 				break; /* waits for the connection its metadata came on, or for the
 					* metadata again on a replacement */
 			if (!chunk_fits_room(r, ch, why, sizeof(why))) {
@@ -707,10 +693,6 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		    r->last_posted) {
 			/* A chunk for a finished room is skipped; it undoes only itself. */
 			stat_add(&c->st.chunks_skipped, 1);
-#ifdef KVXD_TEST_BUGGY_SKIP /* negative control (tests/unit/test_drain.c): the seed bug */
-			atomic_store(&r->wr_done, atomic_load(&r->wr_posted));
-			prefill_check_drained(c, r);
-#endif
 			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
 			break;
 		}

@@ -17,9 +17,6 @@
 
 #include "control/kvxd.h"
 #include "core/fault.h"
-#ifdef KVX_TEST_INCLUDE_ABORT /* the negative-control builds compile abort.c with a bug */
-#include "control/abort.c"
-#endif
 
 #include "nodes_harness.h"
 

@@ -3,10 +3,9 @@
  * Drain-aware acknowledgement on the prefill polling core (DESIGN.md 5, invariants 1-3): a
  * FAILED room reports DRAINED (and so may be ABORT_ACKed) only when every WR it posted has a
  * completion and the QP that carried its errored WRs has reaped a completion for every WR
- * posted on it.  Built three times: as is, and with each of two bugs switched in
- * (KVXD_TEST_BUGGY_SKIP: the skip path clears the room's count wholesale, the upstream seed;
- * KVXD_TEST_BUGGY_DRAIN: the errored QP's quiescence is not awaited; KVXD_TEST_BUGGY_ANY_SESSION:
- * a room's metadata is used on any session), which must fail.
+ * posted on it.  Also built with each of the buggy_skip (the upstream seed: the skip path
+ * clears the room's count wholesale), buggy_drain, buggy_any_session and buggy_global_drain
+ * mutants (tests/mutants/), which must fail it.
  */
 #include <errno.h>
 #include <setjmp.h>

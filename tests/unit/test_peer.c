@@ -7,8 +7,8 @@
  * the next setup finishes that rollback before it acquires anything; the original error is
  * what the caller sees.
  *
- * Built twice: normally, and with -DKVXD_TEST_SKIP_JOURNAL (acquisitions not journaled), the
- * negative control, which ctest expects to fail.
+ * Built twice: normally, and with the skip_journal mutant (tests/mutants/: acquisitions not
+ * journaled), the negative control, which ctest expects to fail.
  */
 #include <arpa/inet.h>
 #include <errno.h>
