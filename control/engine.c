@@ -821,6 +821,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("source_lost_fences_total", c->session_fences);
 		/* hostile or broken peers: every refusal, by reason */
 		C("auth_disabled", d->auth.none ? 1 : 0);
+		C("heartbeats_sent_total", c->heartbeats_sent);
+		C("peers_silent_total", c->peers_silent);
 		C("peer_conn_refused_address_total", c->conn_refused_addr);
 		C("peer_conn_refused_name_total", c->conn_refused_name);
 		C("peer_conn_refused_version_total", c->conn_refused_version);

@@ -128,7 +128,8 @@ struct kvxd_peer {
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	bool lost;	/* its last session ended by failure, and no new one is up yet */
 	uint32_t epoch;
-	uint64_t nonce_i, session; /* initiator: the HELLO of the handshake in progress */
+	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
+	uint64_t last_rx_ms, next_hb_ms; /* READY: the last frame from it; our next HEARTBEAT */
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */
 	char last_error[256];
@@ -164,6 +165,7 @@ struct kvxd_counters {
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
+	uint64_t heartbeats_sent, peers_silent;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
 };

@@ -80,6 +80,17 @@ pick_cores(struct kvxd *d, int *cpus)
 	return kvx_topo_pick_poll_cpus(d->cfg.device, d->cfg.control_cpu, cpus, 1);
 }
 
+/* Room tables start sized for the rooms the configured limits allow (engines' and peers'),
+ * up to 2^16 buckets (2^17 with both roles); past that they grow. */
+static unsigned long
+room_buckets(const struct kvx_config *cfg)
+{
+	uint64_t rooms = (uint64_t)cfg->max_rooms_per_engine * cfg->max_sessions_per_uid +
+			 (uint64_t)cfg->max_rooms_per_peer * (uint64_t)cfg->n_peers;
+
+	return rooms < (1u << 16) ? (unsigned long)rooms : 1ul << 16;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -164,8 +175,8 @@ main(int argc, char **argv)
 	rc = kvx_vx->dev_query(d->dev, &d->dev_info);
 	if (rc)
 		goto err_close_dev;
-	d->by_id = kvx_room_table_create(1024);
-	d->by_token = kvx_room_table_create(1024);
+	d->by_id = kvx_room_table_create(room_buckets(&d->cfg));
+	d->by_token = kvx_room_table_create(room_buckets(&d->cfg));
 	if (!d->by_id || !d->by_token) {
 		rc = -ENOMEM;
 		goto err_destroy_tables;

@@ -574,6 +574,8 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	}
 	p->state = KVXD_PEER_READY;
 	p->lost = false;
+	p->last_rx_ms = kvxd_now_ms();
+	p->next_hb_ms = p->last_rx_ms + d->cfg.heartbeat_ms;
 	p->deadline_ms = 0;
 	p->try_once = false;
 	p->n_handshakes++;
@@ -821,6 +823,22 @@ on_hello_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_hello *h
 	return setup_qps(d, p);
 }
 
+/* Every peer socket: small control frames (ABORT_ACK, ROOM_STATUS) must not wait for Nagle;
+ * TCP keepalive probes a connection silent for the heartbeat bound (a backstop to HEARTBEAT). */
+static void
+socket_opts(struct kvxd *d, int fd)
+{
+	uint64_t silent_s = ((uint64_t)d->cfg.heartbeat_ms * d->cfg.heartbeat_misses + 999) / 1000;
+	int one = 1, idle = silent_s ? (int)(silent_s < 32767 ? silent_s : 32767) : 10, intvl = 1,
+	    cnt = 3;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 /* Dial from our own listen address (when it is a specific one): peers check the source address
  * of every connection against the address they have for us. */
 static int
@@ -841,13 +859,13 @@ static int
 dial_acquire(struct kvxd *d, struct kvxd_peer *p)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->addr.port)};
-	int fd, one = 1, rc;
+	int fd, rc;
 
 	inet_pton(AF_INET, p->addr.host, &sa.sin_addr);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	socket_opts(d, fd);
 	p->s.fd = fd;
 	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
 	journal_push(p, KVXD_J_SOCKET, 0);
@@ -885,6 +903,36 @@ dial(struct kvxd *d, struct kvxd_peer *p)
 
 static void pending_expire(struct kvxd *d, uint64_t now);
 
+/* READY peers: a HEARTBEAT every heartbeat_ms; a peer from which nothing arrived for
+ * heartbeat_misses intervals is lost (a dead host is noticed while idle, not only when a
+ * transfer to it fails).  Returns true when the peer was reset. */
+static bool
+heartbeat(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
+{
+	uint64_t silent_ms = (uint64_t)d->cfg.heartbeat_ms * d->cfg.heartbeat_misses;
+
+	if (p->state != KVXD_PEER_READY || !d->cfg.heartbeat_ms)
+		return false;
+	if (now >= p->last_rx_ms + silent_ms) {
+		d->ctr.peers_silent++;
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "silent for %llu ms (%u heartbeats of %u ms missed)",
+			 (unsigned long long)(now - p->last_rx_ms), d->cfg.heartbeat_misses,
+			 d->cfg.heartbeat_ms);
+		peer_fail(d, p, -ETIMEDOUT, p->last_error);
+		return true;
+	}
+	if (now >= p->next_hb_ms) {
+		struct kvx_wire_msg m = {.type = KVX_WIRE_HEARTBEAT,
+					 .u.heartbeat_ns = now * 1000000};
+
+		p->next_hb_ms = now + d->cfg.heartbeat_ms;
+		if (kvxd_peer_send(d, p, &m) == 0)
+			d->ctr.heartbeats_sent++;
+	}
+	return false;
+}
+
 void
 kvxd_peer_tick(struct kvxd *d, uint64_t now)
 {
@@ -892,6 +940,8 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 	for (int i = 0; i < d->npeers; i++) {
 		struct kvxd_peer *p = &d->peers[i];
 
+		if (heartbeat(d, p, now))
+			continue;
 		if (p->deadline_ms && now >= p->deadline_ms && p->state != KVXD_PEER_READY &&
 		    p->state != KVXD_PEER_CLOSING && p->state != KVXD_PEER_IDLE) {
 			snprintf(p->last_error, sizeof(p->last_error),
@@ -1097,6 +1147,7 @@ drain_frames(struct kvxd *d, struct kvxd_peer *p)
 			break;
 		}
 		d->ctr.frames_rx++;
+		p->last_rx_ms = kvxd_now_ms();
 		off += n;
 		if (p->state != KVXD_PEER_READY && kvx_fault_hit(KVX_FAULT_HS_STALL))
 			p->stalled = true; /* from now on this session never answers */
@@ -1269,7 +1320,6 @@ kvxd_peer_accept(struct kvxd *d)
 		socklen_t salen = sizeof(sa);
 		int fd = accept4(d->tcp_fd, (struct sockaddr *)&sa, &salen,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int one = 1;
 		struct kvxd_pending *pc;
 		uint32_t addr;
 
@@ -1294,8 +1344,7 @@ kvxd_peer_accept(struct kvxd *d)
 		pc->peer = -1;
 		pc->deadline_ms = kvxd_now_ms() + d->cfg.pending_ms;
 		kvx_wire_seq_init(&pc->seq, false);
-		/* small control frames (ABORT_ACK, ROOM_STATUS) must not wait for Nagle */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		socket_opts(d, fd);
 		if (kvxd_epoll_add(d, fd, &pc->s.ev, EPOLLIN)) {
 			close(fd);
 			free(pc);

@@ -34,6 +34,7 @@
 #define LINE_MAX_CHARS (INI_MAX_LINE - 3)
 
 #define CPU_ID_MAX (CPU_SETSIZE - 1)
+#define CQ_DEPTH_MAX 262144u
 
 enum sect {
 	SECT_NONE = 0, /* before the first [section] */
@@ -107,6 +108,7 @@ enum {
 	K_TIMEOUTS_WAITING_MS,
 	K_TIMEOUTS_RELEASE_MS,
 	K_TIMEOUTS_HEARTBEAT_MS,
+	K_TIMEOUTS_HEARTBEAT_MISSES,
 	K_SECURITY_ALLOW,
 	K_SECURITY_AUTH,
 	K_SECURITY_SECRET_FILE,
@@ -606,7 +608,7 @@ static const struct key keys[K_COUNT] = {
 	[K_RDMA_GID_INDEX] = U(SECT_RDMA, "gid_index", gid_index, 0, 255, NULL),
 	[K_RDMA_SQ_DEPTH] = U(SECT_RDMA, "sq_depth", sq_depth, 16, 32768, NULL),
 	[K_RDMA_RQ_DEPTH] = U(SECT_RDMA, "rq_depth", rq_depth, 16, 32768, NULL),
-	[K_RDMA_CQ_DEPTH] = U(SECT_RDMA, "cq_depth", cq_depth, 64, 262144, NULL),
+	[K_RDMA_CQ_DEPTH] = U(SECT_RDMA, "cq_depth", cq_depth, 64, CQ_DEPTH_MAX, NULL),
 	[K_RDMA_MTU] = F(SECT_RDMA, "mtu", false, parse_mtu, mtu),
 	[K_RDMA_RETRY_CNT] = U(SECT_RDMA, "retry_cnt", retry_cnt, 0, 6, RETRY_NOTE),
 	[K_RDMA_RNR_RETRY] = U(SECT_RDMA, "rnr_retry", rnr_retry, 0, 6, RETRY_NOTE),
@@ -630,6 +632,8 @@ static const struct key keys[K_COUNT] = {
 	[K_TIMEOUTS_RELEASE_MS] = U(SECT_TIMEOUTS, "release_ms", release_ms, 1, 3600000, NULL),
 	[K_TIMEOUTS_HEARTBEAT_MS] =
 		U(SECT_TIMEOUTS, "heartbeat_ms", heartbeat_ms, 1, 3600000, NULL),
+	[K_TIMEOUTS_HEARTBEAT_MISSES] =
+		U(SECT_TIMEOUTS, "heartbeat_misses", heartbeat_misses, 1, 1000, NULL),
 	[K_SECURITY_ALLOW] = {.sect = SECT_SECURITY, .name = "allow", .parse = parse_allow},
 	[K_SECURITY_AUTH] = F(SECT_SECURITY, "auth", false, parse_auth, auth),
 	[K_SECURITY_SECRET_FILE] = F(SECT_SECURITY, "secret_file", false, parse_path, secret_file),
@@ -801,7 +805,7 @@ defaults(struct kvx_config *cfg)
 	cfg->gid_index = 1;
 	cfg->sq_depth = 512;
 	cfg->rq_depth = 512;
-	cfg->cq_depth = 4096;
+	cfg->cq_depth = 0; /* auto: check_cq_depth() */
 	cfg->mtu = 1024;
 	cfg->retry_cnt = 6;
 	cfg->rnr_retry = 6;
@@ -811,6 +815,7 @@ defaults(struct kvx_config *cfg)
 	cfg->waiting_ms = 30000;
 	cfg->release_ms = 5000;
 	cfg->heartbeat_ms = 1000;
+	cfg->heartbeat_misses = 3;
 	cfg->max_sessions_per_uid = 16;
 	cfg->max_pools_per_engine = 16;
 	cfg->max_rooms_per_engine = 65536;
@@ -858,6 +863,37 @@ check_allow(struct parse *p)
 	return 1;
 }
 
+/* Each polling core's CQ takes the completions of one QP per peer, each up to sq_depth sends
+ * and rq_depth receives, and while a connection is replaced the old QPs (flushing) and the new
+ * ones share it: 2 x peers x (sq + rq).  A CQ smaller than that can overrun in a flush storm
+ * (the CQ goes to error, and with it every QP on it).  Unset: that, at least 4096. */
+static int
+check_cq_depth(struct parse *p)
+{
+	uint64_t need =
+		2ull * (uint64_t)p->cfg.n_peers * ((uint64_t)p->cfg.sq_depth + p->cfg.rq_depth);
+
+	if (p->key_line[K_RDMA_CQ_DEPTH] == 0) {
+		if (need > CQ_DEPTH_MAX)
+			return fail(p, 0,
+				    "[rdma] cq_depth: %d peers x (sq_depth %u + rq_depth %u) x 2 "
+				    "need %llu CQ entries, more than %u: lower the queue depths",
+				    p->cfg.n_peers, p->cfg.sq_depth, p->cfg.rq_depth,
+				    (unsigned long long)need, CQ_DEPTH_MAX);
+		p->cfg.cq_depth = need > 4096 ? (uint32_t)need : 4096;
+		return 1;
+	}
+	if (p->cfg.cq_depth < need)
+		return fail(
+			p, p->key_line[K_RDMA_CQ_DEPTH],
+			"[rdma] cq_depth: %u is less than the %llu completions its QPs can "
+			"produce (2 sessions x %d peers x (sq_depth %u + rq_depth %u)); leave it "
+			"unset to size it",
+			p->cfg.cq_depth, (unsigned long long)need, p->cfg.n_peers, p->cfg.sq_depth,
+			p->cfg.rq_depth);
+	return 1;
+}
+
 /* Required keys, then the checks that need the whole file.  Returns 1, or 0 on error. */
 static int
 check_all(struct parse *p)
@@ -885,6 +921,8 @@ check_all(struct parse *p)
 	if (p->cfg.secret_next_file[0] != '\0' && p->cfg.secret_file[0] == '\0')
 		return fail(p, p->key_line[K_SECURITY_SECRET_NEXT_FILE],
 			    "[security] secret_next_file: set without secret_file");
+	if (!check_cq_depth(p))
+		return 0;
 	if (p->cfg.pending_per_addr > p->cfg.pending_max)
 		return fail(p, p->key_line[K_SECURITY_PENDING_PER_ADDR],
 			    "[security] pending_per_addr: %u is over pending_max (%u)",
@@ -1013,6 +1051,7 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		cfg->waiting_ms);
 	fprintf(f, "release_ms = %" PRIu32 "\nheartbeat_ms = %" PRIu32 "\n", cfg->release_ms,
 		cfg->heartbeat_ms);
+	fprintf(f, "heartbeat_misses = %" PRIu32 "\n", cfg->heartbeat_misses);
 
 	fprintf(f, "\n[security]\n");
 	buf[0] = '\0';

@@ -12,7 +12,8 @@
  *              idle_park_us (0 = never park; default 0)
  *   [rdma]     device (R), port (1..255, default 1), gid_index (0..255, default 1),
  *              sq_depth (16..32768, default 512), rq_depth (16..32768, default 512),
- *              cq_depth (64..262144, default 4096), mtu (256|512|1024|2048|4096, default 1024),
+ *              cq_depth (64..262144; default 2 x peers x (sq_depth + rq_depth), at least 4096;
+ *              a smaller value is refused), mtu (256|512|1024|2048|4096, default 1024),
  *              retry_cnt (0..6, default 6: rxe treats 7 as infinite), rnr_retry (0..6, default 6),
  *              ack_timeout (exponent 1..31, default 10)
  *   [engine]   socket (R, a path shorter than 108 bytes), mode (octal, no world bits, default
@@ -23,7 +24,8 @@
  *              reply_queue_kb (64..65536: what an engine that does not read may have queued
  *              before it is disconnected; default 1024)
  *   [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default 5000),
- *              heartbeat_ms (default 1000); each 1..3600000
+ *              heartbeat_ms (default 1000); each 1..3600000; heartbeat_misses (1..1000,
+ *              default 3: a peer silent that many intervals is lost)
  *   [security] allow (comma list of peer names allowed to connect; default: every [peer.*]),
  *              auth (hmac-sha256 | none; default hmac-sha256), secret_file (R unless auth =
  *              none), secret_next_file (optional: the secret peers move to, also accepted),
@@ -101,7 +103,7 @@ struct kvx_config {
 	uint32_t max_sessions_per_uid, max_pools_per_engine, max_rooms_per_engine;
 	uint32_t max_pinned_mb_per_uid, reply_queue_kb;
 	/* [timeouts] */
-	uint32_t handshake_ms, waiting_ms, release_ms, heartbeat_ms;
+	uint32_t handshake_ms, waiting_ms, release_ms, heartbeat_ms, heartbeat_misses;
 	/* [security] */
 	uint8_t auth; /* enum kvx_config_auth */
 	char secret_file[256];

@@ -67,6 +67,8 @@ node_init(struct kvxd *d, const char *name)
 	d->cfg.handshake_ms = 3000;
 	d->cfg.waiting_ms = 60000;
 	d->cfg.release_ms = 5000;
+	d->cfg.heartbeat_ms = 1000;
+	d->cfg.heartbeat_misses = 3;
 	d->cfg.pending_ms = 2000;
 	d->cfg.pending_max = 64;
 	d->cfg.pending_per_addr = 8;

@@ -47,7 +47,7 @@ static const char full_ini[] = "; a full configuration\n"	      /* 1 */
 			       "gid_index = 3\n"		      /* 13 */
 			       "sq_depth = 1024\n"		      /* 14 */
 			       "rq_depth = 2048\n"		      /* 15 */
-			       "cq_depth = 8192\n"		      /* 16 */
+			       "cq_depth = 16384\n"		      /* 16 */
 			       "mtu = 4096\n"			      /* 17 */
 			       "retry_cnt = 5\n"		      /* 18 */
 			       "rnr_retry = 4\n"		      /* 19 */
@@ -232,7 +232,7 @@ test_full_valid(void **state)
 	assert_int_equal(cfg.gid_index, 3);
 	assert_int_equal(cfg.sq_depth, 1024);
 	assert_int_equal(cfg.rq_depth, 2048);
-	assert_int_equal(cfg.cq_depth, 8192);
+	assert_int_equal(cfg.cq_depth, 16384);
 	assert_int_equal(cfg.mtu, 4096);
 	assert_int_equal(cfg.retry_cnt, 5);
 	assert_int_equal(cfg.rnr_retry, 4);
@@ -736,6 +736,30 @@ test_peer_identity(void **state)
 	expect_fail(text, MIN_LINES + 3, "pending_per_addr: 5 is over pending_max (4)");
 }
 
+/* The CQ holds what its QPs can produce: 2 sessions x peers x (sq + rq). */
+static void
+test_cq_depth_sized_from_qps(void **state)
+{
+	struct kvx_config cfg;
+
+	(void)state;
+	load_ok(MIN_INI "[peer.b]\naddress = 10.0.0.2:7470\n", &cfg);
+	assert_int_equal(cfg.cq_depth, 4096); /* 2 x 1 x 1024 is less than the floor */
+	load_ok("[node]\nname = a\nlisten = 10.0.0.1:1\n[rdma]\ndevice = d\nsq_depth = 4096\n"
+		"rq_depth = 1024\n[engine]\nsocket = /s\n[peer.b]\naddress = 10.0.0.2:1\n"
+		"[peer.c]\naddress = 10.0.0.3:1\n",
+		&cfg);
+	assert_int_equal(cfg.cq_depth, 2 * 2 * (4096 + 1024));
+	expect_fail("[node]\nname = a\nlisten = 10.0.0.1:1\n[rdma]\ndevice = d\ncq_depth = 4095\n"
+		    "[engine]\nsocket = /s\n[peer.b]\naddress = 10.0.0.2:1\n[peer.c]\n"
+		    "address = 10.0.0.3:1\n[peer.d]\naddress = 10.0.0.4:1\n",
+		    6, "[rdma] cq_depth: 4095 is less than the 6144 completions");
+	expect_fail("[node]\nname = a\nlisten = 10.0.0.1:1\n[rdma]\ndevice = d\nsq_depth = 32768\n"
+		    "rq_depth = 32768\n[engine]\nsocket = /s\n[peer.b]\naddress = 10.0.0.2:1\n"
+		    "[peer.c]\naddress = 10.0.0.3:1\n[peer.d]\naddress = 10.0.0.4:1\n",
+		    0, "need 393216 CQ entries, more than 262144");
+}
+
 static void
 test_untouched_on_error(void **state)
 {
@@ -826,6 +850,7 @@ test_print_every_key(void **state)
 		"waiting_ms = 30000\n",
 		"release_ms = 5000\n",
 		"heartbeat_ms = 1000\n",
+		"heartbeat_misses = 3\n",
 		"[security]\n",
 		"allow = b\n",
 		"auth = hmac-sha256\n",
@@ -933,19 +958,33 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_full_valid),	   cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_syntax_variants),	   cmocka_unit_test(test_allow),
-		cmocka_unit_test(test_limits_accepted),	   cmocka_unit_test(test_peer_find),
-		cmocka_unit_test(test_unknown_section),	   cmocka_unit_test(test_unknown_key),
-		cmocka_unit_test(test_syntax_error),	   cmocka_unit_test(test_line_too_long),
-		cmocka_unit_test(test_bad_integer),	   cmocka_unit_test(test_out_of_range),
-		cmocka_unit_test(test_duplicate_key),	   cmocka_unit_test(test_missing_required),
-		cmocka_unit_test(test_bad_address),	   cmocka_unit_test(test_bad_poll_cpus),
-		cmocka_unit_test(test_bad_names),	   cmocka_unit_test(test_bad_paths),
-		cmocka_unit_test(test_too_many_peers),	   cmocka_unit_test(test_self_as_peer),
-		cmocka_unit_test(test_allow_unknown_peer), cmocka_unit_test(test_peer_identity),
-		cmocka_unit_test(test_untouched_on_error), cmocka_unit_test(test_print_round_trip),
-		cmocka_unit_test(test_print_every_key),	   cmocka_unit_test(test_unreadable),
+		cmocka_unit_test(test_full_valid),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_syntax_variants),
+		cmocka_unit_test(test_allow),
+		cmocka_unit_test(test_limits_accepted),
+		cmocka_unit_test(test_peer_find),
+		cmocka_unit_test(test_unknown_section),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_syntax_error),
+		cmocka_unit_test(test_line_too_long),
+		cmocka_unit_test(test_bad_integer),
+		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_missing_required),
+		cmocka_unit_test(test_bad_address),
+		cmocka_unit_test(test_bad_poll_cpus),
+		cmocka_unit_test(test_bad_names),
+		cmocka_unit_test(test_bad_paths),
+		cmocka_unit_test(test_too_many_peers),
+		cmocka_unit_test(test_self_as_peer),
+		cmocka_unit_test(test_allow_unknown_peer),
+		cmocka_unit_test(test_peer_identity),
+		cmocka_unit_test(test_cq_depth_sized_from_qps),
+		cmocka_unit_test(test_untouched_on_error),
+		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_print_every_key),
+		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
 	};
 

@@ -413,6 +413,42 @@ test_gid_mismatch(void **state)
 	PUMP_UNTIL(both_ready());
 }
 
+/* Heartbeats: an idle healthy pair stays up (each side hears the other every interval); a
+ * peer that goes silent (its process stopped, as by SIGSTOP: only a is stepped) is lost after
+ * heartbeat_misses intervals, not before, and not only when a transfer to it fails. */
+static void
+test_silent_peer_is_lost(void **state)
+{
+	uint64_t t0, bound;
+
+	(void)state;
+	connect_ab();
+	for (int i = 0; i < 10000; i++) { /* 10 s of idleness */
+		pump_once();
+		fake_ms++;
+	}
+	assert_true(both_ready());
+	assert_true(A.ctr.heartbeats_sent >= 9 && B.ctr.heartbeats_sent >= 9);
+	assert_int_equal(A.ctr.peers_silent + B.ctr.peers_silent, 0);
+	/* b stops */
+	t0 = fake_ms;
+	bound = (uint64_t)A.cfg.heartbeat_ms * A.cfg.heartbeat_misses;
+	while (PA->state == KVXD_PEER_READY && fake_ms < t0 + 2 * bound) {
+		kvx_pcore_poll_once(&A.cores[0]);
+		kvxd_loop_once(&A, 0);
+		fake_ms++;
+	}
+	assert_int_not_equal(PA->state, KVXD_PEER_READY);
+	assert_int_equal(A.ctr.peers_silent, 1);
+	/* lost between bound - 1 interval (b's last heartbeat may be up to one interval old) and
+	 * bound after it stopped */
+	assert_true(fake_ms - t0 <= bound + 1);
+	assert_true(fake_ms - t0 >= bound - A.cfg.heartbeat_ms);
+	assert_non_null(strstr(PA->last_error, "heartbeats of 1000 ms missed"));
+	/* b resumes: the pair comes back */
+	PUMP_UNTIL(both_ready());
+}
+
 int
 main(void)
 {
@@ -428,6 +464,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_idle_connections_do_not_lock_out, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_gid_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_peer_is_lost, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
