@@ -113,7 +113,8 @@ kvx_room_fsm_set(struct kvx_room_fsm *f, enum kvx_room_state to, struct kvx_room
 			  kvx_room_state_str(from), kvx_room_state_str(to), (int)to);
 		return -EINVAL;
 	}
-	f->state = (uint8_t)to;
+	/* release: pairs with kvxd_room_state()'s acquire load on other threads */
+	__atomic_store_n(&f->state, (uint8_t)to, __ATOMIC_RELEASE);
 	if (c)
 		counter_inc(&c->taken[from][to]);
 	KVX_DEBUG("%s room: %s -> %s", kvx_room_role_str(f->role), kvx_room_state_str(from),

@@ -72,7 +72,6 @@ room_set(struct kvxd_core *c, struct kvxd_room *r, enum kvx_room_state to)
 {
 	int rc = kvx_room_fsm_set(&r->fsm, to, &c->room_ctr);
 
-	__atomic_thread_fence(__ATOMIC_RELEASE);
 	if (rc == 0) {
 		if (to == KVX_ROOM_SUCCESS)
 			stat_add(&c->st.rooms_success, 1);

@@ -1,0 +1,2 @@
+# the producer never wakes a parked consumer
+s/^\t\twake(m);$/\t\t(void)0;/
