@@ -93,6 +93,7 @@ room_free_rcu(struct rcu_head *h)
 {
 	struct kvxd_room *r = caa_container_of(h, struct kvxd_room, rcu);
 
+	kvx_rcu_reclaim_begin();
 	kvxd_pool_put(r->pool);
 	free(r->meta);
 	free(r->pages);
@@ -437,7 +438,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	struct epoll_event ev[64];
 	int n;
 
-	rcu_quiescent_state();
+	kvx_rcu_quiescent();
 	if (drain_outboxes(d))
 		timeout_ms = 0;
 	for (int c = 0; c < d->ncores; c++)
@@ -448,9 +449,9 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	for (int c = 0; c < d->ncores; c++)
 		if (!kvx_mbox_empty(d->cores[c].outbox))
 			timeout_ms = 0;
-	rcu_thread_offline();
+	kvx_rcu_offline();
 	n = epoll_wait(d->epfd, ev, 64, timeout_ms);
-	rcu_thread_online();
+	kvx_rcu_online();
 	for (int c = 0; c < d->ncores; c++)
 		kvx_mbox_park_done(d->cores[c].outbox);
 	for (int i = 0; i < n; i++)

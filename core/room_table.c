@@ -42,6 +42,34 @@
 
 #define ROOM_TABLE_MAX_BUCKETS (1UL << 30)
 
+static char grace_token; /* the TSan sync object of the QSBR model */
+
+void
+kvx_rcu_quiescent(void)
+{
+	tsan_publish(&grace_token);
+	rcu_quiescent_state();
+}
+
+void
+kvx_rcu_offline(void)
+{
+	tsan_publish(&grace_token);
+	rcu_thread_offline();
+}
+
+void
+kvx_rcu_online(void)
+{
+	rcu_thread_online();
+}
+
+void
+kvx_rcu_reclaim_begin(void)
+{
+	tsan_subscribe(&grace_token);
+}
+
 struct kvx_room_table {
 	struct cds_lfht *ht;
 	uint64_t k0, k1; /* the hash key: random per table */

@@ -47,6 +47,16 @@ int kvx_room_table_del(struct kvx_room_table *t, struct kvx_room_table_node *n);
 int kvx_room_table_for_each(struct kvx_room_table *t,
 			    int (*fn)(struct kvx_room_table_node *n, void *arg), void *arg);
 
+/* QSBR with a model of it for ThreadSanitizer.  liburcu is not built for TSan, so TSan cannot
+ * see that a call_rcu callback runs after every reader's next quiescent state: each reader's
+ * quiescent state (and going offline) is a release on one shared token, and a reclaiming
+ * callback starts with an acquire of it.  Outside TSan builds these are the plain liburcu
+ * calls.  Thread: registered RCU threads (reclaim: a call_rcu callback). */
+void kvx_rcu_quiescent(void);
+void kvx_rcu_offline(void);
+void kvx_rcu_online(void);
+void kvx_rcu_reclaim_begin(void);
+
 /* Number of nodes (approximate while writers run). */
 unsigned long kvx_room_table_count(struct kvx_room_table *t);
 

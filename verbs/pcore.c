@@ -725,7 +725,7 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 	struct kvxd_msg msgs[8];
 	int work = 0, n;
 
-	rcu_quiescent_state();
+	kvx_rcu_quiescent();
 	stat_add(&c->st.iterations, 1);
 	/* Every completion and message may produce up to 3 outbox messages: take work only while
 	 * the outbox can take all of it, so out_put() never fails. */
@@ -764,9 +764,9 @@ pcore_park(struct kvxd_core *c)
 	if (kvx_vx->cq_arm(c->cq) == 0 && kvx_mbox_empty(c->inbox) && !c->ready_head) {
 		/* one more look: a completion may have landed before the arm */
 		if (kvx_pcore_poll_once(c) == 0) {
-			rcu_thread_offline();
+			kvx_rcu_offline();
 			poll(pfd, 2, PARK_TIMEOUT_MS);
-			rcu_thread_online();
+			kvx_rcu_online();
 			stat_add(&c->st.parks, 1);
 		}
 	}
