@@ -457,6 +457,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 		dispatch(d, ev[i].data.ptr, ev[i].events);
 	drain_outboxes(d);
 	tick(d, kvxd_now_ms());
+	kvxd_engine_reap(d); /* sessions doomed above: nothing holds them any more */
 }
 
 static int

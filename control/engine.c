@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,118 +90,177 @@ kvxd_engine_accept(struct kvxd *d)
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
 		e->uid = cred.uid;
+		e->pid = cred.pid;
 		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
 		d->engines[slot] = e;
 		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
 	}
 }
 
+/* ---- replies and events: a per-engine queue, never a wait ---------------------------------- */
+
+static void
+outq_drop(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+
+		e->outq_head = m->next;
+		if (m->event)
+			d->ctr.events_dropped++;
+		free(m);
+	}
+	e->outq_tail = NULL;
+	e->outq_bytes = 0;
+}
+
+/* Close the session at the end of this loop iteration (kvxd_engine_reap); nothing more is
+ * sent to it or read from it. */
+static void
+engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
+{
+	if (e->doomed)
+		return;
+	e->doomed = true;
+	outq_drop(d, e);
+	KVX_INFO("engine %d (pid %d uid %u): closing its session: %s", e->id, (int)e->pid,
+		 (unsigned)e->uid, why);
+}
+
+/* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
 static int
-reply(struct kvxd_engine *e, uint64_t seq, int status, int64_t value, const char *text)
+outq_flush(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+		ssize_t n = send(e->fd, m->data, m->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				break;
+			return -errno;
+		}
+		if ((size_t)n != m->len)
+			return -EMSGSIZE; /* SEQPACKET: whole or nothing */
+		if (m->event)
+			d->ctr.events_sent++;
+		e->outq_bytes -= m->len;
+		e->outq_head = m->next;
+		if (!e->outq_head)
+			e->outq_tail = NULL;
+		free(m);
+	}
+	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head ? EPOLLOUT : 0));
+	return 0;
+}
+
+/*
+ * Send one whole message to the engine now if its socket takes it and nothing waits before it;
+ * else queue it (sent on EPOLLOUT).  Never waits.  When the queue would pass reply_queue_kb the
+ * session is doomed (an engine that does not read loses its own session, nothing else).
+ * Returns 0, or -ENOTCONN, -ENOBUFS, -ENOMEM or the send error (the session is then doomed).
+ */
+static int
+engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t len, bool event)
+{
+	uint64_t limit = (uint64_t)d->cfg.reply_queue_kb * 1024;
+	struct kvxd_outmsg *m;
+
+	if (e->doomed)
+		return -ENOTCONN;
+	if (!e->outq_head) {
+		ssize_t n = send(e->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n == (ssize_t)len) {
+			if (event)
+				d->ctr.events_sent++;
+			return 0;
+		}
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			int rc = n >= 0 ? -EMSGSIZE : -errno;
+
+			engine_doom(d, e, strerror(-rc));
+			return rc;
+		}
+	}
+	if (e->outq_bytes + len > limit) {
+		char why[160];
+
+		d->ctr.engine_queue_overflows++;
+		snprintf(why, sizeof(why),
+			 "%llu bytes of replies and events unread: [engine] reply_queue_kb = %u",
+			 (unsigned long long)(e->outq_bytes + len), d->cfg.reply_queue_kb);
+		KVX_WARN("engine %d (pid %d uid %u) does not read: %s", e->id, (int)e->pid,
+			 (unsigned)e->uid, why);
+		engine_doom(d, e, why);
+		return -ENOBUFS;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		engine_doom(d, e, "out of memory for its replies");
+		return -ENOMEM;
+	}
+	m->next = NULL;
+	m->len = len;
+	m->event = event;
+	memcpy(m->data, buf, len);
+	if (e->outq_tail)
+		e->outq_tail->next = m;
+	else
+		e->outq_head = m;
+	e->outq_tail = m;
+	e->outq_bytes += len;
+	if (m == e->outq_head)
+		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
+	return 0;
+}
+
+static int
+reply(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, int status, int64_t value,
+      const char *text)
 {
 	size_t tlen = text ? strnlen(text, KVX_ENG_TEXT_MAX) : 0;
-	uint8_t buf[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
-	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
+	union {
+		struct kvx_eng_reply r;
+		uint8_t b[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
+	} buf;
 
-	*r = (struct kvx_eng_reply){
-		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(*r) + tlen, .seq = seq},
+	buf.r = (struct kvx_eng_reply){
+		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(buf.r) + tlen, .seq = seq},
 		.status = status,
 		.text_len = tlen,
 		.value = value,
 	};
 	if (tlen)
-		memcpy(buf + sizeof(*r), text, tlen);
-	for (int tries = 0; tries < 2; tries++) {
-		struct pollfd pfd = {.fd = e->fd, .events = POLLOUT};
-
-		if (send(e->fd, buf, r->hdr.len, MSG_NOSIGNAL) == (ssize_t)r->hdr.len)
-			return 0;
-		if (errno != EAGAIN)
-			break;
-		/* libkvx reads while it waits for this reply: a short, bounded wait */
-		poll(&pfd, 1, 100);
-	}
-	KVX_WARN("engine %d: reply to request %llu not delivered: %s", e->id,
-		 (unsigned long long)seq, strerror(errno));
-	return -errno;
+		memcpy(buf.b + sizeof(buf.r), text, tlen);
+	return engine_out(d, e, &buf, buf.r.hdr.len, false);
 }
-
-#define EVQ_MAX (1u << 16)
 
 static void engine_close(struct kvxd *d, struct kvxd_engine *e);
-
-/* Send queued events in order; returns 0, or -errno when the session broke. */
-static int
-evq_flush(struct kvxd *d, struct kvxd_engine *e)
-{
-	while (e->evq_len) {
-		struct kvx_eng_event *m = &e->evq[e->evq_head];
-
-		if (send(e->fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-			if (errno == EAGAIN)
-				break;
-			return -errno;
-		}
-		d->ctr.events_sent++;
-		e->evq_head = (e->evq_head + 1) % e->evq_cap;
-		e->evq_len--;
-	}
-	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->evq_len ? EPOLLOUT : 0));
-	return 0;
-}
-
-static int
-evq_push(struct kvxd_engine *e, const struct kvx_eng_event *m)
-{
-	if (e->evq_len == e->evq_cap) {
-		uint32_t cap = e->evq_cap ? 2 * e->evq_cap : 256;
-		struct kvx_eng_event *nq;
-
-		if (cap > EVQ_MAX)
-			return -ENOBUFS;
-		nq = malloc(sizeof(*nq) * cap);
-		if (!nq)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < e->evq_len; i++)
-			nq[i] = e->evq[(e->evq_head + i) % e->evq_cap];
-		free(e->evq);
-		e->evq = nq;
-		e->evq_cap = cap;
-		e->evq_head = 0;
-	}
-	e->evq[(e->evq_head + e->evq_len) % e->evq_cap] = *m;
-	e->evq_len++;
-	return 0;
-}
 
 int
 kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev)
 {
 	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
 	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)}, .ev = *ev};
+	int rc;
 
-	if (!e) {
+	if (!e || e->doomed) {
 		d->ctr.events_dropped++;
 		return -ENOTCONN;
 	}
-	if (e->evq_len == 0 && send(e->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == 0) {
-		d->ctr.events_sent++;
-		return 0;
-	}
-	if (e->evq_len == 0 && errno != EAGAIN) {
+	rc = engine_out(d, e, &m, sizeof(m), true);
+	if (rc)
 		d->ctr.events_dropped++;
-		return -errno;
-	}
-	if (evq_push(e, &m)) {
-		/* an engine that stopped reading its events loses its session, nothing else */
-		KVX_WARN("engine %d: %u events unread: closing its session", e->id, e->evq_len);
-		d->ctr.events_dropped += e->evq_len + 1;
-		engine_close(d, e);
-		return -ENOBUFS;
-	}
-	if (e->evq_len == 1)
-		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
-	return 0;
+	return rc;
+}
+
+void
+kvxd_engine_reap(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i] && d->engines[i]->doomed)
+			engine_close(d, d->engines[i]);
 }
 
 void
@@ -548,6 +606,7 @@ room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 	return kvxd_decode_abort(d, r, -ECANCELED, "aborted by the engine");
 }
 
+/* Close the session now.  Only from kvxd_engine_reap() and shutdown: elsewhere doom it. */
 static void
 engine_close(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -567,7 +626,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 		}
 	}
 	KVX_INFO("engine %d disconnected", e->id);
-	free(e->evq);
+	outq_drop(d, e);
 	free(e);
 }
 
@@ -603,28 +662,29 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 	d->ctr.engine_msgs++;
 	if (len < sizeof(*h) || h->len != len) {
 		d->ctr.engine_bad++;
-		reply(e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
+		reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
 		goto out;
 	}
 	if (!e->hello && h->type != KVX_ENG_HELLO) {
-		reply(e, h->seq, -EPROTO, 0, "HELLO first");
+		reply(d, e, h->seq, -EPROTO, 0, "HELLO first");
 		goto out;
 	}
 	switch (h->type) {
 	case KVX_ENG_HELLO:
 		if (len != sizeof(struct kvx_eng_hello) ||
 		    ((const struct kvx_eng_hello *)buf)->version != KVX_ENG_VERSION) {
-			reply(e, h->seq, -EPROTONOSUPPORT, 0, "engine protocol version mismatch");
+			reply(d, e, h->seq, -EPROTONOSUPPORT, 0,
+			      "engine protocol version mismatch");
 			break;
 		}
 		e->hello = true;
-		reply(e, h->seq, 0, e->id, d->cfg.name);
+		reply(d, e, h->seq, 0, e->id, d->cfg.name);
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)
 			    ? pool_register(d, e, (const void *)buf, fd)
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_POOL_UNREG: {
 		struct kvxd_pool *p =
@@ -632,14 +692,14 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 				? pool_get(d, e, ((const struct kvx_eng_pool_unreg *)buf)->pool_id)
 				: NULL;
 
-		reply(e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
+		reply(d, e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
 		break;
 	}
 	case KVX_ENG_ROOM_OPEN:
 		v = len >= sizeof(struct kvx_eng_room_open)
 			    ? room_open(d, e, (const void *)buf, len)
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_CHUNK:
 		if (len < sizeof(struct kvx_eng_chunk)) {
@@ -649,7 +709,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		chunk_submit(d, e, (const void *)buf, len);
 		break;
 	case KVX_ENG_ROOM_CLOSE:
-		reply(e, h->seq,
+		reply(d, e, h->seq,
 		      len == sizeof(struct kvx_eng_room_close)
 			      ? room_close(d, e, ((const struct kvx_eng_room_close *)buf)->room)
 			      : -EBADMSG,
@@ -659,7 +719,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		v = len == sizeof(struct kvx_eng_room_abort)
 			    ? room_abort(d, e, ((const struct kvx_eng_room_abort *)buf)->room)
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_ADMIN: {
 		char cmd[256];
@@ -669,30 +729,36 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < 255 ? n : 255),
 			 (const char *)buf + sizeof(struct kvx_eng_admin));
 		rc = kvxd_admin(d, cmd, text, sizeof(text));
-		reply(e, h->seq, rc, 0, text);
+		reply(d, e, h->seq, rc, 0, text);
 		break;
 	}
 	default:
 		d->ctr.engine_bad++;
-		reply(e, h->seq, -EOPNOTSUPP, 0, "unknown request type");
+		reply(d, e, h->seq, -EOPNOTSUPP, 0, "unknown request type");
 	}
 out:
 	if (fd >= 0)
 		close(fd);
 }
 
+/* The engine's socket is readable or writable.  Reads at most 64 requests (the next wake-up
+ * takes the rest); never waits.  A session that ends or breaks is doomed, closed by
+ * kvxd_engine_reap() at the end of the loop iteration. */
 void
 kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 {
 	static uint8_t buf[KVX_ENG_MSG_MAX + 1];
+	int rc;
 
-	if ((events & EPOLLOUT) && evq_flush(d, e)) {
-		engine_close(d, e);
+	if (e->doomed)
+		return;
+	if ((events & EPOLLOUT) && (rc = outq_flush(d, e))) {
+		engine_doom(d, e, strerror(-rc));
 		return;
 	}
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		return;
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 64 && !e->doomed; i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;
@@ -705,18 +771,18 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		ssize_t n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		int fd = -1;
 
-		if (n == 0 || (n < 0 && errno != EAGAIN)) {
-			engine_close(d, e);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			engine_doom(d, e, n == 0 ? "disconnected" : strerror(errno));
 			return;
 		}
-		if (n < 0)
-			return;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 				memcpy(&fd, CMSG_DATA(c), sizeof(int));
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 			d->ctr.engine_bad++;
-			reply(e, 0, -EMSGSIZE, 0, "message too large");
+			reply(d, e, 0, -EMSGSIZE, 0, "message too large");
 			if (fd >= 0)
 				close(fd);
 			continue;
@@ -838,6 +904,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("room_status_refused_owner_total", c->status_refused_owner);
 		C("aborts_not_owner_total", c->aborts_not_owner);
 		C("tombstones_refused_total", c->tombstones_refused);
+		C("engine_queue_overflows_total", c->engine_queue_overflows);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,

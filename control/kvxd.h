@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <urcu/list.h>
 
@@ -144,16 +145,32 @@ struct kvxd_peer {
 	uint32_t rooms_held, tombstones_held;
 };
 
+/* One reply or event waiting for the engine's socket to take it (a whole SEQPACKET message). */
+struct kvxd_outmsg {
+	struct kvxd_outmsg *next;
+	uint32_t len;
+	bool event;
+	uint8_t data[];
+};
+
+/*
+ * An engine session on the Unix socket.  Thread: the control core only.  The control core never
+ * waits on the engine's socket: replies and events go out in order through outq (sent at once
+ * when the socket takes them, else on EPOLLOUT); when more than [engine] reply_queue_kb bytes
+ * wait, the session is doomed.  A doomed session is closed (engine_close: its pools orphaned,
+ * its rooms told nothing more) at the end of the loop iteration by kvxd_engine_reap(), so no
+ * caller ever holds a freed engine.
+ */
 struct kvxd_engine {
 	int id;
 	int fd;
 	struct kvxd_fd ev;
 	bool hello;
 	uid_t uid;
-	/* events the socket could not take yet (sent in order on EPOLLOUT; never dropped while
-	 * the engine is connected) */
-	struct kvx_eng_event *evq;
-	uint32_t evq_head, evq_len, evq_cap;
+	pid_t pid;
+	bool doomed; /* closed at the end of this loop iteration */
+	struct kvxd_outmsg *outq_head, *outq_tail;
+	uint64_t outq_bytes;
 };
 
 struct kvxd_counters {
@@ -168,6 +185,8 @@ struct kvxd_counters {
 	uint64_t heartbeats_sent, peers_silent;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
+	/* the engine socket: sessions closed for not reading (reply_queue_kb) */
+	uint64_t engine_queue_overflows;
 };
 
 struct kvxd {
@@ -259,11 +278,15 @@ void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
 /* Source i's session ended: its QPs are being destroyed; count it fenced once they are. */
 void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
 
-/* engine.c */
+/* engine.c -- thread: the control core; none of these blocks on an engine. */
 int kvxd_engine_listen(struct kvxd *d);
 void kvxd_engine_accept(struct kvxd *d);
 void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
+/* Queue (or send) an event to the engine; 0, or -ENOTCONN (gone), -ENOBUFS (its queue
+ * overflowed: the session is doomed), -ENOMEM. */
 int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
+/* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
+void kvxd_engine_reap(struct kvxd *d);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
 /* Decode: open a room (the engine request's checks and effects).  Returns its generation. */

@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: an engine
+ * that never reads its replies (the control core must not wait for it).  Two control cores ("a"
+ * decode, "b" prefill; not connected to each other) run in this process on the fake verbs with a
+ * fake clock; the engines are raw SOCK_SEQPACKET clients speaking core/engine_proto.h, and every
+ * wait is a bounded number of loop steps.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control/kvxd.h"
+#include "core/engine_proto.h"
+#include "core/fault.h"
+
+#include "nodes_harness.h"
+
+#define A N[0] /* decode node "a" */
+#define B N[1] /* prefill node "b" */
+#define NOBODY 65534
+#define MAX_STEPS 200 /* loop steps a reply may take; a healthy one takes 1 or 2 */
+
+static char tmpdir[64];
+
+struct eng_reply {
+	int32_t status;
+	int64_t value;
+	char text[KVX_ENG_TEXT_MAX + 1];
+};
+
+/* A raw engine: one SOCK_SEQPACKET connection, events it received in order. */
+struct eng {
+	int fd;
+	uint64_t seq;
+	bool closed; /* kvxd closed the session */
+	struct kvx_event ev[64];
+	int nev;
+	uint64_t replies_seen, last_reply_seq;
+};
+
+static void
+sock_path(struct kvxd *d, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s.sock", tmpdir, d->cfg.name);
+}
+
+static void
+engine_cfg(struct kvxd *d)
+{
+	sock_path(d, d->cfg.socket_path, sizeof(d->cfg.socket_path));
+	d->cfg.socket_mode = 0660;
+	d->cfg.admin_group[0] = '\0';
+	d->cfg.max_sessions_per_uid = 16;
+	d->cfg.max_pools_per_engine = 16;
+	d->cfg.max_rooms_per_engine = 65536;
+	d->cfg.max_pinned_mb_per_uid = 65536;
+	d->cfg.reply_queue_kb = 1024;
+}
+
+/* kvxd_engine_listen as main() does it, with the listener on the node's epoll. */
+static int
+listen_on(struct kvxd *d)
+{
+	int rc = kvxd_engine_listen(d);
+
+	if (rc)
+		return rc;
+	d->eng_ev = (struct kvxd_fd){.kind = KVXD_FD_ENG_LISTEN};
+	assert_int_equal(kvxd_epoll_add(d, d->eng_fd, &d->eng_ev, EPOLLIN), 0);
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "b"};
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvx-eng-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	chmod(tmpdir, 0755); /* a non-root engine must reach the socket */
+	nodes_setup(2, names);
+	engine_cfg(&A);
+	engine_cfg(&B);
+	return 0;
+}
+
+static int
+first_node(struct kvx_room_table_node *n, void *arg)
+{
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+
+	if (r->removing)
+		return 0;
+	*(struct kvx_room_table_node **)arg = n;
+	return 1;
+}
+
+static int
+teardown(void **state)
+{
+	DIR *dir;
+	struct dirent *de;
+
+	for (int k = 0; k < 20; k++)
+		pump_once(); /* engines closed by the tests are noticed */
+	for (int i = 0; i < nnodes; i++) {
+		struct kvx_room_table_node *n;
+
+		/* rooms go first (they hold pool references), then engines and pools */
+		do {
+			rcu_read_lock();
+			n = NULL;
+			kvx_room_table_for_each(N[i].by_id, first_node, &n);
+			rcu_read_unlock();
+			if (n)
+				kvxd_room_remove(&N[i],
+						 caa_container_of(n, struct kvxd_room, by_id));
+			for (int k = 0; k < 4; k++)
+				pump_once();
+		} while (n);
+		rcu_barrier(); /* freed rooms drop their pool references */
+		kvxd_engine_close_all(&N[i]);
+		if (N[i].eng_fd >= 0)
+			close(N[i].eng_fd);
+		N[i].eng_fd = -1;
+	}
+	kvx_fault_disarm_all();
+	nodes_teardown();
+	dir = opendir(tmpdir);
+	while (dir && (de = readdir(dir)))
+		if (de->d_name[0] != '.') {
+			char p[200];
+
+			snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
+			unlink(p);
+		}
+	if (dir)
+		closedir(dir);
+	rmdir(tmpdir);
+	umask(022);
+	return 0;
+}
+
+/* ---- a raw engine -------------------------------------------------------------------------- */
+
+static int
+connect_path(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static void
+eng_init(struct eng *e, int fd)
+{
+	memset(e, 0, sizeof(*e));
+	e->fd = fd;
+}
+
+static void
+eng_connect(struct eng *e, struct kvxd *d)
+{
+	char path[128];
+	int fd;
+
+	sock_path(d, path, sizeof(path));
+	fd = connect_path(path);
+	assert_true(fd >= 0);
+	eng_init(e, fd);
+}
+
+static void
+eng_close(struct eng *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}
+
+/* Send the request of len bytes at m (its header is filled here); fd rides along when >= 0.
+ * Returns its seq, or 0 when the socket would block. */
+static uint64_t
+eng_send(struct eng *e, uint16_t type, void *m, size_t len, int fd)
+{
+	struct kvx_eng_hdr *h = m;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = m, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	*h = (struct kvx_eng_hdr){.type = type, .len = (uint32_t)len, .seq = ++e->seq};
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	}
+	n = sendmsg(e->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0 && errno == EAGAIN) {
+		e->seq--;
+		return 0;
+	}
+	assert_int_equal(n, (ssize_t)len);
+	return h->seq;
+}
+
+/* Read what the socket holds now.  Events are recorded; a REPLY for `want` is copied to out
+ * (when out) and ends the read with 1.  Returns 0 when nothing more is there, -ECONNRESET once
+ * kvxd closed the session. */
+static int
+eng_read(struct eng *e, uint64_t want, struct eng_reply *out)
+{
+	static uint64_t buf[(KVX_ENG_MSG_MAX + 64) / 8];
+
+	for (;;) {
+		const struct kvx_eng_hdr *h = (const void *)buf;
+		ssize_t n = recv(e->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			e->closed = true;
+			return -ECONNRESET;
+		}
+		assert_true((size_t)n >= sizeof(*h));
+		assert_int_equal(h->len, (uint32_t)n);
+		if (h->type == KVX_ENG_EVENT) {
+			const struct kvx_eng_event *ev = (const void *)buf;
+
+			assert_int_equal(n, sizeof(*ev));
+			assert_true(e->nev < 64);
+			e->ev[e->nev++] = ev->ev;
+			continue;
+		}
+		assert_int_equal(h->type, KVX_ENG_REPLY);
+		/* replies come whole and in request order */
+		assert_true(h->seq > e->last_reply_seq || h->seq == 0);
+		if (h->seq)
+			e->last_reply_seq = h->seq;
+		e->replies_seen++;
+		if (h->seq == want && want) {
+			const struct kvx_eng_reply *r = (const void *)buf;
+
+			assert_int_equal((size_t)n, sizeof(*r) + r->text_len);
+			if (out) {
+				out->status = r->status;
+				out->value = r->value;
+				memcpy(out->text, r + 1, r->text_len);
+				out->text[r->text_len] = '\0';
+			}
+			return 1;
+		}
+	}
+}
+
+/* Step the nodes until the reply to seq arrives.  Returns the steps it took (>= 1), or
+ * -ECONNRESET when kvxd closed the session first; fails the test after MAX_STEPS. */
+static int
+eng_wait(struct eng *e, uint64_t seq, struct eng_reply *out)
+{
+	for (int step = 1; step <= MAX_STEPS; step++) {
+		int r;
+
+		pump_once();
+		r = eng_read(e, seq, out);
+		if (r == 1)
+			return step;
+		if (r < 0)
+			return r;
+	}
+	fail_msg("no reply to request %llu within %d steps", (unsigned long long)seq, MAX_STEPS);
+	return -1;
+}
+
+/* One request and its reply: the reply's status (or -ECONNRESET). */
+static int
+eng_call(struct eng *e, uint16_t type, void *m, size_t len, int fd, struct eng_reply *out)
+{
+	static struct eng_reply scratch;
+	uint64_t seq = eng_send(e, type, m, len, fd);
+	int r;
+
+	assert_true(seq != 0);
+	if (!out)
+		out = &scratch;
+	r = eng_wait(e, seq, out);
+	return r < 0 ? r : out->status;
+}
+
+static int
+eng_hello(struct eng *e, struct eng_reply *out)
+{
+	struct kvx_eng_hello m = {.version = KVX_ENG_VERSION};
+
+	return eng_call(e, KVX_ENG_HELLO, &m, sizeof(m), -1, out);
+}
+
+/* Send the operator command cmd; returns its seq (0: the socket would block). */
+static uint64_t
+eng_admin_send(struct eng *e, const char *cmd)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_admin) + 256) / 8];
+	size_t cl = strlen(cmd);
+
+	assert_true(cl <= 256 - 8);
+	memcpy((uint8_t *)buf + sizeof(struct kvx_eng_admin), cmd, cl);
+	return eng_send(e, KVX_ENG_ADMIN, buf, sizeof(struct kvx_eng_admin) + cl, -1);
+}
+
+static int
+eng_admin(struct eng *e, const char *cmd, struct eng_reply *out)
+{
+	static struct eng_reply scratch;
+	uint64_t seq = eng_admin_send(e, cmd);
+	int r;
+
+	assert_true(seq != 0);
+	if (!out)
+		out = &scratch;
+	r = eng_wait(e, seq, out);
+	return r < 0 ? r : out->status;
+}
+
+/* A Prometheus counter's value from "counters" (the full series name, labels included), or -1
+ * when the series is not there. */
+static long long
+counter(struct eng *e, const char *series)
+{
+	static struct eng_reply r;
+	const char *p;
+
+	assert_int_equal(eng_admin(e, "counters", &r), 0);
+	p = strstr(r.text, series);
+	if (!p || p[strlen(series)] != ' ')
+		return -1;
+	return strtoll(p + strlen(series) + 1, NULL, 10);
+}
+
+static int
+memfd_sized(size_t bytes)
+{
+	int fd = memfd_create("test-pool", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
+	return fd;
+}
+
+/* Register a pool of nbufs x npages x page_size backed by a memfd of `bytes`. */
+static int
+eng_pool_reg(struct eng *e, uint32_t page_size, uint32_t npages, uint32_t nbufs, size_t bytes,
+	     struct eng_reply *out)
+{
+	struct kvx_eng_pool_reg m = {.geom = {page_size, npages, nbufs}};
+	int fd = memfd_sized(bytes), rc;
+
+	rc = eng_call(e, KVX_ENG_POOL_REG, &m, sizeof(m), fd, out);
+	close(fd);
+	return rc;
+}
+
+static int
+eng_pool_id(struct eng *e, uint32_t page_size, uint32_t npages, uint32_t nbufs)
+{
+	struct eng_reply r;
+	int rc = eng_pool_reg(e, page_size, npages, nbufs, (size_t)page_size * npages * nbufs, &r);
+
+	return rc < 0 ? rc : (int)r.value;
+}
+
+/* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset. */
+static void
+eng_chunk(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
+	struct kvx_eng_chunk *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)(m + 1);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->dst_offset = dst_offset;
+	m->last = 1;
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+}
+
+/* The first event about room id in state st (or NULL), after a sync round trip. */
+static const struct kvx_event *
+eng_event(struct eng *e, uint64_t id, int st)
+{
+	struct eng_reply r;
+
+	assert_int_equal(eng_admin(e, "peers", &r), 0); /* every earlier event is in */
+	for (int i = 0; i < e->nev; i++)
+		if (e->ev[i].room == id && e->ev[i].state == st)
+			return &e->ev[i];
+	return NULL;
+}
+
+static int
+live_engines(struct kvxd *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		n += d->engines[i] != NULL;
+	return n;
+}
+
+/* ---- 3. an engine that never reads ------------------------------------------------------------
+ */
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A floods requests and never reads; its replies pile up past reply_queue_kb and it is
+ * disconnected.  Meanwhile B's request is answered within a few loop steps, and no step of the
+ * control loop waits on A's socket (bounded; a wait there took 100 ms per reply). */
+static void
+test_an_engine_that_never_reads_is_disconnected(void **state)
+{
+	struct eng silent, other;
+	struct eng_reply r;
+	uint64_t seq, sent = 0;
+	double worst = 0;
+	int steps;
+
+	A.cfg.reply_queue_kb = 64;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&silent, &A);
+	eng_connect(&other, &A);
+	assert_int_equal(eng_hello(&silent, NULL), 0);
+	assert_int_equal(eng_hello(&other, NULL), 0);
+	for (int i = 0; i < 120 && eng_admin_send(&silent, "counters"); i++)
+		sent++;
+	assert_true(sent >= 100);
+	seq = eng_admin_send(&other, "peers");
+	for (steps = 1; steps <= 20; steps++) {
+		double t0 = now_s(), dt;
+
+		pump_once();
+		dt = now_s() - t0;
+		worst = dt > worst ? dt : worst;
+		if (eng_read(&other, seq, &r) == 1)
+			break;
+	}
+	assert_true(steps <= 4);
+	assert_int_equal(r.status, 0);
+	assert_true(worst < 1.0);
+	for (int i = 0; i < 20 && !silent.closed; i++) {
+		pump_once();
+		eng_read(&silent, 0, NULL); /* what got through came whole and in order */
+	}
+	assert_true(silent.closed);
+	assert_true(silent.replies_seen > 0 && silent.replies_seen < sent);
+	assert_int_equal(counter(&other, "kvx_engine_queue_overflows_total{node=\"a\"}"), 1);
+	assert_int_equal(live_engines(&A), 1);
+	eng_close(&silent);
+	eng_close(&other);
+}
+
+/* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
+ * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
+static void
+test_a_slow_reader_gets_everything_in_order(void **state)
+{
+	struct eng slow;
+	struct eng_reply r;
+	uint64_t sent = 0, last = 0;
+
+	A.cfg.reply_queue_kb = 4096;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&slow, &A);
+	assert_int_equal(eng_hello(&slow, NULL), 0);
+	for (int i = 0; i < 120 && (last = eng_admin_send(&slow, "counters")); i++)
+		sent++;
+	assert_true(sent >= 100);
+	for (int i = 0; i < 10; i++)
+		pump_once(); /* every request handled, most replies queued */
+	assert_true(live_engines(&A) == 1 && A.engines[0]->outq_bytes > 0);
+	assert_int_equal(eng_wait(&slow, last, &r) > 0, 1);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(slow.replies_seen, sent + 1); /* the HELLO's too */
+	assert_false(slow.closed);
+	assert_int_equal(counter(&slow, "kvx_engine_queue_overflows_total{node=\"a\"}"), 0);
+	assert_int_equal(A.engines[0]->outq_bytes, 0);
+	eng_close(&slow);
+}
+
+/* An event that the socket took is counted sent, once, and arrives once (the old check read a
+ * stale errno after a successful send, and queued the event again when it said EAGAIN). */
+static void
+test_an_event_is_sent_once(void **state)
+{
+	struct eng e;
+	int pool, n30 = 0, n31 = 0;
+
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	eng_chunk(&e, 30, pool + 1000, 2, 0); /* an unknown pool: one FAILED event each */
+	eng_chunk(&e, 31, pool + 1000, 2, 0);
+	for (int i = 0; i < 5; i++)
+		pump_once();
+	assert_non_null(eng_event(&e, 31, KVX_STATE_FAILED));
+	for (int i = 0; i < e.nev; i++) {
+		n30 += e.ev[i].room == 30;
+		n31 += e.ev[i].room == 31;
+	}
+	assert_int_equal(n30, 1);
+	assert_int_equal(n31, 1);
+	assert_int_equal(counter(&e, "kvx_events_sent_total{node=\"b\"}"), 2);
+	assert_int_equal(counter(&e, "kvx_events_dropped_total{node=\"b\"}"), 0);
+	eng_close(&e);
+}
+
+int
+main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_an_engine_that_never_reads_is_disconnected),
+		T(test_a_slow_reader_gets_everything_in_order),
+		T(test_an_event_is_sent_once),
+	};
+#undef T
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
