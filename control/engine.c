@@ -23,27 +23,118 @@
 #include "core/log.h"
 #include "core/rand.h"
 
+/* ---- the socket ---------------------------------------------------------------------------- */
+
+/* May kvxd bind at path?  Only a missing path, or kvxd's own stale socket (removed here).
+ * The probe and the unlink are not atomic: two kvxd started at the same instant on one path
+ * are not told apart (a lock file would be needed for that). */
+static int
+path_claim(const struct kvxd *d, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		KVX_ERR("engine socket %s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		KVX_ERR("engine socket %s: the path exists and is not a socket: refusing to "
+			"replace "
+			"it (remove it, or set [engine] socket to another path)",
+			path);
+		return -EEXIST;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	close(fd);
+	if (rc == 0 || rc == -EAGAIN || rc == -EPROTOTYPE) {
+		/* accepted, a full backlog, or a live socket of another type */
+		KVX_ERR("engine socket %s: a process is listening there (another kvxd?): refusing "
+			"to start",
+			path);
+		return -EADDRINUSE;
+	}
+	if (rc != -ECONNREFUSED) {
+		KVX_ERR("engine socket %s: cannot tell whether it is in use (%s): refusing to "
+			"replace it",
+			path, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != d->self_uid) {
+		KVX_ERR("engine socket %s: a stale socket owned by uid %u, not by kvxd's uid %u: "
+			"refusing to remove it",
+			path, (unsigned)st.st_uid, (unsigned)d->self_uid);
+		return -EPERM;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		KVX_ERR("engine socket %s: removing the stale socket: %s", path, strerror(errno));
+		return rc;
+	}
+	KVX_INFO("engine socket %s: removed a stale socket of an earlier kvxd", path);
+	return 0;
+}
+
 int
 kvxd_engine_listen(struct kvxd *d)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+	const char *path = d->cfg.socket_path;
+	struct stat st;
+	int fd, rc;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->cfg.socket_path);
+	d->self_uid = geteuid();
+	rc = path_claim(d, path);
+	if (rc)
+		return rc;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(sa.sun_path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(sa.sun_path, d->cfg.socket_mode) < 0 || listen(fd, 64) < 0) {
-		int rc = -errno;
-
-		KVX_ERR("engine socket %s: %s", sa.sun_path, strerror(errno));
-		close(fd);
-		return rc;
-	}
+	/* bind() creates the file with the socket inode's mode minus the umask: set that mode
+	 * first, so the file is never looser than socket_mode, not even between bind and chmod;
+	 * the chmod then gives back what the umask took (the process-wide umask is left alone). */
+	if (fchmod(fd, d->cfg.socket_mode) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto err_close;
+	if (chmod(path, d->cfg.socket_mode) < 0 || lstat(path, &st) < 0 || listen(fd, 64) < 0)
+		goto err_unlink;
+	d->eng_dev = st.st_dev;
+	d->eng_ino = st.st_ino;
 	d->eng_fd = fd;
 	return 0;
+
+err_unlink:
+	rc = -errno;
+	unlink(path);
+	goto err_log;
+err_close:
+	rc = -errno;
+err_log:
+	KVX_ERR("engine socket %s: %s", path, strerror(-rc));
+	close(fd);
+	return rc;
+}
+
+void
+kvxd_engine_unlisten(struct kvxd *d)
+{
+	struct stat st;
+
+	if (d->eng_fd < 0)
+		return;
+	close(d->eng_fd);
+	d->eng_fd = -1;
+	if (lstat(d->cfg.socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == d->eng_dev && st.st_ino == d->eng_ino)
+		unlink(d->cfg.socket_path);
 }
 
 static struct kvxd_engine *

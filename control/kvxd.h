@@ -210,6 +210,11 @@ struct kvxd {
 	int next_pool_id;
 	uint32_t next_gen, next_token;
 	int epfd, tcp_fd, eng_fd, sig_fd;
+	/* the engine socket (kvxd_engine_listen): kvxd's own uid, the socket file's identity (only
+	 * that file is unlinked at exit) */
+	uid_t self_uid;
+	dev_t eng_dev;
+	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
 	bool stopping;
 	int live_qpcs; /* handed to polling cores, not yet retired */
@@ -279,7 +284,14 @@ void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
 void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
 
 /* engine.c -- thread: the control core; none of these blocks on an engine. */
+/* Create the engine socket at cfg.socket_path (start-up).  Whatever already sits at the path
+ * is left alone unless it is kvxd's own stale socket (a socket owned by kvxd's uid that refuses
+ * connections): -EEXIST when the path is not a socket, -EADDRINUSE when a process accepts
+ * connections there, -EPERM when a stale socket belongs to another uid; each logged.  The file
+ * is created no looser than cfg.socket_mode and then set to exactly it. */
 int kvxd_engine_listen(struct kvxd *d);
+/* Close the listening socket; unlink the path only if it is still the socket we created. */
+void kvxd_engine_unlisten(struct kvxd *d);
 void kvxd_engine_accept(struct kvxd *d);
 void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
 /* Queue (or send) an event to the engine; 0, or -ENOTCONN (gone), -ENOBUFS (its queue

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: an engine
- * that never reads its replies (the control core must not wait for it).  Two control cores ("a"
- * decode, "b" prefill; not connected to each other) run in this process on the fake verbs with a
- * fake clock; the engines are raw SOCK_SEQPACKET clients speaking core/engine_proto.h, and every
- * wait is a bounded number of loop steps.
+ * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: what
+ * kvxd_engine_listen does with whatever already sits at the socket path, and an engine that never
+ * reads its replies (the control core must not wait for it).  Two control cores ("a" decode, "b"
+ * prefill; not connected to each other) run in this process on the fake verbs with a fake clock;
+ * the engines are raw SOCK_SEQPACKET clients speaking core/engine_proto.h, and every wait is a
+ * bounded number of loop steps.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -448,6 +449,166 @@ live_engines(struct kvxd *d)
 	return n;
 }
 
+static void
+need_root(void)
+{
+	if (geteuid() != 0)
+		skip();
+}
+
+/* ---- 1. the socket path ------------------------------------------------------------------------
+ */
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void
+expect_file(const char *path, const char *text)
+{
+	char buf[64] = {0};
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	assert_true(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	fclose(f);
+	assert_string_equal(buf, text);
+}
+
+static void
+test_listen_keeps_a_regular_file(void **state)
+{
+	write_file(A.cfg.socket_path, "precious\n");
+	assert_int_equal(listen_on(&A), -EEXIST);
+	assert_int_equal(A.eng_fd, -1);
+	expect_file(A.cfg.socket_path, "precious\n");
+}
+
+static void
+test_listen_keeps_a_symlink(void **state)
+{
+	char target[128];
+	struct stat st;
+
+	snprintf(target, sizeof(target), "%s/target", tmpdir);
+	write_file(target, "precious\n");
+	assert_int_equal(symlink(target, A.cfg.socket_path), 0);
+	assert_int_equal(listen_on(&A), -EEXIST);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	expect_file(target, "precious\n");
+}
+
+/* A socket at the path that accepts a connection: another kvxd is running there. */
+static void
+test_listen_does_not_steal_a_live_socket(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int other = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), c, a, n = 0;
+	struct stat before, after;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", A.cfg.socket_path);
+	assert_int_equal(bind(other, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(other, 4), 0);
+	assert_int_equal(stat(A.cfg.socket_path, &before), 0);
+	assert_int_equal(listen_on(&A), -EADDRINUSE);
+	assert_int_equal(A.eng_fd, -1);
+	/* the path is still the other server's: a new client reaches it */
+	assert_int_equal(stat(A.cfg.socket_path, &after), 0);
+	assert_int_equal(after.st_ino, before.st_ino);
+	c = connect_path(A.cfg.socket_path);
+	assert_true(c >= 0);
+	while ((a = accept(other, NULL, NULL)) >= 0) {
+		n++;
+		close(a);
+	}
+	assert_true(n >= 1);
+	close(c);
+	close(other);
+}
+
+/* A socket nobody listens on, owned by kvxd's uid: its own leftover, replaced. */
+static void
+test_listen_replaces_its_own_stale_socket(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int old = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct eng e;
+	struct stat st;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", A.cfg.socket_path);
+	assert_int_equal(bind(old, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(old); /* the file stays: a stale socket */
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0660);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	eng_close(&e);
+}
+
+/* A stale socket that another uid owns is not kvxd's to delete. */
+static void
+test_listen_keeps_a_foreign_stale_socket(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int old = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct stat st;
+
+	need_root();
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", A.cfg.socket_path);
+	assert_int_equal(bind(old, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(old);
+	assert_int_equal(lchown(A.cfg.socket_path, NOBODY, NOBODY), 0);
+	assert_int_equal(listen_on(&A), -EPERM);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_uid, NOBODY);
+}
+
+/* The socket gets exactly the configured mode, whatever the umask. */
+static void
+test_listen_mode(void **state)
+{
+	struct stat st;
+
+	umask(0);
+	A.cfg.socket_mode = 0600;
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(stat(A.cfg.socket_path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	umask(077);
+	B.cfg.socket_mode = 0660;
+	assert_int_equal(listen_on(&B), 0);
+	assert_int_equal(stat(B.cfg.socket_path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0660);
+	umask(022);
+}
+
+/* At exit kvxd removes its socket, and nothing that replaced it. */
+static void
+test_unlisten_removes_only_its_own_socket(void **state)
+{
+	struct stat st;
+
+	assert_int_equal(listen_on(&A), 0);
+	kvxd_engine_unlisten(&A);
+	assert_int_equal(A.eng_fd, -1);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), -1);
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(unlink(A.cfg.socket_path), 0);
+	write_file(A.cfg.socket_path, "precious\n");
+	kvxd_engine_unlisten(&A);
+	expect_file(A.cfg.socket_path, "precious\n");
+}
+
 /* ---- 3. an engine that never reads ------------------------------------------------------------
  */
 
@@ -567,6 +728,13 @@ main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_listen_keeps_a_regular_file),
+		T(test_listen_keeps_a_symlink),
+		T(test_listen_does_not_steal_a_live_socket),
+		T(test_listen_replaces_its_own_stale_socket),
+		T(test_listen_keeps_a_foreign_stale_socket),
+		T(test_listen_mode),
+		T(test_unlisten_removes_only_its_own_socket),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_an_event_is_sent_once),
