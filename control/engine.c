@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,154 @@
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/rand.h"
+
+#define CRED_GROUPS_MAX 65536 /* NGROUPS_MAX on Linux */
+
+/* ---- credentials --------------------------------------------------------------------------- */
+
+/* The groups of uid's account (the fallback when the kernel has no SO_PEERGROUPS).  NSS may be
+ * consulted here: on the control core only on such kernels. */
+static int
+groups_from_db(struct kvxd_cred *c)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	int n = 64;
+	gid_t *g;
+
+	if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &res) || !res)
+		return 0; /* no account: the primary gid only */
+	for (;;) {
+		int want = n;
+
+		g = realloc(c->groups, sizeof(gid_t) * (size_t)n);
+		if (!g)
+			return -ENOMEM;
+		c->groups = g;
+		if (getgrouplist(pw.pw_name, c->gid, g, &want) >= 0) {
+			c->ngroups = want;
+			return 0;
+		}
+		if (want <= n || want > CRED_GROUPS_MAX)
+			return -E2BIG;
+		n = want;
+	}
+}
+
+int
+kvxd_cred_read(int fd, struct kvxd_cred *c)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	*c = (struct kvxd_cred){0};
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -errno;
+	c->uid = uc.uid;
+	c->gid = uc.gid;
+	c->pid = uc.pid;
+	len = 64 * sizeof(gid_t);
+	for (;;) {
+		gid_t *g = realloc(c->groups, len ? len : sizeof(gid_t));
+
+		if (!g) {
+			kvxd_cred_fini(c);
+			return -ENOMEM;
+		}
+		c->groups = g;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+			c->ngroups = (int)(len / sizeof(gid_t));
+			return 0;
+		}
+		if (errno == ENOPROTOOPT) { /* Linux before 4.13 */
+			int rc = groups_from_db(c);
+
+			if (rc)
+				kvxd_cred_fini(c);
+			return rc;
+		}
+		/* ERANGE: len now says how much the list needs */
+		if (errno != ERANGE || len > CRED_GROUPS_MAX * sizeof(gid_t)) {
+			int rc = -errno;
+
+			kvxd_cred_fini(c);
+			return rc;
+		}
+	}
+}
+
+void
+kvxd_cred_fini(struct kvxd_cred *c)
+{
+	free(c->groups);
+	c->groups = NULL;
+	c->ngroups = 0;
+}
+
+bool
+kvxd_cred_in_group(const struct kvxd_cred *c, gid_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+bool
+kvxd_cred_may_connect(const struct kvxd *d, const struct kvxd_cred *c)
+{
+	return c->uid == 0 || c->uid == d->self_uid || kvxd_cred_in_group(c, d->sock_gid);
+}
+
+bool
+kvxd_cred_is_admin(const struct kvxd *d, const struct kvxd_cred *c)
+{
+	return c->uid == 0 || c->uid == d->self_uid ||
+	       (d->has_admin_gid && kvxd_cred_in_group(c, d->admin_gid));
+}
+
+/* [engine] admin_group: a group name (or a numeric gid) into d->admin_gid. */
+static int
+admin_group_resolve(struct kvxd *d)
+{
+	const char *name = d->cfg.admin_group;
+	struct group gr, *res = NULL;
+	size_t size = 4096;
+	char *end;
+	int rc;
+
+	d->has_admin_gid = false;
+	if (!name[0])
+		return 0;
+	for (;;) {
+		char *buf = malloc(size);
+
+		if (!buf)
+			return -ENOMEM;
+		rc = getgrnam_r(name, &gr, buf, size, &res);
+		if (rc == 0 && res)
+			d->admin_gid = gr.gr_gid;
+		free(buf);
+		if (rc != ERANGE || size >= (1u << 20))
+			break;
+		size *= 2;
+	}
+	if (rc == 0 && res) {
+		d->has_admin_gid = true;
+		return 0;
+	}
+	errno = 0;
+	d->admin_gid = (gid_t)strtoul(name, &end, 10);
+	if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0) {
+		d->has_admin_gid = true;
+		return 0;
+	}
+	KVX_ERR("[engine] admin_group '%s': no such group%s%s", name, rc ? ": " : "",
+		rc ? strerror(rc) : "");
+	return -ENOENT;
+}
 
 /* ---- the socket ---------------------------------------------------------------------------- */
 
@@ -92,6 +241,9 @@ kvxd_engine_listen(struct kvxd *d)
 	int fd, rc;
 
 	d->self_uid = geteuid();
+	rc = admin_group_resolve(d);
+	if (rc)
+		return rc;
 	rc = path_claim(d, path);
 	if (rc)
 		return rc;
@@ -106,6 +258,7 @@ kvxd_engine_listen(struct kvxd *d)
 		goto err_close;
 	if (chmod(path, d->cfg.socket_mode) < 0 || lstat(path, &st) < 0 || listen(fd, 64) < 0)
 		goto err_unlink;
+	d->sock_gid = st.st_gid;
 	d->eng_dev = st.st_dev;
 	d->eng_ino = st.st_ino;
 	d->eng_fd = fd;
@@ -151,18 +304,26 @@ kvxd_engine_accept(struct kvxd *d)
 {
 	for (;;) {
 		int fd = accept4(d->eng_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
+		struct kvxd_cred cred;
 		struct kvxd_engine *e;
+		int rc;
 
 		if (fd < 0)
 			return;
-		/* The socket's mode (0660) lets the owner and group in; the peer's credentials
-		 * must match too (root, our uid, or a member of the socket's group). */
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-		    (cred.uid != 0 && cred.uid != getuid() && cred.gid != getgid())) {
-			KVX_WARN("engine connection refused: credentials uid %u gid %u",
-				 (unsigned)cred.uid, (unsigned)cred.gid);
+		/* The socket's mode lets the owner and group in; the credentials must match too:
+		 * root, our uid, or a member of the socket's group by any of its groups. */
+		rc = kvxd_cred_read(fd, &cred);
+		if (rc || !kvxd_cred_may_connect(d, &cred)) {
+			d->ctr.engine_refused++;
+			if (rc)
+				KVX_WARN("engine connection refused: no credentials: %s",
+					 strerror(-rc));
+			else
+				KVX_WARN("engine connection refused: pid %d uid %u gid %u: not "
+					 "root, kvxd's uid or in the socket's group %u",
+					 (int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid,
+					 (unsigned)d->sock_gid);
+			kvxd_cred_fini(&cred);
 			close(fd);
 			continue;
 		}
@@ -175,13 +336,17 @@ kvxd_engine_accept(struct kvxd *d)
 		if (!e) {
 			KVX_WARN("engine connection refused: %d sessions already",
 				 KVXD_MAX_ENGINES);
+			kvxd_cred_fini(&cred);
 			close(fd);
 			continue;
 		}
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
 		e->uid = cred.uid;
+		e->gid = cred.gid;
 		e->pid = cred.pid;
+		e->admin = kvxd_cred_is_admin(d, &cred);
+		kvxd_cred_fini(&cred);
 		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
 		d->engines[slot] = e;
 		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
@@ -819,7 +984,11 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 
 		snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < 255 ? n : 255),
 			 (const char *)buf + sizeof(struct kvx_eng_admin));
-		rc = kvxd_admin(d, cmd, text, sizeof(text));
+		rc = kvxd_admin(d, cmd, e->admin, text, sizeof(text));
+		if (rc == -EPERM && !e->admin)
+			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
+				 "admin",
+				 e->id, (int)e->pid, (unsigned)e->uid, cmd);
 		reply(d, e, h->seq, rc, 0, text);
 		break;
 	}
@@ -908,8 +1077,12 @@ room_line(struct kvx_room_table_node *n, void *arg)
 	return 0;
 }
 
+#define ADMIN_HELP                                                                                \
+	"commands: peers | rooms | counters | help (every engine); fault NAME:N[,NAME:N] | peer " \
+	"NAME pause|resume|try (operators)\n"
+
 int
-kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
+kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 {
 	size_t off = 0;
 
@@ -995,6 +1168,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("room_status_refused_owner_total", c->status_refused_owner);
 		C("aborts_not_owner_total", c->aborts_not_owner);
 		C("tombstones_refused_total", c->tombstones_refused);
+		C("engine_refused_total", c->engine_refused);
+		C("engine_admin_denied_total", c->admin_denied);
 		C("engine_queue_overflows_total", c->engine_queue_overflows);
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
@@ -1042,6 +1217,20 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 #undef C
 		return 0;
 	}
+	if (strcmp(cmd, "help") == 0) {
+		P(ADMIN_HELP);
+		return 0;
+	}
+	/* Everything below changes state: operators only (default deny, so a command added
+	 * here later is covered too). */
+	if (!admin) {
+		d->ctr.admin_denied++;
+		P("'%s' is an operator command: it needs root, kvxd's uid (%u) or membership in "
+		  "[engine] admin_group%s%s%s\n" ADMIN_HELP,
+		  cmd, (unsigned)d->self_uid, d->cfg.admin_group[0] ? " (" : " (none configured",
+		  d->cfg.admin_group, ")");
+		return -EPERM;
+	}
 	if (strncmp(cmd, "peer ", 5) == 0) {
 		char name[KVX_CFG_NAME_MAX], verb[16];
 		int rc;
@@ -1061,8 +1250,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			P("armed %s\n", cmd + 6);
 		return rc;
 	}
-	P("commands: peers | rooms | counters | fault NAME:N[,NAME:N] | peer NAME "
-	  "pause|resume|try\n");
-	return strcmp(cmd, "help") == 0 ? 0 : -EINVAL;
+	P(ADMIN_HELP);
+	return -EINVAL;
 #undef P
 }

@@ -166,11 +166,23 @@ struct kvxd_engine {
 	int fd;
 	struct kvxd_fd ev;
 	bool hello;
+	/* credentials captured at accept (SO_PEERCRED, full group list): never re-read */
 	uid_t uid;
+	gid_t gid;
 	pid_t pid;
+	bool admin;  /* root, kvxd's uid, or a member of [engine] admin_group */
 	bool doomed; /* closed at the end of this loop iteration */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	uint64_t outq_bytes;
+};
+
+/* A connecting process's credentials (kvxd_cred_read; kvxd_cred_fini frees groups). */
+struct kvxd_cred {
+	uid_t uid;
+	gid_t gid; /* primary */
+	pid_t pid;
+	gid_t *groups; /* supplementary groups */
+	int ngroups;
 };
 
 struct kvxd_counters {
@@ -185,8 +197,9 @@ struct kvxd_counters {
 	uint64_t heartbeats_sent, peers_silent;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
-	/* the engine socket: sessions closed for not reading (reply_queue_kb) */
-	uint64_t engine_queue_overflows;
+	/* the engine socket: connections refused (credentials), operator commands refused (not
+	 * an admin), sessions closed for not reading (reply_queue_kb) */
+	uint64_t engine_refused, admin_denied, engine_queue_overflows;
 };
 
 struct kvxd {
@@ -210,9 +223,11 @@ struct kvxd {
 	int next_pool_id;
 	uint32_t next_gen, next_token;
 	int epfd, tcp_fd, eng_fd, sig_fd;
-	/* the engine socket (kvxd_engine_listen): kvxd's own uid, the socket file's identity (only
-	 * that file is unlinked at exit) */
+	/* the engine socket (kvxd_engine_listen): kvxd's own uid, the socket file's group and
+	 * identity (only that file is unlinked at exit), the admin group if configured */
 	uid_t self_uid;
+	gid_t sock_gid, admin_gid;
+	bool has_admin_gid;
 	dev_t eng_dev;
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
@@ -288,7 +303,8 @@ void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
  * is left alone unless it is kvxd's own stale socket (a socket owned by kvxd's uid that refuses
  * connections): -EEXIST when the path is not a socket, -EADDRINUSE when a process accepts
  * connections there, -EPERM when a stale socket belongs to another uid; each logged.  The file
- * is created no looser than cfg.socket_mode and then set to exactly it. */
+ * is created no looser than cfg.socket_mode and then set to exactly it.  Also resolves
+ * cfg.admin_group (-ENOENT when there is no such group). */
 int kvxd_engine_listen(struct kvxd *d);
 /* Close the listening socket; unlink the path only if it is still the socket we created. */
 void kvxd_engine_unlisten(struct kvxd *d);
@@ -307,6 +323,21 @@ int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, stru
 			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);
 /* Unregister pools whose engine went away once nothing points at them. */
 void kvxd_pool_sweep(struct kvxd *d);
-int kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len);
+/* Run an operator command; its text goes to out.  peers, rooms, counters (metrics) and help
+ * are open to every engine; every other command changes state and needs admin (else -EPERM,
+ * counted). */
+int kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len);
+
+/* Credentials of the process at the other end of a Unix socket: SO_PEERCRED, and the full
+ * group list from SO_PEERGROUPS (getgrouplist() for the uid where the kernel lacks it; that
+ * may consult NSS).  0 or -errno.  Thread: any. */
+int kvxd_cred_read(int fd, struct kvxd_cred *c);
+void kvxd_cred_fini(struct kvxd_cred *c);
+/* Is gid c's primary group or one of its supplementary groups? */
+bool kvxd_cred_in_group(const struct kvxd_cred *c, gid_t gid);
+/* May c use the engine socket: root, kvxd's uid, or a member of the socket file's group. */
+bool kvxd_cred_may_connect(const struct kvxd *d, const struct kvxd_cred *c);
+/* May c run operator commands: root, kvxd's uid, or a member of [engine] admin_group. */
+bool kvxd_cred_is_admin(const struct kvxd *d, const struct kvxd_cred *c);
 
 #endif /* KVX_CONTROL_KVXD_H */

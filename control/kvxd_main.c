@@ -167,7 +167,8 @@ main(int argc, char **argv)
 	if (rc)
 		goto err;
 	/* the engine socket first: refuse to start (another kvxd, a file that is not ours at the
-	 * path) before touching the device; engines that connect this early wait in the backlog */
+	 * path, an unknown admin_group) before touching the device; engines that connect this
+	 * early wait in the backlog */
 	rc = kvxd_engine_listen(d);
 	if (rc)
 		goto err;

@@ -115,6 +115,8 @@ rm -f "$tmp/n1.sock"
 expect 1 "kvxd stopped" -- -c "$tmp/run.ini"
 [ ! -e "$tmp/n1.sock" ] && ok "a failed start removes its own socket" ||
 	bad "a failed start left $tmp/n1.sock behind"
+sed 's|^socket = .*|&\nadmin_group = kvx-no-such-group|' "$tmp/run.ini" >"$tmp/g.ini"
+expect 1 "admin_group 'kvx-no-such-group': no such group" -- -c "$tmp/g.ini"
 
 # kvxctl against no daemon: a clear error, exit 1
 out=$("$build/kvxctl" -s "$tmp/none.sock" peers 2>&1)

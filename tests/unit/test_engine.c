@@ -1,15 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: what
+ * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: who may
+ * connect and who may run operator commands (credentials captured at accept, full group list), what
  * kvxd_engine_listen does with whatever already sits at the socket path, and an engine that never
  * reads its replies (the control core must not wait for it).  Two control cores ("a" decode, "b"
  * prefill; not connected to each other) run in this process on the fake verbs with a fake clock;
  * the engines are raw SOCK_SEQPACKET clients speaking core/engine_proto.h, and every wait is a
  * bounded number of loop steps.
+ *
+ * Credentials: as root, a helper thread switches its own (per-thread, raw syscall) uid, gid and
+ * group list before connecting, so kvxd sees a real non-root peer.  Tests that need that are
+ * skipped when the tests do not run as root.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -449,11 +457,73 @@ live_engines(struct kvxd *d)
 	return n;
 }
 
+/* ---- connecting as another user (root only) -------------------------------------------------- */
+
+struct as_user {
+	const char *path;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[4];
+	int fd;
+};
+
+/* setgroups/setresgid/setresuid as raw syscalls change this thread's credentials only (glibc's
+ * wrappers would change every thread of the process). */
+static void *
+as_user_thread(void *arg)
+{
+	struct as_user *a = arg;
+
+	if (syscall(SYS_setgroups, (size_t)a->ngroups, a->groups) < 0 ||
+	    syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
+	    syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0) {
+		a->fd = -errno;
+		return NULL;
+	}
+	a->fd = connect_path(a->path);
+	return NULL;
+}
+
+/* Connect to d's engine socket as uid/gid with the given supplementary groups. */
+static void
+eng_connect_as(struct eng *e, struct kvxd *d, uid_t uid, gid_t gid, int ngroups,
+	       const gid_t *groups)
+{
+	char path[128];
+	struct as_user a = {.path = path, .uid = uid, .gid = gid, .ngroups = ngroups};
+	pthread_t t;
+
+	sock_path(d, path, sizeof(path));
+	if (ngroups)
+		memcpy(a.groups, groups, sizeof(gid_t) * (size_t)ngroups);
+	assert_int_equal(pthread_create(&t, NULL, as_user_thread, &a), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(a.fd >= 0);
+	eng_init(e, a.fd);
+}
+
 static void
 need_root(void)
 {
 	if (geteuid() != 0)
 		skip();
+}
+
+/* A group other than root's that exists here (for admin_group). */
+static const struct group *
+some_group(void)
+{
+	static const char *const names[] = {"adm", "staff", "users", "daemon", "sys"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const struct group *g = getgrnam(names[i]);
+
+		if (g && g->gr_gid != 0)
+			return g;
+	}
+	skip();
+	return NULL;
 }
 
 /* ---- 1. the socket path ------------------------------------------------------------------------
@@ -609,6 +679,198 @@ test_unlisten_removes_only_its_own_socket(void **state)
 	expect_file(A.cfg.socket_path, "precious\n");
 }
 
+static void
+test_listen_refuses_an_unknown_admin_group(void **state)
+{
+	struct stat st;
+
+	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "kvx-no-such-group");
+	assert_int_equal(listen_on(&A), -ENOENT);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), -1);
+	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "4242"); /* a bare gid is one */
+	assert_int_equal(listen_on(&A), 0);
+	assert_true(A.has_admin_gid);
+	assert_int_equal(A.admin_gid, 4242);
+}
+
+/* ---- 2. credentials ----------------------------------------------------------------------------
+ */
+
+/* The rules themselves, on made-up credentials: admin and connect rights, any group counts. */
+static void
+test_credential_rules(void **state)
+{
+	gid_t groups[] = {5, 4242, 7};
+	struct kvxd d = {.self_uid = 1000, .sock_gid = 7, .admin_gid = 4242, .has_admin_gid = true};
+	struct kvxd_cred root = {.uid = 0, .gid = 99};
+	struct kvxd_cred self = {.uid = 1000, .gid = 99};
+	struct kvxd_cred member = {.uid = 2000, .gid = 99, .groups = groups, .ngroups = 3};
+	struct kvxd_cred primary = {.uid = 2000, .gid = 7};
+	struct kvxd_cred outsider = {.uid = 2000, .gid = 99, .groups = groups, .ngroups = 1};
+
+	assert_true(kvxd_cred_may_connect(&d, &root) && kvxd_cred_is_admin(&d, &root));
+	assert_true(kvxd_cred_may_connect(&d, &self) && kvxd_cred_is_admin(&d, &self));
+	assert_true(kvxd_cred_may_connect(&d, &member) && kvxd_cred_is_admin(&d, &member));
+	assert_true(kvxd_cred_may_connect(&d, &primary));
+	assert_false(kvxd_cred_is_admin(&d, &primary));
+	assert_false(kvxd_cred_may_connect(&d, &outsider));
+	assert_false(kvxd_cred_is_admin(&d, &outsider));
+	d.has_admin_gid = false; /* no admin_group: root and kvxd's uid only */
+	assert_false(kvxd_cred_is_admin(&d, &member));
+	assert_true(kvxd_cred_is_admin(&d, &self));
+}
+
+/* kvxd_cred_read sees this process's uid, gid and full group list. */
+static void
+test_credentials_read_from_a_socket(void **state)
+{
+	gid_t mine[256];
+	int sv[2], n = getgroups(256, mine);
+	struct kvxd_cred c;
+
+	assert_true(n >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	assert_int_equal(kvxd_cred_read(sv[0], &c), 0);
+	assert_int_equal(c.uid, geteuid());
+	assert_int_equal(c.gid, getegid());
+	assert_int_equal(c.pid, getpid());
+	for (int i = 0; i < n; i++)
+		assert_true(kvxd_cred_in_group(&c, mine[i]));
+	kvxd_cred_fini(&c);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* nobody, in the socket's group only through a supplementary group: accepted (the old check
+ * compared the primary gid only); nobody outside the group: refused and counted. */
+static void
+test_accept_checks_the_full_group_list(void **state)
+{
+	gid_t sock_gid = getegid();
+	struct eng root, member, primary, outsider;
+
+	need_root();
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&root, &A);
+	assert_int_equal(eng_hello(&root, NULL), 0);
+
+	eng_connect_as(&member, &A, NOBODY, NOBODY, 1, &sock_gid);
+	assert_int_equal(eng_hello(&member, NULL), 0);
+	eng_connect_as(&primary, &A, NOBODY, sock_gid, 0, NULL);
+	assert_int_equal(eng_hello(&primary, NULL), 0);
+
+	/* the file's mode keeps an outsider out; widened by hand, kvxd's own check still does */
+	assert_int_equal(chmod(A.cfg.socket_path, 0666), 0);
+	eng_connect_as(&outsider, &A, NOBODY, NOBODY, 0, NULL);
+	for (int i = 0; i < 10 && !outsider.closed; i++) {
+		pump_once();
+		eng_read(&outsider, 0, NULL);
+	}
+	assert_true(outsider.closed);
+	assert_int_equal(counter(&root, "kvx_engine_refused_total{node=\"a\"}"), 1);
+	assert_int_equal(live_engines(&A), 3);
+	eng_close(&root);
+	eng_close(&member);
+	eng_close(&primary);
+	eng_close(&outsider);
+}
+
+/* An engine that is neither root, nor kvxd's uid, nor in admin_group: operator commands are
+ * refused with -EPERM and change nothing; the read-only ones work; root's work. */
+static void
+test_operator_commands_need_an_admin(void **state)
+{
+	gid_t sock_gid = getegid();
+	struct eng root, user;
+	struct eng_reply r;
+	bool paused;
+
+	need_root();
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&root, &A);
+	assert_int_equal(eng_hello(&root, NULL), 0);
+	/* in the socket's group by its primary gid (the old accept check let that in) */
+	eng_connect_as(&user, &A, NOBODY, sock_gid, 0, NULL);
+	assert_int_equal(eng_hello(&user, NULL), 0);
+
+	kvx_fault_disarm_all();
+	assert_int_equal(eng_admin(&user, "fault handshake.stall:0", &r), -EPERM);
+	assert_non_null(strstr(r.text, "admin"));
+	assert_false(kvx_fault_hit(KVX_FAULT_HS_STALL)); /* not armed */
+	paused = peer_of(&A, "b")->paused;
+	assert_int_equal(eng_admin(&user, "peer b resume", &r), -EPERM);
+	assert_int_equal(eng_admin(&user, "peer b try", &r), -EPERM);
+	assert_int_equal(peer_of(&A, "b")->paused, paused);
+	assert_int_equal(peer_of(&A, "b")->try_once, false);
+	/* read-only commands stay open */
+	assert_int_equal(eng_admin(&user, "peers", &r), 0);
+	assert_non_null(strstr(r.text, "peer b "));
+	assert_int_equal(eng_admin(&user, "rooms", &r), 0);
+	assert_int_equal(eng_admin(&user, "counters", &r), 0);
+	assert_int_equal(eng_admin(&user, "help", &r), 0);
+
+	/* root may */
+	assert_int_equal(eng_admin(&root, "fault handshake.stall:0", &r), 0);
+	assert_true(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	assert_int_equal(eng_admin(&root, "peer b pause", &r), 0);
+	assert_int_equal(counter(&root, "kvx_engine_admin_denied_total{node=\"a\"}"), 3);
+	eng_close(&root);
+	eng_close(&user);
+}
+
+/* The same without root (root is always an admin): kvxd's uid is made another one, so this
+ * process is only a member of the socket's group. */
+static void
+test_operator_commands_need_an_admin_unprivileged(void **state)
+{
+	struct eng user, self;
+	struct eng_reply r;
+
+	if (geteuid() == 0)
+		skip(); /* test_operator_commands_need_an_admin covers it */
+	assert_int_equal(listen_on(&A), 0);
+	A.self_uid = geteuid() + 1;
+	eng_connect(&user, &A);
+	assert_int_equal(eng_hello(&user, NULL), 0);
+	kvx_fault_disarm_all();
+	assert_int_equal(eng_admin(&user, "fault handshake.stall:0", &r), -EPERM);
+	assert_false(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	assert_int_equal(eng_admin(&user, "peers", &r), 0);
+	/* credentials are captured at accept: a session of kvxd's own uid may */
+	A.self_uid = geteuid();
+	eng_connect(&self, &A);
+	assert_int_equal(eng_hello(&self, NULL), 0);
+	assert_int_equal(eng_admin(&self, "fault handshake.stall:0", &r), 0);
+	assert_true(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	assert_int_equal(eng_admin(&user, "fault handshake.stall:0", &r), -EPERM);
+	eng_close(&user);
+	eng_close(&self);
+}
+
+/* admin_group membership counts through a supplementary group too. */
+static void
+test_admin_group_member_may(void **state)
+{
+	const struct group *g = some_group();
+	gid_t both[2] = {getegid(), g->gr_gid}, sock_gid = getegid();
+	struct eng admin, user;
+	struct eng_reply r;
+
+	need_root();
+	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "%s", g->gr_name);
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect_as(&admin, &A, NOBODY, NOBODY, 2, both);
+	assert_int_equal(eng_hello(&admin, NULL), 0);
+	eng_connect_as(&user, &A, NOBODY, NOBODY, 1, &sock_gid);
+	assert_int_equal(eng_hello(&user, NULL), 0);
+	kvx_fault_disarm_all();
+	assert_int_equal(eng_admin(&user, "fault handshake.stall:0", &r), -EPERM);
+	assert_int_equal(eng_admin(&admin, "fault handshake.stall:0", &r), 0);
+	assert_true(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	eng_close(&admin);
+	eng_close(&user);
+}
+
 /* ---- 3. an engine that never reads ------------------------------------------------------------
  */
 
@@ -735,6 +997,13 @@ main(void)
 		T(test_listen_keeps_a_foreign_stale_socket),
 		T(test_listen_mode),
 		T(test_unlisten_removes_only_its_own_socket),
+		T(test_listen_refuses_an_unknown_admin_group),
+		cmocka_unit_test(test_credential_rules),
+		cmocka_unit_test(test_credentials_read_from_a_socket),
+		T(test_accept_checks_the_full_group_list),
+		T(test_operator_commands_need_an_admin),
+		T(test_operator_commands_need_an_admin_unprivileged),
+		T(test_admin_group_member_may),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_an_event_is_sent_once),
