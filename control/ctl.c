@@ -156,6 +156,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 		return;
 	r->removing = true;
 	kvxd_room_charge(d, r, -1, false);
+	kvxd_engine_room_left(d, r);
 	kvx_room_table_del(d->by_id, &r->by_id);
 	if (r->role == KVX_ROOM_DECODE)
 		kvx_room_table_del(d->by_token, &r->by_token);

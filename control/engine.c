@@ -24,7 +24,10 @@
 #include "core/log.h"
 #include "core/rand.h"
 
-#define CRED_GROUPS_MAX 65536 /* NGROUPS_MAX on Linux */
+#define POOL_PAGE_MAX (16u << 20)    /* bytes in one page */
+#define POOL_BYTES_MAX (64ull << 30) /* bytes in one pool */
+#define CRED_GROUPS_MAX 65536	     /* NGROUPS_MAX on Linux */
+#define REFUSED_PER_UID_MAX 4	     /* refused sessions of one uid kept to tell them why */
 
 /* ---- credentials --------------------------------------------------------------------------- */
 
@@ -299,11 +302,29 @@ engine_by_id(struct kvxd *d, int id)
 	return NULL;
 }
 
+/* Sessions of uid that count against max_sessions_per_uid, and refused ones kept open. */
+static void
+sessions_of(const struct kvxd *d, uid_t uid, uint32_t *live, uint32_t *refused)
+{
+	*live = *refused = 0;
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		const struct kvxd_engine *e = d->engines[i];
+
+		if (!e || e->uid != uid || e->doomed)
+			continue;
+		if (e->refused)
+			(*refused)++;
+		else
+			(*live)++;
+	}
+}
+
 void
 kvxd_engine_accept(struct kvxd *d)
 {
 	for (;;) {
 		int fd = accept4(d->eng_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
+		uint32_t live, refused;
 		struct kvxd_cred cred;
 		struct kvxd_engine *e;
 		int rc;
@@ -327,6 +348,13 @@ kvxd_engine_accept(struct kvxd *d)
 			close(fd);
 			continue;
 		}
+		sessions_of(d, cred.uid, &live, &refused);
+		if (live >= d->cfg.max_sessions_per_uid && refused >= REFUSED_PER_UID_MAX) {
+			d->ctr.cap_sessions++;
+			kvxd_cred_fini(&cred);
+			close(fd); /* enough of its sessions are already being told why */
+			continue;
+		}
 		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
 			if (!d->engines[i]) {
 				slot = i;
@@ -347,6 +375,16 @@ kvxd_engine_accept(struct kvxd *d)
 		e->pid = cred.pid;
 		e->admin = kvxd_cred_is_admin(d, &cred);
 		kvxd_cred_fini(&cred);
+		if (live >= d->cfg.max_sessions_per_uid) {
+			d->ctr.cap_sessions++;
+			e->refused = -EDQUOT;
+			snprintf(
+				e->refused_text, sizeof(e->refused_text),
+				"uid %u has %u engine sessions: [engine] max_sessions_per_uid = %u",
+				(unsigned)e->uid, live, d->cfg.max_sessions_per_uid);
+			KVX_WARN("engine %d (pid %d): session refused: %s", e->id, (int)e->pid,
+				 e->refused_text);
+		}
 		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
 		d->engines[slot] = e;
 		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
@@ -407,6 +445,8 @@ outq_flush(struct kvxd *d, struct kvxd_engine *e)
 		free(m);
 	}
 	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head ? EPOLLOUT : 0));
+	if (!e->outq_head && e->close_after_flush)
+		engine_doom(d, e, "session refused");
 	return 0;
 }
 
@@ -520,6 +560,15 @@ kvxd_engine_reap(struct kvxd *d)
 }
 
 void
+kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r)
+{
+	struct kvxd_engine *e = r->engine_id >= 0 ? engine_by_id(d, r->engine_id) : NULL;
+
+	if (e && e->nrooms)
+		e->nrooms--;
+}
+
+void
 kvxd_pool_put(struct kvxd_pool *p)
 {
 	if (p)
@@ -538,34 +587,95 @@ pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
 	return NULL;
 }
 
+/* Pinned bytes of every pool registered by uid (orphans too: still registered). */
+static uint64_t
+pinned_of_uid(const struct kvxd *d, uid_t uid)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (d->pools[i] && d->pools[i]->uid == uid)
+			sum += d->pools[i]->len;
+	return sum;
+}
+
+static uint32_t
+pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		n += d->pools[i] && d->pools[i]->engine_id == e->id;
+	return n;
+}
+
+/*
+ * Register the engine's memfd as a pool: nbufs x npages x page_size bytes, computed in 64 bits
+ * with overflow checks against POOL_BYTES_MAX; the memfd must hold them (it may be larger: the
+ * pool is its start).  Then the caps: pools per engine and pinned bytes per uid (-EDQUOT), free
+ * pool slots on the node (-ENOSPC).  Returns the pool id or -errno, with why set on refusals.
+ */
 static int
-pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd)
+pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd,
+	      char *why, size_t wlen)
 {
 	const struct kvx_pool_geometry *g = &m->geom;
+	uint64_t len, pinned, cap = (uint64_t)d->cfg.max_pinned_mb_per_uid << 20;
 	struct kvxd_pool *p;
 	struct stat st;
 	int slot = -1, rc;
-	uint64_t len;
 
 	if (fd < 0)
 		return -EBADF;
-	if (!g->page_size || g->page_size % 64 || g->page_size > (16u << 20) || !g->npages ||
-	    !g->nbufs)
+	if (!g->page_size || g->page_size % 64 || g->page_size > POOL_PAGE_MAX || !g->npages ||
+	    !g->nbufs) {
+		snprintf(why, wlen,
+			 "page_size must be a multiple of 64 up to %u, npages and nbufs >= 1",
+			 POOL_PAGE_MAX);
 		return -EINVAL;
-	len = (uint64_t)g->page_size * g->npages * g->nbufs;
-	if (len > (64ull << 30))
+	}
+	if (__builtin_mul_overflow((uint64_t)g->page_size, (uint64_t)g->npages, &len) ||
+	    __builtin_mul_overflow(len, (uint64_t)g->nbufs, &len) || len > POOL_BYTES_MAX) {
+		snprintf(why, wlen, "%u x %u pages x %u B is more than %llu GiB", g->nbufs,
+			 g->npages, g->page_size, POOL_BYTES_MAX >> 30);
 		return -E2BIG;
+	}
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if ((uint64_t)st.st_size < len)
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, wlen, "the pool's fd is not a memfd or regular file");
+		return -EINVAL;
+	}
+	if (st.st_size < 0 || (uint64_t)st.st_size < len) {
+		snprintf(why, wlen, "the memfd holds %lld bytes, the geometry needs %llu",
+			 (long long)st.st_size, (unsigned long long)len);
 		return -ERANGE;
+	}
+	if (pools_of_engine(d, e) >= d->cfg.max_pools_per_engine) {
+		d->ctr.cap_pools++;
+		snprintf(why, wlen, "the engine has %u pools: [engine] max_pools_per_engine = %u",
+			 pools_of_engine(d, e), d->cfg.max_pools_per_engine);
+		return -EDQUOT;
+	}
+	pinned = pinned_of_uid(d, e->uid);
+	if (len > cap || pinned > cap - len) {
+		d->ctr.cap_pinned++;
+		snprintf(why, wlen,
+			 "uid %u has %llu KiB pinned, %llu KiB more would pass [engine] "
+			 "max_pinned_mb_per_uid = %u",
+			 (unsigned)e->uid, (unsigned long long)(pinned >> 10),
+			 (unsigned long long)(len >> 10), d->cfg.max_pinned_mb_per_uid);
+		return -EDQUOT;
+	}
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
 		if (!d->pools[i]) {
 			slot = i;
 			break;
 		}
-	if (slot < 0)
+	if (slot < 0) {
+		snprintf(why, wlen, "the node has %d pools registered", KVXD_MAX_POOLS);
 		return -ENOSPC;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -580,6 +690,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		goto err_unmap;
 	p->id = ++d->next_pool_id;
 	p->engine_id = e->id;
+	p->uid = e->uid;
 	p->page_size = g->page_size;
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
@@ -643,22 +754,32 @@ token_alloc(void)
 }
 
 static int64_t
-room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len)
+room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len,
+	  char *why, size_t wlen)
 {
 	const char(*names)[KVX_NAME_MAX] = (const void *)(m + 1);
 	const uint32_t *pages;
 	struct kvxd_pool *pool;
+	int64_t rc;
 
 	if (m->nsources == 0 || m->nsources > KVX_MAX_SOURCES || m->npages == 0 ||
 	    m->npages > KVX_MAX_ROOM_PAGES || m->room > KVX_ROOM_ID_MAX)
 		return -EINVAL;
-	if (len != sizeof(*m) + (size_t)m->nsources * KVX_NAME_MAX + (size_t)m->npages * 4)
+	if ((uint64_t)len != sizeof(*m) + (uint64_t)m->nsources * KVX_NAME_MAX +
+				     (uint64_t)m->npages * sizeof(uint32_t))
 		return -EBADMSG;
 	pages = (const uint32_t *)((const uint8_t *)(m + 1) + (size_t)m->nsources * KVX_NAME_MAX);
 	pool = pool_get(d, e, m->pool_id);
 	if (!pool)
 		return -ENOENT;
-	return kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
+	rc = kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
+	if (rc == -EDQUOT)
+		snprintf(why, wlen, "the engine has %u rooms: [engine] max_rooms_per_engine = %u",
+			 e->nrooms, d->cfg.max_rooms_per_engine);
+	else if (rc == -ERANGE)
+		snprintf(why, wlen, "a destination page is beyond the pool's %u pages",
+			 pool->npages);
+	return rc;
 }
 
 int64_t
@@ -668,6 +789,7 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 {
 	struct kvx_eng_room_open mm = {.room = room, .npages = npages, .nsources = nsources};
 	const struct kvx_eng_room_open *m = &mm;
+	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
 	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
 	int src_peer[KVX_MAX_SOURCES];
 	struct kvxd_room *r, *old;
@@ -697,8 +819,14 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 			return -EEXIST;
 		if (!kvxd_room_removable(old))
 			return -EBUSY; /* still running, or draining: wait for RELEASED */
-		kvxd_room_remove(d, old);
 	}
+	/* the cap counts this engine's rooms; a room this open replaces is one of them */
+	if (e && e->nrooms - (old && old->engine_id == engine_id) >= d->cfg.max_rooms_per_engine) {
+		d->ctr.cap_rooms++;
+		return -EDQUOT;
+	}
+	if (old)
+		kvxd_room_remove(d, old);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -732,6 +860,8 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 		r->token = token_alloc();
 	while (kvx_room_table_add(d->by_token, &r->by_token, r->token));
 	rcu_read_unlock();
+	if (e)
+		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
 	d->ctr.rooms_opened++;
 	msg.room = r;
 	kvx_pcore_send(&d->cores[r->core], &msg);
@@ -768,11 +898,20 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	struct kvxd_chunk *ch;
 	struct kvxd_pool *pool;
 	struct kvxd_room *r;
+	char why[80];
 
 	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
-	    len != sizeof(*m) + (size_t)m->npages * 4) {
+	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
 		d->ctr.engine_bad++;
 		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
+		return;
+	}
+	/* no room has more destination pages (the room's own count is checked by its core,
+	 * which owns the metadata) */
+	if ((uint64_t)m->dst_offset + m->npages > KVX_MAX_ROOM_PAGES) {
+		snprintf(why, sizeof(why), "destination pages %u+%u beyond the %u a room may have",
+			 m->dst_offset, m->npages, KVX_MAX_ROOM_PAGES);
+		chunk_refuse(d, e, m->room, -ERANGE, why);
 		return;
 	}
 	pool = pool_get(d, e, m->pool_id);
@@ -790,8 +929,15 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
 	}
+	if ((!r || r->engine_id != e->id) && e->nrooms >= d->cfg.max_rooms_per_engine) {
+		d->ctr.cap_rooms++;
+		snprintf(why, sizeof(why), "the engine has %u rooms: max_rooms_per_engine = %u",
+			 e->nrooms, d->cfg.max_rooms_per_engine);
+		chunk_refuse(d, e, m->room, -EDQUOT, why);
+		return;
+	}
 	if (!r)
-		r = kvxd_prefill_room_new(d, m->room, e->id);
+		r = kvxd_prefill_room_new(d, m->room, -1);
 	if (!r) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
@@ -803,7 +949,10 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		kvxd_room_charge(d, r, -1, false);
 		r->tombstone = r->drained = false;
 	}
-	r->engine_id = e->id;
+	if (r->engine_id != e->id) {
+		r->engine_id = e->id;
+		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
+	}
 	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);
 	if (!ch) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
@@ -916,9 +1065,18 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 	int64_t v;
 
 	d->ctr.engine_msgs++;
+	text[0] = '\0';
 	if (len < sizeof(*h) || h->len != len) {
 		d->ctr.engine_bad++;
 		reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
+		goto out;
+	}
+	if (e->refused) {
+		/* over max_sessions_per_uid: say why, once, then close */
+		reply(d, e, h->seq, e->refused, 0, e->refused_text);
+		e->close_after_flush = true;
+		if (!e->outq_head)
+			engine_doom(d, e, "session refused");
 		goto out;
 	}
 	if (!e->hello && h->type != KVX_ENG_HELLO) {
@@ -938,9 +1096,9 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)
-			    ? pool_register(d, e, (const void *)buf, fd)
+			    ? pool_register(d, e, (const void *)buf, fd, text, sizeof(text))
 			    : -EBADMSG;
-		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
 		break;
 	case KVX_ENG_POOL_UNREG: {
 		struct kvxd_pool *p =
@@ -953,9 +1111,9 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 	}
 	case KVX_ENG_ROOM_OPEN:
 		v = len >= sizeof(struct kvx_eng_room_open)
-			    ? room_open(d, e, (const void *)buf, len)
+			    ? room_open(d, e, (const void *)buf, len, text, sizeof(text))
 			    : -EBADMSG;
-		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
 		break;
 	case KVX_ENG_CHUNK:
 		if (len < sizeof(struct kvx_eng_chunk)) {
@@ -1018,7 +1176,7 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 	}
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		return;
-	for (int i = 0; i < 64 && !e->doomed; i++) {
+	for (int i = 0; i < 64 && !e->doomed && !e->close_after_flush; i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;
@@ -1171,6 +1329,14 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		C("engine_refused_total", c->engine_refused);
 		C("engine_admin_denied_total", c->admin_denied);
 		C("engine_queue_overflows_total", c->engine_queue_overflows);
+#define CAP(key, v)                                                                        \
+	P("kvx_engine_cap_refused_total{node=\"%s\",cap=\"" key "\"} %llu\n", d->cfg.name, \
+	  (unsigned long long)(v))
+		CAP("max_sessions_per_uid", c->cap_sessions);
+		CAP("max_pools_per_engine", c->cap_pools);
+		CAP("max_pinned_mb_per_uid", c->cap_pinned);
+		CAP("max_rooms_per_engine", c->cap_rooms);
+#undef CAP
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,

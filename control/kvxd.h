@@ -170,8 +170,14 @@ struct kvxd_engine {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	bool admin;  /* root, kvxd's uid, or a member of [engine] admin_group */
-	bool doomed; /* closed at the end of this loop iteration */
+	bool admin; /* root, kvxd's uid, or a member of [engine] admin_group */
+	/* over max_sessions_per_uid: the first request is answered with this -errno and text,
+	 * then the session closes */
+	int refused;
+	char refused_text[160];
+	bool close_after_flush; /* close once outq is empty */
+	bool doomed;		/* closed at the end of this loop iteration */
+	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	uint64_t outq_bytes;
 };
@@ -198,8 +204,9 @@ struct kvxd_counters {
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
 	/* the engine socket: connections refused (credentials), operator commands refused (not
-	 * an admin), sessions closed for not reading (reply_queue_kb) */
-	uint64_t engine_refused, admin_denied, engine_queue_overflows;
+	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
+	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
+		cap_pinned, cap_rooms;
 };
 
 struct kvxd {
@@ -315,9 +322,12 @@ void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events
 int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
 /* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
 void kvxd_engine_reap(struct kvxd *d);
+/* A room left the tables (kvxd_room_remove): its engine's room count drops. */
+void kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
-/* Decode: open a room (the engine request's checks and effects).  Returns its generation. */
+/* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
+ * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
 int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
 			      const uint32_t *pages, uint32_t npages,
 			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);

@@ -2,11 +2,11 @@
 /*
  * The engine Unix socket of kvxd (control/engine.c) against hostile or broken engines: who may
  * connect and who may run operator commands (credentials captured at accept, full group list), what
- * kvxd_engine_listen does with whatever already sits at the socket path, and an engine that never
- * reads its replies (the control core must not wait for it).  Two control cores ("a" decode, "b"
- * prefill; not connected to each other) run in this process on the fake verbs with a fake clock;
- * the engines are raw SOCK_SEQPACKET clients speaking core/engine_proto.h, and every wait is a
- * bounded number of loop steps.
+ * kvxd_engine_listen does with whatever already sits at the socket path, an engine that never reads
+ * its replies (the control core must not wait for it), and the per-uid and per-engine caps.  Two
+ * control cores ("a" decode, "b" prefill; not connected to each other) run in this process on the
+ * fake verbs with a fake clock; the engines are raw SOCK_SEQPACKET clients speaking
+ * core/engine_proto.h, and every wait is a bounded number of loop steps.
  *
  * Credentials: as root, a helper thread switches its own (per-thread, raw syscall) uid, gid and
  * group list before connecting, so kvxd sees a real non-root peer.  Tests that need that are
@@ -412,6 +412,42 @@ eng_pool_id(struct eng *e, uint32_t page_size, uint32_t npages, uint32_t nbufs)
 	int rc = eng_pool_reg(e, page_size, npages, nbufs, (size_t)page_size * npages * nbufs, &r);
 
 	return rc < 0 ? rc : (int)r.value;
+}
+
+static int
+eng_pool_unreg(struct eng *e, int id)
+{
+	struct kvx_eng_pool_unreg m = {.pool_id = id};
+
+	return eng_call(e, KVX_ENG_POOL_UNREG, &m, sizeof(m), -1, NULL);
+}
+
+/* Decode: open room id on pool with pages 0..n-1, source "b". */
+static int
+eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply *out)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_room_open) + KVX_NAME_MAX + 64 * 4) / 8];
+	struct kvx_eng_room_open *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)((uint8_t *)(m + 1) + KVX_NAME_MAX);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->nsources = 1;
+	memcpy(m + 1, "b", 2);
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	return eng_call(e, KVX_ENG_ROOM_OPEN, m, sizeof(*m) + KVX_NAME_MAX + 4 * n, -1, out);
+}
+
+static int
+eng_room_req(struct eng *e, uint16_t type, uint64_t id)
+{
+	struct kvx_eng_room_close m = {.room = id};
+
+	return eng_call(e, type, &m, sizeof(m), -1, NULL);
 }
 
 /* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset. */
@@ -985,6 +1021,216 @@ test_an_event_is_sent_once(void **state)
 	eng_close(&e);
 }
 
+/* ---- 4. caps -----------------------------------------------------------------------------------
+ */
+
+static void
+test_cap_sessions_per_uid(void **state)
+{
+	struct eng e[4];
+	struct eng_reply r;
+
+	A.cfg.max_sessions_per_uid = 2;
+	assert_int_equal(listen_on(&A), 0);
+	for (int i = 0; i < 3; i++)
+		eng_connect(&e[i], &A);
+	assert_int_equal(eng_hello(&e[0], NULL), 0);
+	assert_int_equal(eng_hello(&e[1], NULL), 0);
+	assert_int_equal(eng_hello(&e[2], &r), -EDQUOT);
+	assert_non_null(strstr(r.text, "max_sessions_per_uid"));
+	for (int i = 0; i < 10 && !e[2].closed; i++) {
+		pump_once();
+		eng_read(&e[2], 0, NULL);
+	}
+	assert_true(e[2].closed);
+	assert_int_equal(
+		counter(&e[0],
+			"kvx_engine_cap_refused_total{node=\"a\",cap=\"max_sessions_per_uid\"}"),
+		1);
+	/* a session that ends frees its place */
+	eng_close(&e[1]);
+	for (int i = 0; i < 5; i++)
+		pump_once();
+	eng_connect(&e[3], &A);
+	assert_int_equal(eng_hello(&e[3], NULL), 0);
+	eng_close(&e[0]);
+	eng_close(&e[2]);
+	eng_close(&e[3]);
+}
+
+static void
+test_cap_pools_per_engine(void **state)
+{
+	struct eng e;
+	struct eng_reply r;
+	int p1, p2;
+
+	A.cfg.max_pools_per_engine = 2;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	p1 = eng_pool_id(&e, 4096, 4, 1);
+	p2 = eng_pool_id(&e, 4096, 4, 1);
+	assert_true(p1 > 0 && p2 > 0);
+	assert_int_equal(eng_pool_reg(&e, 4096, 4, 1, 4096 * 4, &r), -EDQUOT);
+	assert_non_null(strstr(r.text, "max_pools_per_engine"));
+	assert_int_equal(
+		counter(&e,
+			"kvx_engine_cap_refused_total{node=\"a\",cap=\"max_pools_per_engine\"}"),
+		1);
+	assert_int_equal(eng_pool_unreg(&e, p1), 0);
+	assert_true(eng_pool_id(&e, 4096, 4, 1) > 0);
+	eng_close(&e);
+}
+
+/* Pinned bytes are summed over every pool of every session of the uid. */
+static void
+test_cap_pinned_bytes_per_uid(void **state)
+{
+	struct eng e1, e2;
+	struct eng_reply r;
+	int p1;
+
+	A.cfg.max_pinned_mb_per_uid = 1;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e1, &A);
+	eng_connect(&e2, &A);
+	assert_int_equal(eng_hello(&e1, NULL), 0);
+	assert_int_equal(eng_hello(&e2, NULL), 0);
+	p1 = eng_pool_id(&e1, 4096, 64, 2); /* 512 KiB */
+	assert_true(p1 > 0);
+	assert_true(eng_pool_id(&e2, 4096, 128, 1) > 0); /* 1 MiB in all: at the cap */
+	assert_int_equal(eng_pool_reg(&e2, 4096, 1, 1, 4096, &r), -EDQUOT);
+	assert_non_null(strstr(r.text, "max_pinned_mb_per_uid"));
+	assert_int_equal(
+		counter(&e1,
+			"kvx_engine_cap_refused_total{node=\"a\",cap=\"max_pinned_mb_per_uid\"}"),
+		1);
+	assert_int_equal(eng_pool_unreg(&e1, p1), 0);
+	assert_true(eng_pool_id(&e2, 4096, 1, 1) > 0);
+	eng_close(&e1);
+	eng_close(&e2);
+}
+
+/* Decode: the engine's open rooms count until they leave (RELEASED, then closed). */
+static void
+test_cap_rooms_per_engine_decode(void **state)
+{
+	struct eng e;
+	struct eng_reply r;
+	int pool;
+
+	A.cfg.max_rooms_per_engine = 2;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	assert_true(pool > 0);
+	assert_int_equal(eng_room_open(&e, 1, pool, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&e, 2, pool, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&e, 3, pool, 4, &r), -EDQUOT);
+	assert_non_null(strstr(r.text, "max_rooms_per_engine"));
+	assert_null(kvxd_room_find(&A, 3, KVX_ROOM_DECODE));
+	assert_int_equal(
+		counter(&e,
+			"kvx_engine_cap_refused_total{node=\"a\",cap=\"max_rooms_per_engine\"}"),
+		1);
+	/* room 1 leaves: aborted (no source was told, so it is released at once), closed */
+	assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_ABORT, 1), 0);
+	for (int i = 0; i < 10 && !eng_event(&e, 1, KVX_STATE_RELEASED); i++)
+		pump_once();
+	assert_non_null(eng_event(&e, 1, KVX_STATE_RELEASED));
+	assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_CLOSE, 1), 0);
+	assert_int_equal(eng_room_open(&e, 3, pool, 4, NULL), 0);
+	eng_close(&e);
+}
+
+/* Prefill: a chunk that would make the engine's rooms exceed the cap is refused (FAILED event);
+ * a chunk to a room it already has is not; a room that ended and was closed frees its place. */
+static void
+test_cap_rooms_per_engine_prefill(void **state)
+{
+	const struct kvx_event *ev;
+	struct eng e;
+	int pool;
+
+	B.cfg.max_rooms_per_engine = 1;
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	assert_true(pool > 0);
+	eng_chunk(&e, 10, pool, 2, 0);
+	eng_chunk(&e, 10, pool, 2, 2); /* the same room again: fine */
+	eng_chunk(&e, 11, pool, 2, 0);
+	ev = eng_event(&e, 11, KVX_STATE_FAILED);
+	assert_non_null(ev);
+	assert_int_equal(ev->error, -EDQUOT);
+	assert_non_null(strstr(ev->reason, "max_rooms_per_engine"));
+	assert_null(eng_event(&e, 10, KVX_STATE_FAILED));
+	assert_null(kvxd_room_find(&B, 11, KVX_ROOM_PREFILL));
+	/* room 10 never gets its metadata: the waiting timeout fails it, the engine closes it */
+	fake_ms += B.cfg.waiting_ms + 200;
+	for (int i = 0; i < 20 && !eng_event(&e, 10, KVX_STATE_FAILED); i++)
+		pump_once();
+	assert_non_null(eng_event(&e, 10, KVX_STATE_FAILED));
+	assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_CLOSE, 10), 0);
+	e.nev = 0;
+	eng_chunk(&e, 11, pool, 2, 0);
+	assert_null(eng_event(&e, 11, KVX_STATE_FAILED));
+	assert_non_null(kvxd_room_find(&B, 11, KVX_ROOM_PREFILL));
+	eng_close(&e);
+}
+
+/* ---- 5. sizes in 64 bits ----------------------------------------------------------------------
+ */
+
+/* 64 B x 933505088 pages x 308761441 buffers is 2^64 + 4096 bytes: in 64-bit arithmetic that
+ * wraps to 4096, which a 4 KiB memfd "holds". */
+static void
+test_pool_geometry_overflow_refused(void **state)
+{
+	struct eng e;
+	struct eng_reply r;
+
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_int_equal(eng_pool_reg(&e, 64, 933505088u, 308761441u, 4096, &r), -E2BIG);
+	/* a memfd smaller than the geometry */
+	assert_int_equal(eng_pool_reg(&e, 4096, 4, 2, 4096 * 8 - 1, &r), -ERANGE);
+	/* larger is fine (the pool uses the start) */
+	assert_true(eng_pool_reg(&e, 4096, 4, 2, 4096 * 9, &r) == 0 && r.value > 0);
+	eng_close(&e);
+}
+
+/* A chunk whose destination range runs past what any room can hold is refused up front. */
+static void
+test_chunk_destination_range_checked(void **state)
+{
+	const struct kvx_event *ev;
+	struct eng e;
+	int pool;
+
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	eng_chunk(&e, 20, pool, 2, UINT32_MAX);
+	ev = eng_event(&e, 20, KVX_STATE_FAILED);
+	assert_non_null(ev);
+	assert_int_equal(ev->error, -ERANGE);
+	eng_chunk(&e, 21, pool, 2, KVX_MAX_ROOM_PAGES - 1);
+	ev = eng_event(&e, 21, KVX_STATE_FAILED);
+	assert_non_null(ev);
+	assert_int_equal(ev->error, -ERANGE);
+	assert_null(kvxd_room_find(&B, 20, KVX_ROOM_PREFILL));
+	assert_null(kvxd_room_find(&B, 21, KVX_ROOM_PREFILL));
+	eng_chunk(&e, 22, pool, 2, KVX_MAX_ROOM_PAGES - 2); /* the last two pages: fine */
+	assert_null(eng_event(&e, 22, KVX_STATE_FAILED));
+	eng_close(&e);
+}
+
 int
 main(void)
 {
@@ -1007,6 +1253,13 @@ main(void)
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_an_event_is_sent_once),
+		T(test_cap_sessions_per_uid),
+		T(test_cap_pools_per_engine),
+		T(test_cap_pinned_bytes_per_uid),
+		T(test_cap_rooms_per_engine_decode),
+		T(test_cap_rooms_per_engine_prefill),
+		T(test_pool_geometry_overflow_refused),
+		T(test_chunk_destination_range_checked),
 	};
 #undef T
 
