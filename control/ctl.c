@@ -157,6 +157,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 		return;
 	r->removing = true;
 	kvxd_room_charge(d, r, -1, false);
+	kvxd_engine_room_left(d, r);
 	kvx_room_table_del(d->by_id, &r->by_id);
 	if (r->role == KVX_ROOM_DECODE)
 		kvx_room_table_del(d->by_token, &r->by_token);
@@ -458,6 +459,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 		dispatch(d, ev[i].data.ptr, ev[i].events);
 	drain_outboxes(d);
 	tick(d, kvxd_now_ms());
+	kvxd_engine_reap(d); /* sessions doomed above: nothing holds them any more */
 }
 
 static int

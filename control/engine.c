@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,27 +24,273 @@
 #include "core/log.h"
 #include "core/rand.h"
 
+#define POOL_PAGE_MAX (16u << 20)    /* bytes in one page */
+#define POOL_BYTES_MAX (64ull << 30) /* bytes in one pool */
+#define CRED_GROUPS_MAX 65536	     /* NGROUPS_MAX on Linux */
+#define REFUSED_PER_UID_MAX 4	     /* refused sessions of one uid kept to tell them why */
+
+/* ---- credentials --------------------------------------------------------------------------- */
+
+/* The groups of uid's account (the fallback when the kernel has no SO_PEERGROUPS).  NSS may be
+ * consulted here: on the control core only on such kernels. */
+static int
+groups_from_db(struct kvxd_cred *c)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	int n = 64;
+	gid_t *g;
+
+	if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &res) || !res)
+		return 0; /* no account: the primary gid only */
+	for (;;) {
+		int want = n;
+
+		g = realloc(c->groups, sizeof(gid_t) * (size_t)n);
+		if (!g)
+			return -ENOMEM;
+		c->groups = g;
+		if (getgrouplist(pw.pw_name, c->gid, g, &want) >= 0) {
+			c->ngroups = want;
+			return 0;
+		}
+		if (want <= n || want > CRED_GROUPS_MAX)
+			return -E2BIG;
+		n = want;
+	}
+}
+
+int
+kvxd_cred_read(int fd, struct kvxd_cred *c)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	*c = (struct kvxd_cred){0};
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -errno;
+	c->uid = uc.uid;
+	c->gid = uc.gid;
+	c->pid = uc.pid;
+	len = 64 * sizeof(gid_t);
+	for (;;) {
+		gid_t *g = realloc(c->groups, len ? len : sizeof(gid_t));
+
+		if (!g) {
+			kvxd_cred_fini(c);
+			return -ENOMEM;
+		}
+		c->groups = g;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+			c->ngroups = (int)(len / sizeof(gid_t));
+			return 0;
+		}
+		if (errno == ENOPROTOOPT) { /* Linux before 4.13 */
+			int rc = groups_from_db(c);
+
+			if (rc)
+				kvxd_cred_fini(c);
+			return rc;
+		}
+		/* ERANGE: len now says how much the list needs */
+		if (errno != ERANGE || len > CRED_GROUPS_MAX * sizeof(gid_t)) {
+			int rc = -errno;
+
+			kvxd_cred_fini(c);
+			return rc;
+		}
+	}
+}
+
+void
+kvxd_cred_fini(struct kvxd_cred *c)
+{
+	free(c->groups);
+	c->groups = NULL;
+	c->ngroups = 0;
+}
+
+bool
+kvxd_cred_in_group(const struct kvxd_cred *c, gid_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+bool
+kvxd_cred_may_connect(const struct kvxd *d, const struct kvxd_cred *c)
+{
+	return c->uid == 0 || c->uid == d->self_uid || kvxd_cred_in_group(c, d->sock_gid);
+}
+
+bool
+kvxd_cred_is_admin(const struct kvxd *d, const struct kvxd_cred *c)
+{
+	return c->uid == 0 || c->uid == d->self_uid ||
+	       (d->has_admin_gid && kvxd_cred_in_group(c, d->admin_gid));
+}
+
+/* [engine] admin_group: a group name (or a numeric gid) into d->admin_gid. */
+static int
+admin_group_resolve(struct kvxd *d)
+{
+	const char *name = d->cfg.admin_group;
+	struct group gr, *res = NULL;
+	size_t size = 4096;
+	char *end;
+	int rc;
+
+	d->has_admin_gid = false;
+	if (!name[0])
+		return 0;
+	for (;;) {
+		char *buf = malloc(size);
+
+		if (!buf)
+			return -ENOMEM;
+		rc = getgrnam_r(name, &gr, buf, size, &res);
+		if (rc == 0 && res)
+			d->admin_gid = gr.gr_gid;
+		free(buf);
+		if (rc != ERANGE || size >= (1u << 20))
+			break;
+		size *= 2;
+	}
+	if (rc == 0 && res) {
+		d->has_admin_gid = true;
+		return 0;
+	}
+	errno = 0;
+	d->admin_gid = (gid_t)strtoul(name, &end, 10);
+	if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0) {
+		d->has_admin_gid = true;
+		return 0;
+	}
+	KVX_ERR("[engine] admin_group '%s': no such group%s%s", name, rc ? ": " : "",
+		rc ? strerror(rc) : "");
+	return -ENOENT;
+}
+
+/* ---- the socket ---------------------------------------------------------------------------- */
+
+/* May kvxd bind at path?  Only a missing path, or kvxd's own stale socket (removed here).
+ * The probe and the unlink are not atomic: two kvxd started at the same instant on one path
+ * are not told apart (a lock file would be needed for that). */
+static int
+path_claim(const struct kvxd *d, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		KVX_ERR("engine socket %s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		KVX_ERR("engine socket %s: the path exists and is not a socket: refusing to "
+			"replace "
+			"it (remove it, or set [engine] socket to another path)",
+			path);
+		return -EEXIST;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	close(fd);
+	if (rc == 0 || rc == -EAGAIN || rc == -EPROTOTYPE) {
+		/* accepted, a full backlog, or a live socket of another type */
+		KVX_ERR("engine socket %s: a process is listening there (another kvxd?): refusing "
+			"to start",
+			path);
+		return -EADDRINUSE;
+	}
+	if (rc != -ECONNREFUSED) {
+		KVX_ERR("engine socket %s: cannot tell whether it is in use (%s): refusing to "
+			"replace it",
+			path, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != d->self_uid) {
+		KVX_ERR("engine socket %s: a stale socket owned by uid %u, not by kvxd's uid %u: "
+			"refusing to remove it",
+			path, (unsigned)st.st_uid, (unsigned)d->self_uid);
+		return -EPERM;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		KVX_ERR("engine socket %s: removing the stale socket: %s", path, strerror(errno));
+		return rc;
+	}
+	KVX_INFO("engine socket %s: removed a stale socket of an earlier kvxd", path);
+	return 0;
+}
+
 int
 kvxd_engine_listen(struct kvxd *d)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+	const char *path = d->cfg.socket_path;
+	struct stat st;
+	int fd, rc;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->cfg.socket_path);
+	d->self_uid = geteuid();
+	rc = admin_group_resolve(d);
+	if (rc)
+		return rc;
+	rc = path_claim(d, path);
+	if (rc)
+		return rc;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(sa.sun_path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(sa.sun_path, d->cfg.socket_mode) < 0 || listen(fd, 64) < 0) {
-		int rc = -errno;
-
-		KVX_ERR("engine socket %s: %s", sa.sun_path, strerror(errno));
-		close(fd);
-		return rc;
-	}
+	/* bind() creates the file with the socket inode's mode minus the umask: set that mode
+	 * first, so the file is never looser than socket_mode, not even between bind and chmod;
+	 * the chmod then gives back what the umask took (the process-wide umask is left alone). */
+	if (fchmod(fd, d->cfg.socket_mode) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto err_close;
+	if (chmod(path, d->cfg.socket_mode) < 0 || lstat(path, &st) < 0 || listen(fd, 64) < 0)
+		goto err_unlink;
+	d->sock_gid = st.st_gid;
+	d->eng_dev = st.st_dev;
+	d->eng_ino = st.st_ino;
 	d->eng_fd = fd;
 	return 0;
+
+err_unlink:
+	rc = -errno;
+	unlink(path);
+	goto err_log;
+err_close:
+	rc = -errno;
+err_log:
+	KVX_ERR("engine socket %s: %s", path, strerror(-rc));
+	close(fd);
+	return rc;
+}
+
+void
+kvxd_engine_unlisten(struct kvxd *d)
+{
+	struct stat st;
+
+	if (d->eng_fd < 0)
+		return;
+	close(d->eng_fd);
+	d->eng_fd = -1;
+	if (lstat(d->cfg.socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == d->eng_dev && st.st_ino == d->eng_ino)
+		unlink(d->cfg.socket_path);
 }
 
 static struct kvxd_engine *
@@ -56,24 +302,57 @@ engine_by_id(struct kvxd *d, int id)
 	return NULL;
 }
 
+/* Sessions of uid that count against max_sessions_per_uid, and refused ones kept open. */
+static void
+sessions_of(const struct kvxd *d, uid_t uid, uint32_t *live, uint32_t *refused)
+{
+	*live = *refused = 0;
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		const struct kvxd_engine *e = d->engines[i];
+
+		if (!e || e->uid != uid || e->doomed)
+			continue;
+		if (e->refused)
+			(*refused)++;
+		else
+			(*live)++;
+	}
+}
+
 void
 kvxd_engine_accept(struct kvxd *d)
 {
 	for (;;) {
 		int fd = accept4(d->eng_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
+		uint32_t live, refused;
+		struct kvxd_cred cred;
 		struct kvxd_engine *e;
+		int rc;
 
 		if (fd < 0)
 			return;
-		/* The socket's mode (0660) lets the owner and group in; the peer's credentials
-		 * must match too (root, our uid, or a member of the socket's group). */
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-		    (cred.uid != 0 && cred.uid != getuid() && cred.gid != getgid())) {
-			KVX_WARN("engine connection refused: credentials uid %u gid %u",
-				 (unsigned)cred.uid, (unsigned)cred.gid);
+		/* The socket's mode lets the owner and group in; the credentials must match too:
+		 * root, our uid, or a member of the socket's group by any of its groups. */
+		rc = kvxd_cred_read(fd, &cred);
+		if (rc || !kvxd_cred_may_connect(d, &cred)) {
+			d->ctr.engine_refused++;
+			if (rc)
+				KVX_WARN("engine connection refused: no credentials: %s",
+					 strerror(-rc));
+			else
+				KVX_WARN("engine connection refused: pid %d uid %u gid %u: not "
+					 "root, kvxd's uid or in the socket's group %u",
+					 (int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid,
+					 (unsigned)d->sock_gid);
+			kvxd_cred_fini(&cred);
 			close(fd);
+			continue;
+		}
+		sessions_of(d, cred.uid, &live, &refused);
+		if (live >= d->cfg.max_sessions_per_uid && refused >= REFUSED_PER_UID_MAX) {
+			d->ctr.cap_sessions++;
+			kvxd_cred_fini(&cred);
+			close(fd); /* enough of its sessions are already being told why */
 			continue;
 		}
 		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
@@ -85,124 +364,208 @@ kvxd_engine_accept(struct kvxd *d)
 		if (!e) {
 			KVX_WARN("engine connection refused: %d sessions already",
 				 KVXD_MAX_ENGINES);
+			kvxd_cred_fini(&cred);
 			close(fd);
 			continue;
 		}
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
 		e->uid = cred.uid;
+		e->gid = cred.gid;
+		e->pid = cred.pid;
+		e->admin = kvxd_cred_is_admin(d, &cred);
+		kvxd_cred_fini(&cred);
+		if (live >= d->cfg.max_sessions_per_uid) {
+			d->ctr.cap_sessions++;
+			e->refused = -EDQUOT;
+			snprintf(
+				e->refused_text, sizeof(e->refused_text),
+				"uid %u has %u engine sessions: [engine] max_sessions_per_uid = %u",
+				(unsigned)e->uid, live, d->cfg.max_sessions_per_uid);
+			KVX_WARN("engine %d (pid %d): session refused: %s", e->id, (int)e->pid,
+				 e->refused_text);
+		}
 		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
 		d->engines[slot] = e;
 		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
 	}
 }
 
+/* ---- replies and events: a per-engine queue, never a wait ---------------------------------- */
+
+static void
+outq_drop(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+
+		e->outq_head = m->next;
+		if (m->event)
+			d->ctr.events_dropped++;
+		free(m);
+	}
+	e->outq_tail = NULL;
+	e->outq_bytes = 0;
+}
+
+/* Close the session at the end of this loop iteration (kvxd_engine_reap); nothing more is
+ * sent to it or read from it. */
+static void
+engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
+{
+	if (e->doomed)
+		return;
+	e->doomed = true;
+	outq_drop(d, e);
+	KVX_INFO("engine %d (pid %d uid %u): closing its session: %s", e->id, (int)e->pid,
+		 (unsigned)e->uid, why);
+}
+
+/* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
 static int
-reply(struct kvxd_engine *e, uint64_t seq, int status, int64_t value, const char *text)
+outq_flush(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+		ssize_t n = send(e->fd, m->data, m->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				break;
+			return -errno;
+		}
+		if ((size_t)n != m->len)
+			return -EMSGSIZE; /* SEQPACKET: whole or nothing */
+		if (m->event)
+			d->ctr.events_sent++;
+		e->outq_bytes -= m->len;
+		e->outq_head = m->next;
+		if (!e->outq_head)
+			e->outq_tail = NULL;
+		free(m);
+	}
+	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head ? EPOLLOUT : 0));
+	if (!e->outq_head && e->close_after_flush)
+		engine_doom(d, e, "session refused");
+	return 0;
+}
+
+/*
+ * Send one whole message to the engine now if its socket takes it and nothing waits before it;
+ * else queue it (sent on EPOLLOUT).  Never waits.  When the queue would pass reply_queue_kb the
+ * session is doomed (an engine that does not read loses its own session, nothing else).
+ * Returns 0, or -ENOTCONN, -ENOBUFS, -ENOMEM or the send error (the session is then doomed).
+ */
+static int
+engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t len, bool event)
+{
+	uint64_t limit = (uint64_t)d->cfg.reply_queue_kb * 1024;
+	struct kvxd_outmsg *m;
+
+	if (e->doomed)
+		return -ENOTCONN;
+	if (!e->outq_head) {
+		ssize_t n = send(e->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n == (ssize_t)len) {
+			if (event)
+				d->ctr.events_sent++;
+			return 0;
+		}
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			int rc = n >= 0 ? -EMSGSIZE : -errno;
+
+			engine_doom(d, e, strerror(-rc));
+			return rc;
+		}
+	}
+	if (e->outq_bytes + len > limit) {
+		char why[160];
+
+		d->ctr.engine_queue_overflows++;
+		snprintf(why, sizeof(why),
+			 "%llu bytes of replies and events unread: [engine] reply_queue_kb = %u",
+			 (unsigned long long)(e->outq_bytes + len), d->cfg.reply_queue_kb);
+		KVX_WARN("engine %d (pid %d uid %u) does not read: %s", e->id, (int)e->pid,
+			 (unsigned)e->uid, why);
+		engine_doom(d, e, why);
+		return -ENOBUFS;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		engine_doom(d, e, "out of memory for its replies");
+		return -ENOMEM;
+	}
+	m->next = NULL;
+	m->len = len;
+	m->event = event;
+	memcpy(m->data, buf, len);
+	if (e->outq_tail)
+		e->outq_tail->next = m;
+	else
+		e->outq_head = m;
+	e->outq_tail = m;
+	e->outq_bytes += len;
+	if (m == e->outq_head)
+		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
+	return 0;
+}
+
+static int
+reply(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, int status, int64_t value,
+      const char *text)
 {
 	size_t tlen = text ? strnlen(text, KVX_ENG_TEXT_MAX) : 0;
-	uint8_t buf[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
-	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
+	union {
+		struct kvx_eng_reply r;
+		uint8_t b[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
+	} buf;
 
-	*r = (struct kvx_eng_reply){
-		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(*r) + tlen, .seq = seq},
+	buf.r = (struct kvx_eng_reply){
+		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(buf.r) + tlen, .seq = seq},
 		.status = status,
 		.text_len = tlen,
 		.value = value,
 	};
 	if (tlen)
-		memcpy(buf + sizeof(*r), text, tlen);
-	for (int tries = 0; tries < 2; tries++) {
-		struct pollfd pfd = {.fd = e->fd, .events = POLLOUT};
-
-		if (send(e->fd, buf, r->hdr.len, MSG_NOSIGNAL) == (ssize_t)r->hdr.len)
-			return 0;
-		if (errno != EAGAIN)
-			break;
-		/* libkvx reads while it waits for this reply: a short, bounded wait */
-		poll(&pfd, 1, 100);
-	}
-	KVX_WARN("engine %d: reply to request %llu not delivered: %s", e->id,
-		 (unsigned long long)seq, strerror(errno));
-	return -errno;
+		memcpy(buf.b + sizeof(buf.r), text, tlen);
+	return engine_out(d, e, &buf, buf.r.hdr.len, false);
 }
-
-#define EVQ_MAX (1u << 16)
 
 static void engine_close(struct kvxd *d, struct kvxd_engine *e);
-
-/* Send queued events in order; returns 0, or -errno when the session broke. */
-static int
-evq_flush(struct kvxd *d, struct kvxd_engine *e)
-{
-	while (e->evq_len) {
-		struct kvx_eng_event *m = &e->evq[e->evq_head];
-
-		if (send(e->fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-			if (errno == EAGAIN)
-				break;
-			return -errno;
-		}
-		d->ctr.events_sent++;
-		e->evq_head = (e->evq_head + 1) % e->evq_cap;
-		e->evq_len--;
-	}
-	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->evq_len ? EPOLLOUT : 0));
-	return 0;
-}
-
-static int
-evq_push(struct kvxd_engine *e, const struct kvx_eng_event *m)
-{
-	if (e->evq_len == e->evq_cap) {
-		uint32_t cap = e->evq_cap ? 2 * e->evq_cap : 256;
-		struct kvx_eng_event *nq;
-
-		if (cap > EVQ_MAX)
-			return -ENOBUFS;
-		nq = malloc(sizeof(*nq) * cap);
-		if (!nq)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < e->evq_len; i++)
-			nq[i] = e->evq[(e->evq_head + i) % e->evq_cap];
-		free(e->evq);
-		e->evq = nq;
-		e->evq_cap = cap;
-		e->evq_head = 0;
-	}
-	e->evq[(e->evq_head + e->evq_len) % e->evq_cap] = *m;
-	e->evq_len++;
-	return 0;
-}
 
 int
 kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev)
 {
 	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
 	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)}, .ev = *ev};
+	int rc;
 
-	if (!e) {
+	if (!e || e->doomed) {
 		d->ctr.events_dropped++;
 		return -ENOTCONN;
 	}
-	if (e->evq_len == 0 && send(e->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == 0) {
-		d->ctr.events_sent++;
-		return 0;
-	}
-	if (e->evq_len == 0 && errno != EAGAIN) {
+	rc = engine_out(d, e, &m, sizeof(m), true);
+	if (rc)
 		d->ctr.events_dropped++;
-		return -errno;
-	}
-	if (evq_push(e, &m)) {
-		/* an engine that stopped reading its events loses its session, nothing else */
-		KVX_WARN("engine %d: %u events unread: closing its session", e->id, e->evq_len);
-		d->ctr.events_dropped += e->evq_len + 1;
-		engine_close(d, e);
-		return -ENOBUFS;
-	}
-	if (e->evq_len == 1)
-		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
-	return 0;
+	return rc;
+}
+
+void
+kvxd_engine_reap(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i] && d->engines[i]->doomed)
+			engine_close(d, d->engines[i]);
+}
+
+void
+kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r)
+{
+	struct kvxd_engine *e = r->engine_id >= 0 ? engine_by_id(d, r->engine_id) : NULL;
+
+	if (e && e->nrooms)
+		e->nrooms--;
 }
 
 void
@@ -224,34 +587,95 @@ pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
 	return NULL;
 }
 
+/* Pinned bytes of every pool registered by uid (orphans too: still registered). */
+static uint64_t
+pinned_of_uid(const struct kvxd *d, uid_t uid)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (d->pools[i] && d->pools[i]->uid == uid)
+			sum += d->pools[i]->len;
+	return sum;
+}
+
+static uint32_t
+pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		n += d->pools[i] && d->pools[i]->engine_id == e->id;
+	return n;
+}
+
+/*
+ * Register the engine's memfd as a pool: nbufs x npages x page_size bytes, computed in 64 bits
+ * with overflow checks against POOL_BYTES_MAX; the memfd must hold them (it may be larger: the
+ * pool is its start).  Then the caps: pools per engine and pinned bytes per uid (-EDQUOT), free
+ * pool slots on the node (-ENOSPC).  Returns the pool id or -errno, with why set on refusals.
+ */
 static int
-pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd)
+pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd,
+	      char *why, size_t wlen)
 {
 	const struct kvx_pool_geometry *g = &m->geom;
+	uint64_t len, pinned, cap = (uint64_t)d->cfg.max_pinned_mb_per_uid << 20;
 	struct kvxd_pool *p;
 	struct stat st;
 	int slot = -1, rc;
-	uint64_t len;
 
 	if (fd < 0)
 		return -EBADF;
-	if (!g->page_size || g->page_size % 64 || g->page_size > (16u << 20) || !g->npages ||
-	    !g->nbufs)
+	if (!g->page_size || g->page_size % 64 || g->page_size > POOL_PAGE_MAX || !g->npages ||
+	    !g->nbufs) {
+		snprintf(why, wlen,
+			 "page_size must be a multiple of 64 up to %u, npages and nbufs >= 1",
+			 POOL_PAGE_MAX);
 		return -EINVAL;
-	len = (uint64_t)g->page_size * g->npages * g->nbufs;
-	if (len > (64ull << 30))
+	}
+	if (__builtin_mul_overflow((uint64_t)g->page_size, (uint64_t)g->npages, &len) ||
+	    __builtin_mul_overflow(len, (uint64_t)g->nbufs, &len) || len > POOL_BYTES_MAX) {
+		snprintf(why, wlen, "%u x %u pages x %u B is more than %llu GiB", g->nbufs,
+			 g->npages, g->page_size, POOL_BYTES_MAX >> 30);
 		return -E2BIG;
+	}
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if ((uint64_t)st.st_size < len)
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, wlen, "the pool's fd is not a memfd or regular file");
+		return -EINVAL;
+	}
+	if (st.st_size < 0 || (uint64_t)st.st_size < len) {
+		snprintf(why, wlen, "the memfd holds %lld bytes, the geometry needs %llu",
+			 (long long)st.st_size, (unsigned long long)len);
 		return -ERANGE;
+	}
+	if (pools_of_engine(d, e) >= d->cfg.max_pools_per_engine) {
+		d->ctr.cap_pools++;
+		snprintf(why, wlen, "the engine has %u pools: [engine] max_pools_per_engine = %u",
+			 pools_of_engine(d, e), d->cfg.max_pools_per_engine);
+		return -EDQUOT;
+	}
+	pinned = pinned_of_uid(d, e->uid);
+	if (len > cap || pinned > cap - len) {
+		d->ctr.cap_pinned++;
+		snprintf(why, wlen,
+			 "uid %u has %llu KiB pinned, %llu KiB more would pass [engine] "
+			 "max_pinned_mb_per_uid = %u",
+			 (unsigned)e->uid, (unsigned long long)(pinned >> 10),
+			 (unsigned long long)(len >> 10), d->cfg.max_pinned_mb_per_uid);
+		return -EDQUOT;
+	}
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
 		if (!d->pools[i]) {
 			slot = i;
 			break;
 		}
-	if (slot < 0)
+	if (slot < 0) {
+		snprintf(why, wlen, "the node has %d pools registered", KVXD_MAX_POOLS);
 		return -ENOSPC;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -266,6 +690,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		goto err_unmap;
 	p->id = ++d->next_pool_id;
 	p->engine_id = e->id;
+	p->uid = e->uid;
 	p->page_size = g->page_size;
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
@@ -329,22 +754,32 @@ token_alloc(void)
 }
 
 static int64_t
-room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len)
+room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len,
+	  char *why, size_t wlen)
 {
 	const char(*names)[KVX_NAME_MAX] = (const void *)(m + 1);
 	const uint32_t *pages;
 	struct kvxd_pool *pool;
+	int64_t rc;
 
 	if (m->nsources == 0 || m->nsources > KVX_MAX_SOURCES || m->npages == 0 ||
 	    m->npages > KVX_MAX_ROOM_PAGES || m->room > KVX_ROOM_ID_MAX)
 		return -EINVAL;
-	if (len != sizeof(*m) + (size_t)m->nsources * KVX_NAME_MAX + (size_t)m->npages * 4)
+	if ((uint64_t)len != sizeof(*m) + (uint64_t)m->nsources * KVX_NAME_MAX +
+				     (uint64_t)m->npages * sizeof(uint32_t))
 		return -EBADMSG;
 	pages = (const uint32_t *)((const uint8_t *)(m + 1) + (size_t)m->nsources * KVX_NAME_MAX);
 	pool = pool_get(d, e, m->pool_id);
 	if (!pool)
 		return -ENOENT;
-	return kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
+	rc = kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
+	if (rc == -EDQUOT)
+		snprintf(why, wlen, "the engine has %u rooms: [engine] max_rooms_per_engine = %u",
+			 e->nrooms, d->cfg.max_rooms_per_engine);
+	else if (rc == -ERANGE)
+		snprintf(why, wlen, "a destination page is beyond the pool's %u pages",
+			 pool->npages);
+	return rc;
 }
 
 int64_t
@@ -354,6 +789,7 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 {
 	struct kvx_eng_room_open mm = {.room = room, .npages = npages, .nsources = nsources};
 	const struct kvx_eng_room_open *m = &mm;
+	struct kvxd_engine *e = engine_id >= 0 ? engine_by_id(d, engine_id) : NULL;
 	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
 	int src_peer[KVX_MAX_SOURCES];
 	struct kvxd_room *r, *old;
@@ -383,8 +819,14 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 			return -EEXIST;
 		if (!kvxd_room_removable(old))
 			return -EBUSY; /* still running, or draining: wait for RELEASED */
-		kvxd_room_remove(d, old);
 	}
+	/* the cap counts this engine's rooms; a room this open replaces is one of them */
+	if (e && e->nrooms - (old && old->engine_id == engine_id) >= d->cfg.max_rooms_per_engine) {
+		d->ctr.cap_rooms++;
+		return -EDQUOT;
+	}
+	if (old)
+		kvxd_room_remove(d, old);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -418,6 +860,8 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 		r->token = token_alloc();
 	while (kvx_room_table_add(d->by_token, &r->by_token, r->token));
 	rcu_read_unlock();
+	if (e)
+		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
 	d->ctr.rooms_opened++;
 	msg.room = r;
 	kvx_pcore_send(&d->cores[r->core], &msg);
@@ -454,11 +898,20 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	struct kvxd_chunk *ch;
 	struct kvxd_pool *pool;
 	struct kvxd_room *r;
+	char why[80];
 
 	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
-	    len != sizeof(*m) + (size_t)m->npages * 4) {
+	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
 		d->ctr.engine_bad++;
 		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
+		return;
+	}
+	/* no room has more destination pages (the room's own count is checked by its core,
+	 * which owns the metadata) */
+	if ((uint64_t)m->dst_offset + m->npages > KVX_MAX_ROOM_PAGES) {
+		snprintf(why, sizeof(why), "destination pages %u+%u beyond the %u a room may have",
+			 m->dst_offset, m->npages, KVX_MAX_ROOM_PAGES);
+		chunk_refuse(d, e, m->room, -ERANGE, why);
 		return;
 	}
 	pool = pool_get(d, e, m->pool_id);
@@ -476,8 +929,15 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
 	}
+	if ((!r || r->engine_id != e->id) && e->nrooms >= d->cfg.max_rooms_per_engine) {
+		d->ctr.cap_rooms++;
+		snprintf(why, sizeof(why), "the engine has %u rooms: max_rooms_per_engine = %u",
+			 e->nrooms, d->cfg.max_rooms_per_engine);
+		chunk_refuse(d, e, m->room, -EDQUOT, why);
+		return;
+	}
 	if (!r)
-		r = kvxd_prefill_room_new(d, m->room, e->id);
+		r = kvxd_prefill_room_new(d, m->room, -1);
 	if (!r) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
@@ -489,7 +949,10 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		kvxd_room_charge(d, r, -1, false);
 		r->tombstone = r->drained = false;
 	}
-	r->engine_id = e->id;
+	if (r->engine_id != e->id) {
+		r->engine_id = e->id;
+		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
+	}
 	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);
 	if (!ch) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
@@ -548,6 +1011,7 @@ room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 	return kvxd_decode_abort(d, r, -ECANCELED, "aborted by the engine");
 }
 
+/* Close the session now.  Only from kvxd_engine_reap() and shutdown: elsewhere doom it. */
 static void
 engine_close(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -567,7 +1031,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 		}
 	}
 	KVX_INFO("engine %d disconnected", e->id);
-	free(e->evq);
+	outq_drop(d, e);
 	free(e);
 }
 
@@ -601,30 +1065,40 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 	int64_t v;
 
 	d->ctr.engine_msgs++;
+	text[0] = '\0';
 	if (len < sizeof(*h) || h->len != len) {
 		d->ctr.engine_bad++;
-		reply(e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
+		reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0, "bad message length");
+		goto out;
+	}
+	if (e->refused) {
+		/* over max_sessions_per_uid: say why, once, then close */
+		reply(d, e, h->seq, e->refused, 0, e->refused_text);
+		e->close_after_flush = true;
+		if (!e->outq_head)
+			engine_doom(d, e, "session refused");
 		goto out;
 	}
 	if (!e->hello && h->type != KVX_ENG_HELLO) {
-		reply(e, h->seq, -EPROTO, 0, "HELLO first");
+		reply(d, e, h->seq, -EPROTO, 0, "HELLO first");
 		goto out;
 	}
 	switch (h->type) {
 	case KVX_ENG_HELLO:
 		if (len != sizeof(struct kvx_eng_hello) ||
 		    ((const struct kvx_eng_hello *)buf)->version != KVX_ENG_VERSION) {
-			reply(e, h->seq, -EPROTONOSUPPORT, 0, "engine protocol version mismatch");
+			reply(d, e, h->seq, -EPROTONOSUPPORT, 0,
+			      "engine protocol version mismatch");
 			break;
 		}
 		e->hello = true;
-		reply(e, h->seq, 0, e->id, d->cfg.name);
+		reply(d, e, h->seq, 0, e->id, d->cfg.name);
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)
-			    ? pool_register(d, e, (const void *)buf, fd)
+			    ? pool_register(d, e, (const void *)buf, fd, text, sizeof(text))
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
 		break;
 	case KVX_ENG_POOL_UNREG: {
 		struct kvxd_pool *p =
@@ -632,14 +1106,14 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 				? pool_get(d, e, ((const struct kvx_eng_pool_unreg *)buf)->pool_id)
 				: NULL;
 
-		reply(e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
+		reply(d, e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
 		break;
 	}
 	case KVX_ENG_ROOM_OPEN:
 		v = len >= sizeof(struct kvx_eng_room_open)
-			    ? room_open(d, e, (const void *)buf, len)
+			    ? room_open(d, e, (const void *)buf, len, text, sizeof(text))
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
 		break;
 	case KVX_ENG_CHUNK:
 		if (len < sizeof(struct kvx_eng_chunk)) {
@@ -649,7 +1123,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		chunk_submit(d, e, (const void *)buf, len);
 		break;
 	case KVX_ENG_ROOM_CLOSE:
-		reply(e, h->seq,
+		reply(d, e, h->seq,
 		      len == sizeof(struct kvx_eng_room_close)
 			      ? room_close(d, e, ((const struct kvx_eng_room_close *)buf)->room)
 			      : -EBADMSG,
@@ -659,7 +1133,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		v = len == sizeof(struct kvx_eng_room_abort)
 			    ? room_abort(d, e, ((const struct kvx_eng_room_abort *)buf)->room)
 			    : -EBADMSG;
-		reply(e, h->seq, v < 0 ? (int)v : 0, v, NULL);
+		reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_ADMIN: {
 		char cmd[256];
@@ -668,31 +1142,41 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 
 		snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < 255 ? n : 255),
 			 (const char *)buf + sizeof(struct kvx_eng_admin));
-		rc = kvxd_admin(d, cmd, text, sizeof(text));
-		reply(e, h->seq, rc, 0, text);
+		rc = kvxd_admin(d, cmd, e->admin, text, sizeof(text));
+		if (rc == -EPERM && !e->admin)
+			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
+				 "admin",
+				 e->id, (int)e->pid, (unsigned)e->uid, cmd);
+		reply(d, e, h->seq, rc, 0, text);
 		break;
 	}
 	default:
 		d->ctr.engine_bad++;
-		reply(e, h->seq, -EOPNOTSUPP, 0, "unknown request type");
+		reply(d, e, h->seq, -EOPNOTSUPP, 0, "unknown request type");
 	}
 out:
 	if (fd >= 0)
 		close(fd);
 }
 
+/* The engine's socket is readable or writable.  Reads at most 64 requests (the next wake-up
+ * takes the rest); never waits.  A session that ends or breaks is doomed, closed by
+ * kvxd_engine_reap() at the end of the loop iteration. */
 void
 kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 {
 	static uint8_t buf[KVX_ENG_MSG_MAX + 1];
+	int rc;
 
-	if ((events & EPOLLOUT) && evq_flush(d, e)) {
-		engine_close(d, e);
+	if (e->doomed)
+		return;
+	if ((events & EPOLLOUT) && (rc = outq_flush(d, e))) {
+		engine_doom(d, e, strerror(-rc));
 		return;
 	}
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		return;
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 64 && !e->doomed && !e->close_after_flush; i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;
@@ -705,18 +1189,18 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		ssize_t n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		int fd = -1;
 
-		if (n == 0 || (n < 0 && errno != EAGAIN)) {
-			engine_close(d, e);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			engine_doom(d, e, n == 0 ? "disconnected" : strerror(errno));
 			return;
 		}
-		if (n < 0)
-			return;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 				memcpy(&fd, CMSG_DATA(c), sizeof(int));
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 			d->ctr.engine_bad++;
-			reply(e, 0, -EMSGSIZE, 0, "message too large");
+			reply(d, e, 0, -EMSGSIZE, 0, "message too large");
 			if (fd >= 0)
 				close(fd);
 			continue;
@@ -751,8 +1235,12 @@ room_line(struct kvx_room_table_node *n, void *arg)
 	return 0;
 }
 
+#define ADMIN_HELP                                                                                \
+	"commands: peers | rooms | counters | help (every engine); fault NAME:N[,NAME:N] | peer " \
+	"NAME pause|resume|try (operators)\n"
+
 int
-kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
+kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 {
 	size_t off = 0;
 
@@ -838,6 +1326,17 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 		C("room_status_refused_owner_total", c->status_refused_owner);
 		C("aborts_not_owner_total", c->aborts_not_owner);
 		C("tombstones_refused_total", c->tombstones_refused);
+		C("engine_refused_total", c->engine_refused);
+		C("engine_admin_denied_total", c->admin_denied);
+		C("engine_queue_overflows_total", c->engine_queue_overflows);
+#define CAP(key, v)                                                                        \
+	P("kvx_engine_cap_refused_total{node=\"%s\",cap=\"" key "\"} %llu\n", d->cfg.name, \
+	  (unsigned long long)(v))
+		CAP("max_sessions_per_uid", c->cap_sessions);
+		CAP("max_pools_per_engine", c->cap_pools);
+		CAP("max_pinned_mb_per_uid", c->cap_pinned);
+		CAP("max_rooms_per_engine", c->cap_rooms);
+#undef CAP
 		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
 		for (int f = 0; f < KVX_FAULT_COUNT; f++)
 			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,
@@ -884,6 +1383,20 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 #undef C
 		return 0;
 	}
+	if (strcmp(cmd, "help") == 0) {
+		P(ADMIN_HELP);
+		return 0;
+	}
+	/* Everything below changes state: operators only (default deny, so a command added
+	 * here later is covered too). */
+	if (!admin) {
+		d->ctr.admin_denied++;
+		P("'%s' is an operator command: it needs root, kvxd's uid (%u) or membership in "
+		  "[engine] admin_group%s%s%s\n" ADMIN_HELP,
+		  cmd, (unsigned)d->self_uid, d->cfg.admin_group[0] ? " (" : " (none configured",
+		  d->cfg.admin_group, ")");
+		return -EPERM;
+	}
 	if (strncmp(cmd, "peer ", 5) == 0) {
 		char name[KVX_CFG_NAME_MAX], verb[16];
 		int rc;
@@ -903,8 +1416,7 @@ kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len)
 			P("armed %s\n", cmd + 6);
 		return rc;
 	}
-	P("commands: peers | rooms | counters | fault NAME:N[,NAME:N] | peer NAME "
-	  "pause|resume|try\n");
-	return strcmp(cmd, "help") == 0 ? 0 : -EINVAL;
+	P(ADMIN_HELP);
+	return -EINVAL;
 #undef P
 }

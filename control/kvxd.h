@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <urcu/list.h>
 
@@ -144,16 +145,50 @@ struct kvxd_peer {
 	uint32_t rooms_held, tombstones_held;
 };
 
+/* One reply or event waiting for the engine's socket to take it (a whole SEQPACKET message). */
+struct kvxd_outmsg {
+	struct kvxd_outmsg *next;
+	uint32_t len;
+	bool event;
+	uint8_t data[];
+};
+
+/*
+ * An engine session on the Unix socket.  Thread: the control core only.  The control core never
+ * waits on the engine's socket: replies and events go out in order through outq (sent at once
+ * when the socket takes them, else on EPOLLOUT); when more than [engine] reply_queue_kb bytes
+ * wait, the session is doomed.  A doomed session is closed (engine_close: its pools orphaned,
+ * its rooms told nothing more) at the end of the loop iteration by kvxd_engine_reap(), so no
+ * caller ever holds a freed engine.
+ */
 struct kvxd_engine {
 	int id;
 	int fd;
 	struct kvxd_fd ev;
 	bool hello;
+	/* credentials captured at accept (SO_PEERCRED, full group list): never re-read */
 	uid_t uid;
-	/* events the socket could not take yet (sent in order on EPOLLOUT; never dropped while
-	 * the engine is connected) */
-	struct kvx_eng_event *evq;
-	uint32_t evq_head, evq_len, evq_cap;
+	gid_t gid;
+	pid_t pid;
+	bool admin; /* root, kvxd's uid, or a member of [engine] admin_group */
+	/* over max_sessions_per_uid: the first request is answered with this -errno and text,
+	 * then the session closes */
+	int refused;
+	char refused_text[160];
+	bool close_after_flush; /* close once outq is empty */
+	bool doomed;		/* closed at the end of this loop iteration */
+	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
+	struct kvxd_outmsg *outq_head, *outq_tail;
+	uint64_t outq_bytes;
+};
+
+/* A connecting process's credentials (kvxd_cred_read; kvxd_cred_fini frees groups). */
+struct kvxd_cred {
+	uid_t uid;
+	gid_t gid; /* primary */
+	pid_t pid;
+	gid_t *groups; /* supplementary groups */
+	int ngroups;
 };
 
 struct kvxd_counters {
@@ -168,6 +203,10 @@ struct kvxd_counters {
 	uint64_t heartbeats_sent, peers_silent;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
+	/* the engine socket: connections refused (credentials), operator commands refused (not
+	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
+	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
+		cap_pinned, cap_rooms;
 };
 
 struct kvxd {
@@ -191,6 +230,13 @@ struct kvxd {
 	int next_pool_id;
 	uint32_t next_gen, next_token;
 	int epfd, tcp_fd, eng_fd, sig_fd;
+	/* the engine socket (kvxd_engine_listen): kvxd's own uid, the socket file's group and
+	 * identity (only that file is unlinked at exit), the admin group if configured */
+	uid_t self_uid;
+	gid_t sock_gid, admin_gid;
+	bool has_admin_gid;
+	dev_t eng_dev;
+	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
 	bool stopping;
 	int live_qpcs; /* handed to polling cores, not yet retired */
@@ -259,19 +305,49 @@ void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
 /* Source i's session ended: its QPs are being destroyed; count it fenced once they are. */
 void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
 
-/* engine.c */
+/* engine.c -- thread: the control core; none of these blocks on an engine. */
+/* Create the engine socket at cfg.socket_path (start-up).  Whatever already sits at the path
+ * is left alone unless it is kvxd's own stale socket (a socket owned by kvxd's uid that refuses
+ * connections): -EEXIST when the path is not a socket, -EADDRINUSE when a process accepts
+ * connections there, -EPERM when a stale socket belongs to another uid; each logged.  The file
+ * is created no looser than cfg.socket_mode and then set to exactly it.  Also resolves
+ * cfg.admin_group (-ENOENT when there is no such group). */
 int kvxd_engine_listen(struct kvxd *d);
+/* Close the listening socket; unlink the path only if it is still the socket we created. */
+void kvxd_engine_unlisten(struct kvxd *d);
 void kvxd_engine_accept(struct kvxd *d);
 void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
+/* Queue (or send) an event to the engine; 0, or -ENOTCONN (gone), -ENOBUFS (its queue
+ * overflowed: the session is doomed), -ENOMEM. */
 int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
+/* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
+void kvxd_engine_reap(struct kvxd *d);
+/* A room left the tables (kvxd_room_remove): its engine's room count drops. */
+void kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
-/* Decode: open a room (the engine request's checks and effects).  Returns its generation. */
+/* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
+ * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
 int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
 			      const uint32_t *pages, uint32_t npages,
 			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);
 /* Unregister pools whose engine went away once nothing points at them. */
 void kvxd_pool_sweep(struct kvxd *d);
-int kvxd_admin(struct kvxd *d, const char *cmd, char *out, size_t len);
+/* Run an operator command; its text goes to out.  peers, rooms, counters (metrics) and help
+ * are open to every engine; every other command changes state and needs admin (else -EPERM,
+ * counted). */
+int kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len);
+
+/* Credentials of the process at the other end of a Unix socket: SO_PEERCRED, and the full
+ * group list from SO_PEERGROUPS (getgrouplist() for the uid where the kernel lacks it; that
+ * may consult NSS).  0 or -errno.  Thread: any. */
+int kvxd_cred_read(int fd, struct kvxd_cred *c);
+void kvxd_cred_fini(struct kvxd_cred *c);
+/* Is gid c's primary group or one of its supplementary groups? */
+bool kvxd_cred_in_group(const struct kvxd_cred *c, gid_t gid);
+/* May c use the engine socket: root, kvxd's uid, or a member of the socket file's group. */
+bool kvxd_cred_may_connect(const struct kvxd *d, const struct kvxd_cred *c);
+/* May c run operator commands: root, kvxd's uid, or a member of [engine] admin_group. */
+bool kvxd_cred_is_admin(const struct kvxd *d, const struct kvxd_cred *c);
 
 #endif /* KVX_CONTROL_KVXD_H */

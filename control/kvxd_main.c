@@ -166,6 +166,12 @@ main(int argc, char **argv)
 	rc = signals_block(d);
 	if (rc)
 		goto err;
+	/* the engine socket first: refuse to start (another kvxd, a file that is not ours at the
+	 * path, an unknown admin_group) before touching the device; engines that connect this
+	 * early wait in the backlog */
+	rc = kvxd_engine_listen(d);
+	if (rc)
+		goto err;
 	rcu_register_thread();
 	set_thread_call_rcu_data(create_call_rcu_data(0, d->cfg.control_cpu));
 
@@ -202,9 +208,6 @@ main(int argc, char **argv)
 	rc = tcp_listen(d);
 	if (rc)
 		goto err_close_epoll;
-	rc = kvxd_engine_listen(d);
-	if (rc)
-		goto err_close_tcp;
 	d->tcp_ev = (struct kvxd_fd){.kind = KVXD_FD_TCP_LISTEN};
 	d->eng_ev = (struct kvxd_fd){.kind = KVXD_FD_ENG_LISTEN};
 	d->sig_ev = (struct kvxd_fd){.kind = KVXD_FD_SIGNAL};
@@ -235,9 +238,6 @@ err_stop_cores:
 		kvx_pcore_stop(&d->cores[i]);
 	kvxd_shutdown_release(d);
 	kvxd_engine_close_all(d);
-	unlink(d->cfg.socket_path);
-	close(d->eng_fd);
-err_close_tcp:
 	close(d->tcp_fd);
 err_close_epoll:
 	close(d->epfd);
@@ -254,6 +254,7 @@ err_close_dev:
 	kvx_vx->dev_close(d->dev);
 err_rcu:
 	rcu_unregister_thread();
+	kvxd_engine_unlisten(d);
 err:
 	if (rc) {
 		KVX_ERR("kvxd stopped: %s", strerror(-rc));

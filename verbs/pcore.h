@@ -39,6 +39,7 @@
 struct kvxd_pool {
 	int id;
 	int engine_id;
+	uid_t uid; /* the registering engine's (pinned bytes are capped per uid) */
 	uint8_t *base;
 	size_t len;
 	uint32_t page_size, npages, nbufs;

@@ -55,7 +55,8 @@ struct kvx_event {
 	char reason[96]; /* human-readable cause of FAILED, or "" */
 };
 
-/* Connect to the kvxd listening on the Unix socket at path.  Returns NULL with errno set. */
+/* Connect to the kvxd listening on the Unix socket at path.  Returns NULL with errno set:
+ * EDQUOT when the caller's uid already has [engine] max_sessions_per_uid sessions. */
 struct kvx_conn *kvx_connect(const char *path);
 void kvx_disconnect(struct kvx_conn *c);
 
@@ -63,19 +64,24 @@ void kvx_disconnect(struct kvx_conn *c);
 const char *kvx_node_name(const struct kvx_conn *c);
 
 /* Register a pool backed by memfd (kvxd maps and registers it with the NIC; the caller keeps
- * its own fd and mapping).  Returns the pool id (> 0) or -errno. */
+ * its own fd and mapping).  Returns the pool id (> 0) or -errno: -EDQUOT when the engine has
+ * [engine] max_pools_per_engine pools or its uid would pin more than max_pinned_mb_per_uid,
+ * -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB, -ERANGE when the memfd is
+ * smaller than the geometry. */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
 int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
 
 /* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named
  * source nodes (each source writes its own chunks).  Returns the room's generation (>= 1) or
- * -errno.  Re-opening an id whose previous room ended starts a new generation. */
+ * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms; a room counts until it
+ * is closed).  Re-opening an id whose previous room ended starts a new generation. */
 int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 		      uint32_t npages, const char *const *sources, uint32_t nsources);
 
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to
  * the room's destination page dst_offset + i.  last marks this source's last chunk.  The call
- * is asynchronous: 0 means queued; failures arrive as a FAILED event. */
+ * is asynchronous: 0 means queued; failures arrive as a FAILED event (-EDQUOT when a new room
+ * would pass max_rooms_per_engine, -ERANGE when dst_offset + npages passes KVX_MAX_ROOM_PAGES). */
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
 
@@ -102,7 +108,9 @@ int kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeou
 int kvx_conn_fd(const struct kvx_conn *c);
 
 /* Operator command ("peers", "rooms", "counters", "fault NAME:N"); the text reply is written to
- * out (NUL-terminated, truncated to len).  Returns 0 or -errno. */
+ * out (NUL-terminated, truncated to len).  Returns 0 or -errno: -EPERM for a command that
+ * changes state ("fault", "peer NAME pause|resume|try") when the caller is not root, kvxd's
+ * uid or a member of [engine] admin_group; "peers", "rooms", "counters" are open to all. */
 int kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len);
 
 #ifdef __cplusplus

@@ -104,6 +104,20 @@ out=$(KVX_FAULTS=bogus:1 "$build/kvxd" --check-config -c "$tmp/good.ini" 2>&1)
 [ $? = 2 ] && grep -q "KVX_FAULTS: unknown fault point" <<<"$out" && ok "KVX_FAULTS=bogus:1 -> 2" ||
 	bad "KVX_FAULTS=bogus:1: $out"
 
+# Start-up and the engine socket path: kvxd claims the path before it touches the device (the
+# device here does not exist, so a run that gets past the socket stops there, status 1).
+base | sed 's/^device = rxe0/device = kvx-no-such-dev/' >"$tmp/run.ini"
+echo precious >"$tmp/n1.sock"
+expect 1 "engine socket $tmp/n1.sock: the path exists and is not a socket" -- -c "$tmp/run.ini"
+[ "$(cat "$tmp/n1.sock")" = precious ] && ok "a regular file at the socket path is left alone" ||
+	bad "the regular file at the socket path changed"
+rm -f "$tmp/n1.sock"
+expect 1 "kvxd stopped" -- -c "$tmp/run.ini"
+[ ! -e "$tmp/n1.sock" ] && ok "a failed start removes its own socket" ||
+	bad "a failed start left $tmp/n1.sock behind"
+sed 's|^socket = .*|&\nadmin_group = kvx-no-such-group|' "$tmp/run.ini" >"$tmp/g.ini"
+expect 1 "admin_group 'kvx-no-such-group': no such group" -- -c "$tmp/g.ini"
+
 # kvxctl against no daemon: a clear error, exit 1
 out=$("$build/kvxctl" -s "$tmp/none.sock" peers 2>&1)
 [ $? = 1 ] && grep -q "$tmp/none.sock" <<<"$out" && ok "kvxctl without kvxd -> 1" ||

@@ -137,7 +137,7 @@ pump_once(void)
 		kvxd_loop_once(&N[i], 0);
 }
 
-static const char *
+static __attribute__((unused)) const char *
 nodes_state(void)
 {
 	static char buf[512];

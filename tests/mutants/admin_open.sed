@@ -1,0 +1,2 @@
+# every engine may run operator commands
+s/^\tif (!admin) {$/\tif (0) {/
