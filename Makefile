@@ -5,9 +5,10 @@
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= 2
 
-.PHONY: all deps build build-asan test unit demo format format-check clean
+.PHONY: all deps build build-asan build-tsan test unit demo format format-check clean
 
 all: build
 
@@ -23,14 +24,25 @@ build-asan: deps
 		-DKVX_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 
+# ThreadSanitizer over the unit tests (the VM tier stays ASan+UBSan and plain): suppressions
+# for liburcu's own internals only, each with its reason in tests/tsan.supp.
+build-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=ON \
+		-DKVX_SANITIZE=thread >/dev/null
+	@cmake --build $(BUILD_TSAN) -j$(JOBS)
+
 format-check:
 	@scripts/format-check.sh
 
-# The sanitizer run first (unit tests, and the VM tests with kvxd, libkvx and kvx-bench built
-# with ASan+UBSan), then the plain build's unit and VM tests, so that ctest's summary is last.
-test: build build-asan format-check
+# The sanitizer runs first (unit tests, and the VM tests with kvxd, libkvx and kvx-bench built
+# with ASan+UBSan; the unit tests under TSan), then the plain build's unit and VM tests, so that
+# ctest's summary is last.
+test: build build-asan build-tsan format-check
 	@echo "== unit and VM tests under ASan+UBSan"
 	@ctest --test-dir $(BUILD_ASAN) --output-on-failure
+	@echo "== unit tests under ThreadSanitizer"
+	@TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" \
+		ctest --test-dir $(BUILD_TSAN) -L unit -E must_fail --output-on-failure
 	@echo "== unit and VM integration tests"
 	@ctest --test-dir $(BUILD) --output-on-failure
 
@@ -44,4 +56,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

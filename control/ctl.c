@@ -99,6 +99,7 @@ room_free_rcu(struct rcu_head *h)
 	free(r->pages);
 	free(r->src_names);
 	free(r);
+	kvx_rcu_reclaim_end();
 }
 
 struct kvxd_room *
@@ -546,5 +547,5 @@ kvxd_shutdown_release(struct kvxd *d)
 	rcu_read_lock();
 	kvx_room_table_for_each(d->by_id, free_room_walk, d);
 	rcu_read_unlock();
-	rcu_barrier();
+	kvx_rcu_barrier();
 }

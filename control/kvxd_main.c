@@ -242,7 +242,7 @@ err_stop_cores:
 err_close_epoll:
 	close(d->epfd);
 err_fini_cores:
-	rcu_barrier();
+	kvx_rcu_barrier();
 	while (c-- > 0)
 		kvx_pcore_fini(&d->cores[c]);
 err_destroy_tables:

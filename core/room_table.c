@@ -70,6 +70,21 @@ kvx_rcu_reclaim_begin(void)
 	tsan_subscribe(&grace_token);
 }
 
+static char barrier_token;
+
+void
+kvx_rcu_reclaim_end(void)
+{
+	tsan_publish(&barrier_token);
+}
+
+void
+kvx_rcu_barrier(void)
+{
+	rcu_barrier();
+	tsan_subscribe(&barrier_token);
+}
+
 struct kvx_room_table {
 	struct cds_lfht *ht;
 	uint64_t k0, k1; /* the hash key: random per table */

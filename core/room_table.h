@@ -56,6 +56,10 @@ void kvx_rcu_quiescent(void);
 void kvx_rcu_offline(void);
 void kvx_rcu_online(void);
 void kvx_rcu_reclaim_begin(void);
+/* The end of a reclaiming callback, and rcu_barrier() (after which every callback's effects
+ * are visible). */
+void kvx_rcu_reclaim_end(void);
+void kvx_rcu_barrier(void);
 
 /* Number of nodes (approximate while writers run). */
 unsigned long kvx_room_table_count(struct kvx_room_table *t);

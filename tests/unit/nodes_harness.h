@@ -204,7 +204,7 @@ nodes_teardown(void)
 	for (int i = 0; i < nnodes; i++) {
 		struct kvxd *d = &N[i];
 
-		rcu_barrier();
+		kvx_rcu_barrier();
 		kvx_pcore_fini(&d->cores[0]);
 		kvx_room_table_destroy(d->by_id);
 		kvx_room_table_destroy(d->by_token);

@@ -145,7 +145,7 @@ teardown(void **state)
 			for (int k = 0; k < 4; k++)
 				pump_once();
 		} while (n);
-		rcu_barrier(); /* freed rooms drop their pool references */
+		kvx_rcu_barrier(); /* freed rooms drop their pool references */
 		kvxd_engine_close_all(&N[i]);
 		if (N[i].eng_fd >= 0)
 			close(N[i].eng_fd);
