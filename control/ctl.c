@@ -287,10 +287,13 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 
 		memcpy(ev.reason, m->reason, sizeof(ev.reason));
 		ev.reason[sizeof(ev.reason) - 1] = '\0';
-		if (kvxd_engine_send_event(d, r->engine_id, &ev) && r->engine_id >= 0 &&
-		    kvx_room_state_terminal(m->state) && !r->removing) {
-			/* nobody to tell: an orphan goes once it is quiescent (see tick) */
-		}
+		/* the end of a room is told exactly once (a late engine is told when it comes,
+		 * kvxd_engine_tell); other states as they happen.  Nobody to tell: an orphan goes
+		 * once it is quiescent (see tick). */
+		if (kvxd_room_terminal_for_engine(r, m->state))
+			kvxd_engine_tell(d, r, &ev);
+		else
+			kvxd_engine_send_event(d, r->engine_id, &ev);
 		break;
 	}
 	case KVXD_MSG_STATUS_PUSH: {
@@ -379,6 +382,15 @@ orphan_sweep(struct kvx_room_table_node *n, void *arg)
 	for (int i = 0; r->engine_id >= 0 && i < KVXD_MAX_ENGINES; i++)
 		if (w->d->engines[i] && w->d->engines[i]->id == r->engine_id)
 			engine_alive = true;
+	/* a prefill room whose engine went before any ROOM_META came stays for waiting_ms: the
+	 * decode endpoint's ROOM_META is answered with the failure (peer.c); one that ended
+	 * before any engine came stays as long, so that a late engine is told how it ended */
+	if (r->role == KVX_ROOM_PREFILL && r->engine_id < 0 &&
+	    ((r->engine_gone && !r->meta_peer &&
+	      kvxd_now_ms() < r->gone_ms + w->d->cfg.waiting_ms) ||
+	     (!r->engine_gone && !r->engine_told &&
+	      kvxd_now_ms() < r->opened_ms + w->d->cfg.waiting_ms)))
+		return 0;
 	if ((!engine_alive || r->engine_closed) && kvxd_room_removable(r))
 		kvxd_room_remove(w->d, r);
 	return 0;

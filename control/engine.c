@@ -370,6 +370,7 @@ kvxd_engine_accept(struct kvxd *d)
 		}
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
+		CDS_INIT_LIST_HEAD(&e->rooms);
 		e->uid = cred.uid;
 		e->gid = cred.gid;
 		e->pid = cred.pid;
@@ -560,12 +561,78 @@ kvxd_engine_reap(struct kvxd *d)
 }
 
 void
-kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r)
+kvxd_engine_room_left(struct kvxd *d, struct kvxd_room *r)
 {
 	struct kvxd_engine *e = r->engine_id >= 0 ? engine_by_id(d, r->engine_id) : NULL;
 
-	if (e && e->nrooms)
-		e->nrooms--;
+	if (r->on_eng_list) {
+		cds_list_del(&r->eng_link);
+		r->on_eng_list = false;
+		if (e && e->nrooms)
+			e->nrooms--;
+	}
+}
+
+/* r becomes e's room (counted against max_rooms_per_engine, on e's list). */
+static void
+room_attach(struct kvxd_engine *e, struct kvxd_room *r)
+{
+	r->engine_id = e->id;
+	cds_list_add_tail(&r->eng_link, &e->rooms);
+	r->on_eng_list = true;
+	e->nrooms++;
+}
+
+bool
+kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state)
+{
+	if (r->role == KVX_ROOM_PREFILL)
+		return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_FAILED;
+	return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_RELEASED;
+}
+
+bool
+kvxd_engine_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
+{
+	if (r->engine_told) {
+		d->ctr.events_duplicate++;
+		return false;
+	}
+	if (r->engine_id < 0 || kvxd_engine_send_event(d, r->engine_id, ev))
+		return false;
+	r->engine_told = true;
+	return true;
+}
+
+/* The engine went away: a decode room is aborted (released after the drain, not after
+ * waiting_ms); a prefill room whose last chunk never came fails, and its core pushes the
+ * failure to the decode endpoint at once (or, without metadata yet, the endpoint's ROOM_META
+ * is answered with it). */
+static void
+engine_lost_room(struct kvxd *d, struct kvxd_room *r)
+{
+	int st = kvxd_room_state(r);
+
+	r->engine_gone = true;
+	r->engine_closed = true;
+	r->engine_id = -1;
+	r->gone_ms = kvxd_now_ms();
+	if (r->removing)
+		return;
+	if (r->role == KVX_ROOM_DECODE) {
+		if (!kvx_room_state_terminal(st) && !r->aborting) {
+			d->ctr.engine_lost_rooms++;
+			kvxd_decode_abort(d, r, -ECONNRESET, "the decode engine disconnected");
+		}
+		return;
+	}
+	if (st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED && !r->last_submitted) {
+		struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ECONNRESET, .room = r};
+
+		d->ctr.engine_lost_rooms++;
+		snprintf(m.reason, sizeof(m.reason), "the prefill engine disconnected");
+		kvx_pcore_send(&d->cores[r->core], &m);
+	}
 }
 
 void
@@ -861,7 +928,7 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 	while (kvx_room_table_add(d->by_token, &r->by_token, r->token));
 	rcu_read_unlock();
 	if (e)
-		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
+		room_attach(e, r); /* until the room leaves: kvxd_engine_room_left */
 	d->ctr.rooms_opened++;
 	msg.room = r;
 	kvx_pcore_send(&d->cores[r->core], &msg);
@@ -950,8 +1017,26 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		r->tombstone = r->drained = false;
 	}
 	if (r->engine_id != e->id) {
-		r->engine_id = e->id;
-		e->nrooms++; /* until the room leaves: kvxd_engine_room_left */
+		r->engine_gone = false;
+		room_attach(e, r); /* until the room leaves: kvxd_engine_room_left */
+	}
+	if (m->last)
+		r->last_submitted = true;
+	{
+		/* a room that already ended (decode aborted it before this chunk, or it failed
+		 * before any engine was there to hear it): its engine is told now, once; the
+		 * chunk itself is skipped by its core */
+		int st = kvxd_room_state(r);
+
+		if (kvxd_room_terminal_for_engine(r, st)) {
+			struct kvx_event ev = {.room = r->id,
+					       .generation = r->gen,
+					       .state = (uint8_t)st,
+					       .error = st == KVX_ROOM_FAILED ? r->error : 0};
+
+			snprintf(ev.reason, sizeof(ev.reason), "%s", r->reason);
+			kvxd_engine_tell(d, r, &ev);
+		}
 	}
 	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);
 	if (!ch) {
@@ -1028,6 +1113,16 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 			p->orphan = true;
 			if (atomic_load(&p->refs) == 0)
 				pool_unregister(d, p);
+		}
+	}
+	{
+		struct kvxd_room *r, *tmp;
+
+		cds_list_for_each_entry_safe(r, tmp, &e->rooms, eng_link)
+		{
+			cds_list_del(&r->eng_link);
+			r->on_eng_list = false;
+			engine_lost_room(d, r);
 		}
 	}
 	KVX_INFO("engine %d disconnected", e->id);
@@ -1311,6 +1406,9 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		C("auth_disabled", d->auth.none ? 1 : 0);
 		C("heartbeats_sent_total", c->heartbeats_sent);
 		C("peers_silent_total", c->peers_silent);
+		C("events_duplicate_suppressed_total", c->events_duplicate);
+		C("engine_lost_rooms_total", c->engine_lost_rooms);
+		C("room_meta_refused_engine_gone_total", c->meta_refused_engine_gone);
 		C("peer_conn_refused_address_total", c->conn_refused_addr);
 		C("peer_conn_refused_name_total", c->conn_refused_name);
 		C("peer_conn_refused_version_total", c->conn_refused_version);

@@ -178,6 +178,7 @@ struct kvxd_engine {
 	bool close_after_flush; /* close once outq is empty */
 	bool doomed;		/* closed at the end of this loop iteration */
 	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
+	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	uint64_t outq_bytes;
 };
@@ -201,6 +202,7 @@ struct kvxd_counters {
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 	uint64_t heartbeats_sent, peers_silent;
+	uint64_t events_duplicate, engine_lost_rooms, meta_refused_engine_gone;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
 	/* the engine socket: connections refused (credentials), operator commands refused (not
@@ -323,9 +325,15 @@ int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event
 /* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
 void kvxd_engine_reap(struct kvxd *d);
 /* A room left the tables (kvxd_room_remove): its engine's room count drops. */
-void kvxd_engine_room_left(struct kvxd *d, const struct kvxd_room *r);
+void kvxd_engine_room_left(struct kvxd *d, struct kvxd_room *r);
 void kvxd_engine_close_all(struct kvxd *d);
 void kvxd_pool_put(struct kvxd_pool *p);
+/* Tell a room's engine its terminal event unless it was told already (exactly once).  Returns
+ * true when this call told it. */
+bool kvxd_engine_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev);
+/* Is state the end of the room as its engine sees it (prefill SUCCESS/FAILED, decode
+ * SUCCESS/RELEASED)? */
+bool kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state);
 /* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
  * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
 int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,

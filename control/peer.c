@@ -1017,6 +1017,12 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	struct kvxd_meta *meta;
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
+	if (r && r->engine_gone && !r->meta_peer && !r->removing) {
+		/* its engine went before this metadata came: the room cannot be fed */
+		meta_refuse(d, p, rm, &d->ctr.meta_refused_engine_gone, -ECONNRESET,
+			    "the prefill engine of this room disconnected");
+		return;
+	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
 	    r->gen != rm->gen && r->ntgt == 0 && !r->tombstone) {
 		kvxd_room_remove(d, r); /* an id reused for a new request */

@@ -18,6 +18,7 @@
 #define KVX_VERBS_PCORE_H
 
 #include <pthread.h>
+#include <urcu/list.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -120,6 +121,12 @@ struct kvxd_room {
 	int ntgt;
 	bool drained, tombstone, engine_closed;
 	bool abort_sent; /* prefill: its core was told (ROOM_ABORT); later ABORTs only retarget */
+	/* its engine (control core): on that engine's room list; told its terminal event
+	 * (prefill SUCCESS or FAILED, decode SUCCESS or RELEASED: exactly once); the engine
+	 * disconnected (since gone_ms); prefill: the engine submitted its last chunk */
+	struct cds_list_head eng_link;
+	bool on_eng_list, engine_told, engine_gone, last_submitted;
+	uint64_t gone_ms;
 	/* immutable after creation */
 	uint8_t role;
 	struct kvxd_pool *pool; /* decode */

@@ -1,2 +1,2 @@
 # a room that leaves is never taken off its engine's count
-s/^\tif (e && e->nrooms)$/\tif (0)/
+s/^\t\tif (e \&\& e->nrooms)$/\t\tif (0)/

@@ -451,6 +451,26 @@ eng_room_req(struct eng *e, uint16_t type, uint64_t id)
 	return eng_call(e, type, &m, sizeof(m), -1, NULL);
 }
 
+/* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset, last or not. */
+static void
+eng_chunk_x(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset, bool last)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
+	struct kvx_eng_chunk *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)(m + 1);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->dst_offset = dst_offset;
+	m->last = last;
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+}
+
 /* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset. */
 static void
 eng_chunk(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset)
@@ -1232,11 +1252,138 @@ test_chunk_destination_range_checked(void **state)
 	eng_close(&e);
 }
 
+/* ---- every engine is told how every room ended, and engine loss propagates --------------- */
+
+/* a (decode) and b (prefill) connected, an engine on each with a pool. */
+static void
+pair_with_engines(struct eng *ea, struct eng *eb, int *pa, int *pb)
+{
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(ea, &A);
+	eng_connect(eb, &B);
+	assert_int_equal(eng_hello(ea, NULL), 0);
+	assert_int_equal(eng_hello(eb, NULL), 0);
+	*pa = eng_pool_id(ea, 256, 16, 1);
+	*pb = eng_pool_id(eb, 256, 16, 1);
+	assert_true(*pa > 0 && *pb > 0);
+}
+
+static int
+count_events(const struct eng *e, uint64_t id, int st)
+{
+	int n = 0;
+
+	for (int i = 0; i < e->nev; i++)
+		n += e->ev[i].room == id && (st < 0 || e->ev[i].state == st);
+	return n;
+}
+
+static struct kvxd_room *
+prefill_known(uint64_t id)
+{
+	struct kvxd_room *r = kvxd_room_find(&B, id, KVX_ROOM_PREFILL);
+
+	return r && kvxd_room_state(r) == KVX_ROOM_WAITING_FOR_INPUT ? r : NULL;
+}
+
+/* Decode aborts a room after its ROOM_META reached b but before b's engine submitted anything:
+ * b's engine is told FAILED exactly once, whenever its chunks come.  Before: the room failed
+ * with no engine attached, its chunks were skipped, and the engine never heard of it. */
+static void
+test_prefill_engine_told_once_after_early_abort(void **state)
+{
+	struct eng ea, eb;
+	int pa, pb;
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 500, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(500));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_ABORT, 500), 0);
+	for (int i = 0; i < MAX_STEPS && !eng_event(&ea, 500, KVX_STATE_RELEASED); i++)
+		pump_once();
+	assert_int_equal(count_events(&ea, 500, KVX_STATE_RELEASED), 1);
+	eng_chunk_x(&eb, 500, pb, 2, 0, false);
+	eng_chunk_x(&eb, 500, pb, 2, 2, true);
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	assert_non_null(eng_event(&eb, 500, KVX_STATE_FAILED));
+	assert_int_equal(count_events(&eb, 500, -1), 1); /* one event: the end, once */
+	assert_int_equal(count_events(&ea, 500, KVX_STATE_SUCCESS), 0);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* The prefill engine dies with a room half submitted: decode learns by a failure push and
+ * releases after the drain, well before waiting_ms; its engine hears RELEASED once. */
+static void
+test_prefill_engine_loss_propagates(void **state)
+{
+	struct eng ea, eb;
+	uint64_t t0;
+	int pa, pb;
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 501, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(501));
+	eng_chunk_x(&eb, 501, pb, 2, 0, false); /* half of it */
+	for (int i = 0; i < 10; i++)
+		pump_once();
+	t0 = fake_ms;
+	eng_close(&eb);
+	for (int i = 0; i < MAX_STEPS && !eng_event(&ea, 501, KVX_STATE_RELEASED); i++) {
+		pump_once();
+		fake_ms++;
+	}
+	assert_non_null(eng_event(&ea, 501, KVX_STATE_RELEASED));
+	assert_true(fake_ms - t0 < 1000); /* waiting_ms is 60000 */
+	assert_int_equal(count_events(&ea, 501, KVX_STATE_RELEASED), 1);
+	assert_int_equal(count_events(&ea, 501, KVX_STATE_SUCCESS), 0);
+	assert_int_equal(A.ctr.waiting_timeouts + B.ctr.waiting_timeouts, 0);
+	assert_int_equal(B.ctr.engine_lost_rooms, 1);
+	assert_int_equal(A.ctr.fences, 0);
+	eng_close(&ea);
+}
+
+/* The decode engine dies with a room open: the room is aborted and released (nothing can
+ * write into its pages any more) and the pool unregistered once nothing points at it. */
+static void
+test_decode_engine_loss_propagates(void **state)
+{
+	struct eng ea, eb;
+	int pa, pb, mrs;
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 502, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(502));
+	mrs = fake_vx_live().mr;
+	eng_close(&ea);
+	PUMP_UNTIL(A.ctr.releases == 1);
+	assert_int_equal(A.ctr.engine_lost_rooms, 1);
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	PUMP_UNTIL(fake_vx_live().mr == mrs - 1); /* a's pool, once its room let go */
+	/* b's engine, which never submitted: told FAILED when it does */
+	eng_chunk_x(&eb, 502, pb, 2, 0, true);
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	assert_non_null(eng_event(&eb, 502, KVX_STATE_FAILED));
+	assert_int_equal(count_events(&eb, 502, KVX_STATE_FAILED), 1);
+	eng_close(&eb);
+}
+
 int
 main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_prefill_engine_told_once_after_early_abort,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_decode_engine_loss_propagates, setup,
+						teardown),
 		T(test_listen_keeps_a_regular_file),
 		T(test_listen_keeps_a_symlink),
 		T(test_listen_does_not_steal_a_live_socket),

@@ -1,0 +1,2 @@
+# the end of a room is told every time it is seen
+s/^\tif (r->engine_told) {$/\tif (0) {/
