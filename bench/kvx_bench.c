@@ -70,6 +70,7 @@
 #define WATCHDOG_S 60 /* default --timeout: beyond kvxd's default waiting timeout (30 s) */
 #define CLOSE_RETRY_NS (20 * 1000000LL) /* kvx_room_close said -EBUSY: try again after this */
 #define POLL_MAX_MS 100
+#define PRE_TELL_WAIT_NS (5000 * 1000000LL) /* decode is done: prefill's end may lag this */
 #define EVENT_BATCH 64
 #define FAIL_LOG_MAX 10 /* failure lines printed to stderr; then only counted */
 #define ROOM_BASE_MASK ((1ULL << 62) - 1)
@@ -104,6 +105,8 @@ struct opts {
 	uint64_t abort_delay_us; /* after the last chunk: a delay of 0..this */
 	uint32_t settle_ms;	 /* quarantine of released pages holding the canary */
 	bool survive_prefill_loss;
+	uint32_t drop_prefill_ms; /* --drop-prefill-engine-ms: close the prefill connection then */
+	uint32_t last_chunk_delay_ms; /* --last-chunk-delay-ms: hold each room's last chunk back */
 };
 
 struct side {
@@ -157,7 +160,15 @@ struct slot {
 	bool fail_counted;   /* its decode failure counted in failed_decode */
 	bool at_loss;	     /* in flight when the prefill connection was lost */
 	int64_t t_released;  /* ns: its decode RELEASED, 0: none */
-	uint32_t *dst;	     /* pages[P]: destination pool page of room page i */
+	/* how its end was told: terminal events seen per side (decode SUCCESS/RELEASED, prefill
+	 * SUCCESS/FAILED; more than one is a duplicate); chunks went to prefill; how long to
+	 * wait for prefill's end once decode is done */
+	uint8_t dec_ends, pre_ends;
+	bool last_due; /* --last-chunk-delay-ms: the last chunk goes at t_last_due */
+	int64_t t_last_due;
+	bool pre_submitted;
+	int64_t t_pre_wait;
+	uint32_t *dst; /* pages[P]: destination pool page of room page i */
 };
 
 /* Latency samples, ns. */
@@ -207,8 +218,13 @@ struct bench {
 	int64_t settle_ns;	     /* --settle-ms */
 	bool prefill_lost;	     /* --survive-prefill-loss: the prefill connection is gone */
 	int64_t t_loss;		     /* ns: when the loss was detected */
+	int64_t t_drop;		     /* ns: --drop-prefill-engine-ms's moment */
 	int64_t t_last_loss_release; /* ns: last RELEASED of a room in flight at it, 0: none */
 	uint64_t rooms_at_loss;	     /* rooms in flight at the loss */
+	struct samples loss_lat;     /* loss -> RELEASED, per room in flight at it */
+	/* the engine contract (kvx.h): rooms whose engine was never told how they ended, and
+	 * terminal events that came twice, per side */
+	uint64_t untold_decode, untold_prefill, dup_decode, dup_prefill;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -344,6 +360,13 @@ usage(FILE *f)
 		"                     when the prefill connection is lost, open no more rooms and\n"
 		"                     follow the rooms in flight on decode: each must end\n"
 		"                     RELEASED or SUCCESS, their failures are expected\n"
+		"  --drop-prefill-engine-ms MS\n"
+		"                     after MS ms, close the prefill connection (a prefill engine\n"
+		"                     that dies; implies --survive-prefill-loss): every room in\n"
+		"                     flight must be RELEASED on decode, reported as\n"
+		"                     loss_release_p50_us / p99_us\n"
+		"  --last-chunk-delay-ms MS\n"
+		"                     submit each room's last chunk MS ms after the others\n"
 		"  --json             print the result as one JSON object\n"
 		"  -h, --help         this help\n",
 		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
@@ -433,6 +456,8 @@ enum {
 	OPT_ABORT_DELAY_US,
 	OPT_SETTLE_MS,
 	OPT_SURVIVE_PREFILL_LOSS,
+	OPT_DROP_PREFILL_ENGINE_MS,
+	OPT_LAST_CHUNK_DELAY_MS,
 };
 
 /* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
@@ -458,6 +483,8 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"abort-delay-us", required_argument, NULL, OPT_ABORT_DELAY_US},
 		{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
 		{"survive-prefill-loss", no_argument, NULL, OPT_SURVIVE_PREFILL_LOSS},
+		{"drop-prefill-engine-ms", required_argument, NULL, OPT_DROP_PREFILL_ENGINE_MS},
+		{"last-chunk-delay-ms", required_argument, NULL, OPT_LAST_CHUNK_DELAY_MS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -539,6 +566,21 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_SURVIVE_PREFILL_LOSS:
 			o->survive_prefill_loss = true;
 			break;
+		case OPT_DROP_PREFILL_ENGINE_MS: {
+			uint64_t v;
+
+			r = parse_u64("drop-prefill-engine-ms", optarg, 1, 3600000, &v);
+			o->drop_prefill_ms = (uint32_t)v;
+			o->survive_prefill_loss = true;
+			break;
+		}
+		case OPT_LAST_CHUNK_DELAY_MS: {
+			uint64_t v;
+
+			r = parse_u64("last-chunk-delay-ms", optarg, 0, 60000, &v);
+			o->last_chunk_delay_ms = (uint32_t)v;
+			break;
+		}
 		case 'h':
 			return 1;
 		default:
@@ -715,6 +757,7 @@ prefill_loss(struct bench *b, int64_t r, const char *what)
 			continue;
 		sl->at_loss = true;
 		sl->abort_due = false;
+		sl->last_due = false;
 		b->rooms_at_loss++;
 		if (sl->fail_counted) {
 			sl->fail_counted = false;
@@ -822,6 +865,10 @@ room_start(struct bench *b, uint32_t s)
 	int64_t gen;
 	int r;
 
+	sl->dec_ends = sl->pre_ends = 0;
+	sl->last_due = false;
+	sl->pre_submitted = false;
+	sl->t_pre_wait = 0;
 	for (i = 0; i < P; i++)
 		sl->dst[i] = s * P + i;
 	if (b->o.scatter) {
@@ -887,6 +934,12 @@ room_start(struct bench *b, uint32_t s)
 				b->writes += b->o.bufs;
 		}
 		b->write_bytes += (uint64_t)n * ps * b->o.bufs;
+		if (j == C - 1 && b->o.last_chunk_delay_ms) {
+			sl->last_due = true;
+			sl->t_last_due = now_ns() + (int64_t)b->o.last_chunk_delay_ms * 1000000;
+			break;
+		}
+		sl->pre_submitted = true;
 		r = kvx_chunk_submit(b->pre.c, room, j, b->pre.pool, b->src, n, off, j == C - 1);
 		if (r < 0 && prefill_loss(b, r, "chunk submit"))
 			return 0; /* the room is in flight at the loss: decode decides its end */
@@ -1002,6 +1055,20 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 	 * lets us close (or does not know) reads no source page any more. */
 	pre_done = sl->pre_state == KVX_STATE_SUCCESS || sl->pre_state == KVX_STATE_FAILED ||
 		   b->prefill_lost; /* nothing is left there to read our source pages */
+	if (!pre_done && sl->pre_submitted) {
+		/* the prefill engine must be told how its room ended: give it a while */
+		if (!sl->t_pre_wait)
+			sl->t_pre_wait = now + PRE_TELL_WAIT_NS;
+		if (now < sl->t_pre_wait) {
+			sl->t_retry = now + CLOSE_RETRY_NS;
+			return 0;
+		}
+		b->untold_prefill++;
+		fprintf(stderr,
+			"kvx-bench: room %" PRIu64 ": the prefill engine was never told how it "
+			"ended\n",
+			sl->room);
+	}
 	if (!pre_done && !sl->canary_done)
 		return 0;
 	if (!sl->dec_closed) {
@@ -1071,6 +1138,8 @@ on_decode_released(struct bench *b, struct slot *sl, const struct kvx_event *ev,
 	b->released++;
 	if (sl->at_loss && now > b->t_last_loss_release)
 		b->t_last_loss_release = now;
+	if (sl->at_loss && samples_push(&b->loss_lat, (uint64_t)(now - b->t_loss)) < 0)
+		return -ENOMEM;
 	if (!sl->abort_gen)
 		return 0; /* kvxd's own abort: its generation is kvxd's to pick */
 	if (samples_push(&b->abort_lat, (uint64_t)(now - sl->t_abort)) < 0)
@@ -1095,6 +1164,16 @@ on_event(struct bench *b, bool decode, const struct kvx_event *ev, int64_t now)
 	if (!sl || ev->state < 0 || ev->state > KVX_STATE_RELEASED) {
 		b->stray_events++;
 		return 0;
+	}
+	if (decode ? ev->state == KVX_STATE_SUCCESS || ev->state == KVX_STATE_RELEASED
+		   : ev->state == KVX_STATE_SUCCESS || ev->state == KVX_STATE_FAILED) {
+		uint8_t *ends = decode ? &sl->dec_ends : &sl->pre_ends;
+
+		if (++*ends > 1) {
+			(*(decode ? &b->dup_decode : &b->dup_prefill))++;
+			fprintf(stderr, "kvx-bench: room %" PRIu64 ": a second end on %s (%d)\n",
+				sl->room, decode ? "decode" : "prefill", ev->state);
+		}
 	}
 	st = decode ? &sl->dec_state : &sl->pre_state;
 	if (ev->state <= *st)
@@ -1161,6 +1240,29 @@ read_events(struct bench *b, struct side *sd, int64_t *now, int *got)
 }
 
 /* Watchdog, delayed aborts, quarantines and delayed closes.  Returns 0 or -errno (fatal). */
+/* --last-chunk-delay-ms: the held-back last chunk of slot s's room.  Returns 0 or -errno. */
+static int
+last_chunk(struct bench *b, struct slot *sl, uint32_t s)
+{
+	const uint32_t P = b->o.pages, C = b->o.chunks;
+	uint32_t n = P / C + (C - 1 < P % C ? 1 : 0), off = P - n;
+	int r;
+
+	sl->last_due = false;
+	if (b->prefill_lost)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		b->src[i] = s * P + off + i;
+	sl->pre_submitted = true;
+	r = kvx_chunk_submit(b->pre.c, sl->room, C - 1, b->pre.pool, b->src, n, off, true);
+	if (r < 0 && prefill_loss(b, r, "chunk submit"))
+		return 0;
+	if (r < 0)
+		fprintf(stderr, "kvx-bench: %s: chunk submit (room %" PRIu64 "): %s\n", b->pre.path,
+			sl->room, strerror(-r));
+	return r < 0 ? r : 0;
+}
+
 static int
 slots_tick(struct bench *b, int64_t now)
 {
@@ -1183,10 +1285,17 @@ slots_tick(struct bench *b, int64_t now)
 				sl->pre_state < 0 ? "no event" : kvx_state_str(sl->pre_state),
 				sl->abort_gen ? ", aborted" : "");
 			b->timed_out++;
+			if (!sl->dec_ends)
+				b->untold_decode++;
 			sl->phase = SLOT_RETIRED;
 			b->active--;
 			b->retired++;
 			continue;
+		}
+		if (sl->last_due && now >= sl->t_last_due) {
+			r = last_chunk(b, sl, i);
+			if (r < 0)
+				return r;
 		}
 		if (sl->abort_due && now >= sl->t_abort_due) {
 			r = room_abort(b, sl);
@@ -1228,6 +1337,8 @@ slots_next(const struct bench *b, int64_t next)
 			next = sl->t_retry;
 		if (sl->abort_due && sl->t_abort_due < next)
 			next = sl->t_abort_due;
+		if (sl->last_due && sl->t_last_due < next)
+			next = sl->t_last_due;
 		if (sl->canary_armed && !sl->canary_done && sl->t_canary < next)
 			next = sl->t_canary;
 	}
@@ -1244,6 +1355,7 @@ run(struct bench *b)
 	int got, r;
 
 	b->t_start = now_ns();
+	b->t_drop = b->t_start + (int64_t)b->o.drop_prefill_ms * 1000000;
 	if (b->o.duration > 0)
 		b->t_stop = b->t_start + (int64_t)(b->o.duration * NSEC);
 	for (;;) {
@@ -1259,6 +1371,12 @@ run(struct bench *b)
 		if (!b->active && !may_open(b, now))
 			return 0;
 
+		if (b->o.drop_prefill_ms && !b->prefill_lost && now >= b->t_drop) {
+			/* the prefill engine dies: its connection closes without a word */
+			kvx_disconnect(b->pre.c);
+			b->pre.c = NULL;
+			prefill_loss(b, -ECONNRESET, "dropped (--drop-prefill-engine-ms)");
+		}
 		got = 0;
 		r = read_events(b, &b->dec, &now, &got);
 		if (!r && !b->prefill_lost)
@@ -1276,6 +1394,8 @@ run(struct bench *b)
 		if (b->t_stop && b->t_stop > now && b->t_stop < next)
 			next = b->t_stop;
 		next = slots_next(b, next);
+		if (b->o.drop_prefill_ms && !b->prefill_lost && b->t_drop < next)
+			next = b->t_drop > now ? b->t_drop : now;
 		if (next < now)
 			next = now;
 		ts.tv_sec = (time_t)((next - now) / NSEC);
@@ -1324,7 +1444,7 @@ report(struct bench *b, double secs)
 	double mbps = secs > 0 ? (double)b->bytes / secs / 1e6 : 0;
 	double rps = secs > 0 ? (double)b->ok / secs : 0;
 	uint64_t msg = b->writes ? (b->write_bytes + b->writes / 2) / b->writes : 0;
-	double p50, p99, a50, a99;
+	double p50, p99, a50, a99, l50, l99;
 	double loss_us = b->prefill_lost && b->t_last_loss_release > b->t_loss
 				 ? (double)(b->t_last_loss_release - b->t_loss) / 1e3
 				 : 0;
@@ -1337,6 +1457,10 @@ report(struct bench *b, double secs)
 	p99 = pct_us(&b->lat, 99);
 	a50 = pct_us(&b->abort_lat, 50);
 	a99 = pct_us(&b->abort_lat, 99);
+	if (b->loss_lat.n)
+		qsort(b->loss_lat.v, b->loss_lat.n, sizeof(*b->loss_lat.v), cmp_u64);
+	l50 = pct_us(&b->loss_lat, 50);
+	l99 = pct_us(&b->loss_lat, 99);
 	if (b->o.json) {
 		printf("{\"rooms\": %" PRIu64 ", \"failed_decode\": %" PRIu64
 		       ", \"failed_prefill\": %" PRIu64 ", \"timed_out\": %" PRIu64
@@ -1359,12 +1483,19 @@ report(struct bench *b, double secs)
 		       b->protocol_errors);
 		if (b->o.survive_prefill_loss)
 			printf(", \"prefill_lost\": %s, \"loss_to_last_release_us\": %.1f"
-			       ", \"rooms_in_flight_at_loss\": %" PRIu64,
-			       b->prefill_lost ? "true" : "false", loss_us, b->rooms_at_loss);
+			       ", \"rooms_in_flight_at_loss\": %" PRIu64
+			       ", \"loss_release_p50_us\": %.1f, \"loss_release_p99_us\": %.1f",
+			       b->prefill_lost ? "true" : "false", loss_us, b->rooms_at_loss, l50,
+			       l99);
+		printf(", \"untold_decode\": %" PRIu64 ", \"untold_prefill\": %" PRIu64
+		       ", \"duplicate_events_decode\": %" PRIu64
+		       ", \"duplicate_events_prefill\": %" PRIu64,
+		       b->untold_decode, b->untold_prefill, b->dup_decode, b->dup_prefill);
 		printf("}\n");
 	} else {
-		printf("kvx-bench: prefill %s (%s) -> decode %s (%s)\n", kvx_node_name(b->pre.c),
-		       b->pre.path, kvx_node_name(b->dec.c), b->dec.path);
+		printf("kvx-bench: prefill %s (%s) -> decode %s (%s)\n",
+		       b->pre.c ? kvx_node_name(b->pre.c) : "(dropped)", b->pre.path,
+		       kvx_node_name(b->dec.c), b->dec.path);
 		printf("  inflight %u  page_size %u  pages %u  chunks %u  bufs %u  scatter %s  "
 		       "seed %" PRIu64 "\n",
 		       b->o.inflight, b->o.page_size, b->o.pages, b->o.chunks, b->o.bufs,
@@ -1399,8 +1530,12 @@ report(struct bench *b, double secs)
 		}
 		if (b->o.survive_prefill_loss)
 			printf("prefill_lost %s  rooms_in_flight_at_loss %" PRIu64
-			       "  loss_to_last_release_us %.1f\n",
-			       b->prefill_lost ? "yes" : "no", b->rooms_at_loss, loss_us);
+			       "  loss_to_last_release_us %.1f  loss_release_us p50 %.1f  p99 "
+			       "%.1f\n",
+			       b->prefill_lost ? "yes" : "no", b->rooms_at_loss, loss_us, l50, l99);
+		printf("untold decode %" PRIu64 " / prefill %" PRIu64
+		       "  duplicate events decode %" PRIu64 " / prefill %" PRIu64 "\n",
+		       b->untold_decode, b->untold_prefill, b->dup_decode, b->dup_prefill);
 	}
 	fflush(stdout);
 }
@@ -1464,7 +1599,8 @@ main(int argc, char **argv)
 	if (b.ok == 0 && b.opened && !b.o.allow_failures && b.aborted < b.opened)
 		fprintf(stderr, "kvx-bench: no room succeeded\n");
 	rc = (b.mismatched == 0 && b.timed_out == 0 && b.canary_changed == 0 &&
-	      b.bad_generation == 0 && b.protocol_errors == 0 &&
+	      b.bad_generation == 0 && b.protocol_errors == 0 && b.untold_decode == 0 &&
+	      b.untold_prefill == 0 && b.dup_decode == 0 && b.dup_prefill == 0 &&
 	      (b.o.allow_failures || (b.failed_decode == 0 && b.failed_prefill == 0)))
 		     ? 0
 		     : 1;

@@ -46,7 +46,20 @@ struct kvx_pool_geometry {
 	uint32_t nbufs;	    /* buffers (e.g. one per layer for K and one for V) */
 };
 
-/* A room event: the room's state changed. */
+/* A room event: the room's state changed.
+ *
+ * The contract: every engine is told how every room it touched ended, exactly once.
+ *  - decode: one SUCCESS (every source delivered; the pages hold the data) or one RELEASED
+ *    (the room failed or was aborted, and nothing can write into its pages any more: they are
+ *    the engine's again) per open.  A FAILED event before RELEASED says why; the pages are not
+ *    the engine's until RELEASED.
+ *  - prefill: one SUCCESS (every WRITE of the room completed: the source pages are free) or one
+ *    FAILED (with error and reason; no WRITE of the room is outstanding any more once the room
+ *    failed and drained) per room it submitted to, in every order of the decode side's
+ *    metadata, aborts and the engine's chunks; a room that ended before the engine's first
+ *    chunk (decode aborted it) is told at that chunk.
+ *  - No event is sent twice.  An engine that disconnects fails its unfinished rooms at once;
+ *    the other side learns it by a failure push, not a timeout. */
 struct kvx_event {
 	uint64_t room;
 	uint32_t generation;
