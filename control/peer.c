@@ -1090,7 +1090,8 @@ on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_s
 		return;
 	}
 	snprintf(reason, sizeof(reason), "source %s: %s", p->name, st->reason);
-	kvxd_decode_abort(d, r, st->error, reason);
+	/* a peer's number is not trusted to be an errno: FAILED always carries one */
+	kvxd_decode_abort(d, r, st->error < 0 && st->error > -4096 ? st->error : -EPROTO, reason);
 }
 
 static int

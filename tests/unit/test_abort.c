@@ -357,8 +357,11 @@ test_status_only_from_the_source(void **state)
 	PUMP_UNTIL(A.ctr.status_refused_owner == 1);
 	assert_false(d->aborting);
 	assert_int_equal(A.ctr.aborts, 0);
+	st.u.room_status.error = 0; /* not an errno: the engine must still get one */
 	assert_int_equal(kvxd_peer_send(&B, peer_of(&B, "a"), &st), 0);
 	PUMP_UNTIL(d->aborting);
+	PUMP_UNTIL(kvxd_room_state(d) >= KVX_ROOM_FAILED);
+	assert_int_equal(d->error, -EPROTO);
 	PUMP_UNTIL(d->released);
 }
 
