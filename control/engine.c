@@ -1407,6 +1407,15 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		C("heartbeats_sent_total", c->heartbeats_sent);
 		C("peers_silent_total", c->peers_silent);
 		C("events_duplicate_suppressed_total", c->events_duplicate);
+		for (int f = 0; f < KVXD_PEER_STATE_COUNT; f++)
+			for (int t = 0; t < KVXD_PEER_STATE_COUNT; t++)
+				if (c->peer_transitions[f][t])
+					P("kvx_peer_transitions_total{node=\"%s\",from=\"%s\",to="
+					  "\"%s\"} "
+					  "%llu\n",
+					  d->cfg.name, kvxd_peer_state_str(f),
+					  kvxd_peer_state_str(t),
+					  (unsigned long long)c->peer_transitions[f][t]);
 		C("engine_lost_rooms_total", c->engine_lost_rooms);
 		C("room_meta_refused_engine_gone_total", c->meta_refused_engine_gone);
 		C("peer_conn_refused_address_total", c->conn_refused_addr);

@@ -102,6 +102,7 @@ enum kvxd_peer_state {
 	KVXD_PEER_QP_EXCHANGE, /* QPs created, QP_INFO / QP_READY exchange */
 	KVXD_PEER_READY,       /* published to the polling cores */
 	KVXD_PEER_CLOSING,     /* torn down; the journal is still being rolled back */
+	KVXD_PEER_STATE_COUNT,
 };
 
 struct kvxd_status_entry {
@@ -116,7 +117,7 @@ struct kvxd_peer {
 	struct kvx_config_addr addr;
 	bool initiator; /* we dial (our name sorts first) */
 	bool allowed;
-	int state;
+	enum kvxd_peer_state state; /* written only by peer_set_state() (peer.c) */
 	struct kvxd_stream s;
 	struct kvx_wire_seq seq;
 	struct kvxd_journal j;
@@ -202,6 +203,7 @@ struct kvxd_counters {
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 	uint64_t heartbeats_sent, peers_silent;
+	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
 	uint64_t events_duplicate, engine_lost_rooms, meta_refused_engine_gone;
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;

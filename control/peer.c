@@ -30,6 +30,37 @@
 static const char *const peer_state_names[] = {"IDLE",	      "CONNECTING", "HELLO",
 					       "QP_EXCHANGE", "READY",	    "CLOSING"};
 
+/* The legal next states of a peer (DESIGN.md section 4): dial or accept from IDLE, the
+ * handshake in order, CLOSING from anywhere (a failure, a reset), IDLE once rolled back. */
+static const bool peer_next[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT] = {
+	[KVXD_PEER_IDLE] = {[KVXD_PEER_CONNECTING] = true,
+			    [KVXD_PEER_HELLO] = true,
+			    [KVXD_PEER_CLOSING] = true},
+	[KVXD_PEER_CONNECTING] = {[KVXD_PEER_HELLO] = true, [KVXD_PEER_CLOSING] = true},
+	[KVXD_PEER_HELLO] = {[KVXD_PEER_QP_EXCHANGE] = true, [KVXD_PEER_CLOSING] = true},
+	[KVXD_PEER_QP_EXCHANGE] = {[KVXD_PEER_READY] = true, [KVXD_PEER_CLOSING] = true},
+	[KVXD_PEER_READY] = {[KVXD_PEER_CLOSING] = true},
+	[KVXD_PEER_CLOSING] = {[KVXD_PEER_IDLE] = true},
+};
+
+/* The one place a peer's state changes: checked against peer_next, traced, counted. */
+static void
+peer_set_state(struct kvxd *d, struct kvxd_peer *p, enum kvxd_peer_state to)
+{
+	enum kvxd_peer_state from = p->state;
+
+	if (from == to)
+		return;
+	assert(peer_next[from][to]);
+	if (!peer_next[from][to])
+		KVX_ERR("peer %s: illegal transition %s -> %s", p->name,
+			kvxd_peer_state_str((int)from), kvxd_peer_state_str((int)to));
+	KVX_DEBUG("peer %s: %s -> %s", p->name, kvxd_peer_state_str((int)from),
+		  kvxd_peer_state_str((int)to));
+	d->ctr.peer_transitions[from][to]++;
+	p->state = to;
+}
+
 const char *
 kvxd_peer_state_str(int state)
 {
@@ -59,7 +90,7 @@ kvxd_peer_init_all(struct kvxd *d)
 		p->addr = d->cfg.peers[i].addr;
 		p->allowed = d->cfg.peers[i].allowed;
 		p->initiator = strcmp(d->cfg.name, p->name) < 0;
-		p->state = KVXD_PEER_IDLE;
+		p->state = KVXD_PEER_IDLE; /* the initial state */
 		p->s.fd = -1;
 		p->retry_at_ms = 0;
 	}
@@ -357,7 +388,7 @@ journal_rollback(struct kvxd *d, struct kvxd_peer *p)
 		}
 	}
 	if (p->state == KVXD_PEER_CLOSING)
-		p->state = KVXD_PEER_IDLE;
+		peer_set_state(d, p, KVXD_PEER_IDLE);
 	return 0;
 }
 
@@ -496,7 +527,7 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 	memcpy(m.u.qp_info.gid, d->dev_info.gid, 16);
 	m.u.qp_info.mtu = d->cfg.mtu < d->dev_info.active_mtu ? d->cfg.mtu : d->dev_info.active_mtu;
 	m.u.qp_info.ncores = (uint16_t)d->ncores;
-	p->state = KVXD_PEER_QP_EXCHANGE;
+	peer_set_state(d, p, KVXD_PEER_QP_EXCHANGE);
 	return kvxd_peer_send(d, p, &m);
 }
 
@@ -572,7 +603,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 		if (e->kind == KVXD_J_QP && kvx_pcore_send(&d->cores[e->core], &m))
 			return -EAGAIN;
 	}
-	p->state = KVXD_PEER_READY;
+	peer_set_state(d, p, KVXD_PEER_READY);
 	p->lost = false;
 	p->last_rx_ms = kvxd_now_ms();
 	p->next_hb_ms = p->last_rx_ms + d->cfg.heartbeat_ms;
@@ -681,7 +712,7 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 			stream_flush(d, &p->s); /* best effort: frames already queued */
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL); /* read nothing more */
 	}
-	p->state = KVXD_PEER_CLOSING;
+	peer_set_state(d, p, KVXD_PEER_CLOSING);
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
 	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
@@ -880,7 +911,7 @@ dial_acquire(struct kvxd *d, struct kvxd_peer *p)
 	if (rc)
 		return rc;
 	kvx_wire_seq_init(&p->seq, true);
-	p->state = KVXD_PEER_CONNECTING;
+	peer_set_state(d, p, KVXD_PEER_CONNECTING);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
 		return -errno;
 	return 0;
@@ -895,7 +926,7 @@ dial(struct kvxd *d, struct kvxd_peer *p)
 		return;
 	p->last_error[0] = '\0';
 	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
-	p->state = KVXD_PEER_CONNECTING;
+	peer_set_state(d, p, KVXD_PEER_CONNECTING);
 	rc = dial_acquire(d, p);
 	if (rc)
 		peer_fail(d, p, rc, "connect");
@@ -1189,7 +1220,7 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 		}
 		if (!(events & (EPOLLOUT | EPOLLIN)))
 			return;
-		p->state = KVXD_PEER_HELLO;
+		peer_set_state(d, p, KVXD_PEER_HELLO);
 		rc = send_hello(d, p);
 		if (rc) {
 			peer_fail(d, p, rc, "send HELLO");
@@ -1408,7 +1439,7 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 	rc = take_slot(p);
 	if (rc)
 		return rc;
-	p->state = KVXD_PEER_HELLO;
+	peer_set_state(d, p, KVXD_PEER_HELLO);
 	rc = setup_qps(d, p);
 	if (rc)
 		return rc;
