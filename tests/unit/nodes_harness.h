@@ -217,4 +217,33 @@ nodes_teardown(void)
 	}
 }
 
+static int
+first_live_room(struct kvx_room_table_node *n, void *arg)
+{
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+
+	if (r->removing)
+		return 0;
+	*(struct kvx_room_table_node **)arg = n;
+	return 1;
+}
+
+/* Take every room of node d out (rooms hold pool references: before the pools go). */
+static __attribute__((unused)) void
+nodes_remove_rooms(struct kvxd *d)
+{
+	struct kvx_room_table_node *n;
+
+	do {
+		rcu_read_lock();
+		n = NULL;
+		kvx_room_table_for_each(d->by_id, first_live_room, &n);
+		rcu_read_unlock();
+		if (n)
+			kvxd_room_remove(d, caa_container_of(n, struct kvxd_room, by_id));
+		for (int k = 0; k < 4; k++)
+			pump_once();
+	} while (n);
+}
+
 #endif /* KVX_TESTS_NODES_HARNESS_H */

@@ -55,17 +55,6 @@ ready(struct kvxd *d, const char *peer)
 }
 
 static int
-first_node(struct kvx_room_table_node *n, void *arg)
-{
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
-
-	if (r->removing)
-		return 0;
-	*(struct kvx_room_table_node **)arg = n;
-	return 1;
-}
-
-static int
 setup(void **state)
 {
 	static const char *const names[] = {"a", "b", "c"};
@@ -85,20 +74,8 @@ teardown(void **state)
 {
 	fake_vx_hold(false);
 	for (int i = 0; i < 3; i++) {
-		struct kvx_room_table_node *n;
-
 		/* rooms go first (they hold pool references), then the pools */
-		do {
-			rcu_read_lock();
-			n = NULL;
-			kvx_room_table_for_each(N[i].by_id, first_node, &n);
-			rcu_read_unlock();
-			if (n)
-				kvxd_room_remove(&N[i],
-						 caa_container_of(n, struct kvxd_room, by_id));
-			for (int k = 0; k < 4; k++)
-				pump_once();
-		} while (n);
+		nodes_remove_rooms(&N[i]);
 	}
 	base.qp -= 4;
 	for (int i = 0; i < 3; i++) {

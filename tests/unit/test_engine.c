@@ -112,17 +112,6 @@ setup(void **state)
 }
 
 static int
-first_node(struct kvx_room_table_node *n, void *arg)
-{
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
-
-	if (r->removing)
-		return 0;
-	*(struct kvx_room_table_node **)arg = n;
-	return 1;
-}
-
-static int
 teardown(void **state)
 {
 	DIR *dir;
@@ -131,20 +120,8 @@ teardown(void **state)
 	for (int k = 0; k < 20; k++)
 		pump_once(); /* engines closed by the tests are noticed */
 	for (int i = 0; i < nnodes; i++) {
-		struct kvx_room_table_node *n;
-
 		/* rooms go first (they hold pool references), then engines and pools */
-		do {
-			rcu_read_lock();
-			n = NULL;
-			kvx_room_table_for_each(N[i].by_id, first_node, &n);
-			rcu_read_unlock();
-			if (n)
-				kvxd_room_remove(&N[i],
-						 caa_container_of(n, struct kvxd_room, by_id));
-			for (int k = 0; k < 4; k++)
-				pump_once();
-		} while (n);
+		nodes_remove_rooms(&N[i]);
 		kvx_rcu_barrier(); /* freed rooms drop their pool references */
 		kvxd_engine_close_all(&N[i]);
 		if (N[i].eng_fd >= 0)
@@ -471,24 +448,11 @@ eng_chunk_x(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offse
 	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
 }
 
-/* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset. */
+/* Prefill: one (last) chunk of room id, source pages 0..n-1 to dst_offset. */
 static void
 eng_chunk(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
-	struct kvx_eng_chunk *m = (void *)buf;
-	uint32_t *pages = (uint32_t *)(m + 1);
-
-	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
-	m->room = id;
-	m->pool_id = pool;
-	m->npages = n;
-	m->dst_offset = dst_offset;
-	m->last = 1;
-	for (uint32_t i = 0; i < n; i++)
-		pages[i] = i;
-	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+	eng_chunk_x(e, id, pool, n, dst_offset, true);
 }
 
 /* The first event about room id in state st (or NULL), after a sync round trip. */

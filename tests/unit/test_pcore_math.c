@@ -29,25 +29,13 @@ huge_room(uint64_t id, struct kvxd_pool *src, uint32_t page_size, uint32_t pool_
 	  uint32_t nbufs, const uint32_t *dst, uint32_t npages, struct kvxd_room **dec)
 {
 	struct kvxd_room *d = decode_room(id, dst, npages), *r = track(calloc(1, sizeof(*r)));
-	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 4 * (size_t)npages);
+	struct kvxd_meta *meta = make_meta(d, dst, npages, 0);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = r, .ptr = meta};
 
 	*src = E.pf.pool;
-	src->page_size = page_size;
-	src->npages = pool_npages;
-	src->nbufs = nbufs;
-	*meta = (struct kvxd_meta){.peer = 0,
-				   .epoch = 1,
-				   .gen = d->gen,
-				   .token = d->token,
-				   .nsrc = 1,
-				   .addr = (uint64_t)(uintptr_t)E.dc.mem,
-				   .rkey = E.dc.pool.rkey,
-				   .page_size = page_size,
-				   .pool_npages = pool_npages,
-				   .nbufs = nbufs,
-				   .npages = npages};
-	memcpy(meta->pages, dst, 4 * (size_t)npages);
+	src->page_size = meta->page_size = page_size;
+	src->npages = meta->pool_npages = pool_npages;
+	src->nbufs = meta->nbufs = nbufs;
 	r->id = id;
 	r->role = r->fsm.role = KVX_ROOM_PREFILL;
 	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(id, r->role)), 0);
