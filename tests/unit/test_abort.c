@@ -380,6 +380,26 @@ test_full_inbox_loses_nothing(void **state)
 	assert_int_equal(A.cores[0].ovf_len, 0);
 }
 
+/* A prefill room's waiting timeout while its core's inbox is full: the fail is queued, not
+ * dropped (before: sent once, never retried, and the room waited forever); the failure is
+ * pushed to decode, which releases at once. */
+static void
+test_full_inbox_keeps_a_timeout_fail(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 111, 2), *p = room(&B, 111, KVX_ROOM_PREFILL);
+
+	B.cfg.waiting_ms = 50;
+	fake_ms += 200;	    /* past b's deadline (and its 100 ms room scan) ... */
+	stuff_inbox(&B, p); /* ... with the inbox full when b's tick fails the room */
+	kvxd_loop_once(&B, 0);
+	PUMP_UNTIL(kvxd_room_state(p) == KVX_ROOM_FAILED);
+	assert_int_equal(B.ctr.waiting_timeouts, 1);
+	assert_non_null(strstr(p->reason, "waiting timeout"));
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED); /* pushed, not timed out on a */
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	B.cfg.waiting_ms = A.cfg.waiting_ms;
+}
+
 /* Caps: tombstones and rooms one peer's frames can make b hold. */
 static void
 test_per_peer_caps(void **state)
@@ -428,6 +448,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_per_peer_caps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_only_from_the_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_timeout_fail, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
 						teardown),
 	};
