@@ -1614,5 +1614,6 @@ out:
 	free(b.src);
 	free(b.lat.v);
 	free(b.abort_lat.v);
+	free(b.loss_lat.v);
 	return rc;
 }
