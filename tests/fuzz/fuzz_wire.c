@@ -4,9 +4,7 @@
  * decodes is re-encoded, and the re-encoding must (1) succeed, (2) be byte-identical to the
  * input frame (decoding is strict, so the wire form is canonical) and (3) decode to the same
  * message.  Decoded types are also fed to a sequence checker of each role.
- *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iinclude \
- *         tests/fuzz/fuzz_wire.c core/wire.c -o fuzz_wire && ./fuzz_wire -max_total_time=60
+ * Built by the KVX_FUZZ build (tests/fuzz/CMakeLists.txt); `make fuzz` runs it.
  */
 #include <errno.h>
 #include <stdint.h>
