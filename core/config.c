@@ -992,11 +992,16 @@ err_free:
 	return ret;
 }
 
+/* "key = value", which must load again to the same value: without the blanks when the value
+ * starts with ';' (after a blank inih takes it for a comment) or when they would make the line
+ * longer than inih takes (the value came from a line that fitted without them). */
 static void
 print_kv(FILE *f, const char *key, const char *value)
 {
 	if (value[0] == '\0')
 		fprintf(f, "%s =\n", key);
+	else if (value[0] == ';' || strlen(key) + strlen(" = ") + strlen(value) > LINE_MAX_CHARS)
+		fprintf(f, "%s=%s\n", key, value);
 	else
 		fprintf(f, "%s = %s\n", key, value);
 }

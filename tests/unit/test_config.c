@@ -813,6 +813,28 @@ test_print_round_trip(void **state)
 	assert_round_trip(&cfg);
 }
 
+/* Found by tests/fuzz/fuzz_config: values that "key = value" would not load back. */
+static void
+test_print_round_trip_edges(void **state)
+{
+	struct kvx_config cfg;
+	char text[1024], path[200];
+
+	/* a value starting with ';' right after '=' is a value; after a blank, a comment */
+	load_ok(MIN_INI "[security]\nsecret_file =;not-a-comment\n", &cfg);
+	assert_string_equal(cfg.secret_file, ";not-a-comment");
+	assert_round_trip(&cfg);
+
+	/* a line that fits without the blanks around '=' but not with them */
+	memset(path, 'p', 185);
+	path[0] = '/';
+	path[185] = '\0';
+	snprintf(text, sizeof(text), "%s[security]\nsecret_file=%s\n", MIN_INI, path);
+	load_ok(text, &cfg);
+	assert_string_equal(cfg.secret_file, path);
+	assert_round_trip(&cfg);
+}
+
 /* The printed text itself: every key, defaults included. */
 static void
 test_print_every_key(void **state)
@@ -983,6 +1005,7 @@ main(void)
 		cmocka_unit_test(test_cq_depth_sized_from_qps),
 		cmocka_unit_test(test_untouched_on_error),
 		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_print_round_trip_edges),
 		cmocka_unit_test(test_print_every_key),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
