@@ -38,6 +38,10 @@ check_same(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		CHECK(strcmp(a->u.hello.name, b->u.hello.name) == 0, "name");
 		CHECK(a->u.hello.nonce == b->u.hello.nonce, "nonce");
 		CHECK(a->u.hello.session == b->u.hello.session, "session");
+		CHECK(memcmp(a->u.hello.mac, b->u.hello.mac, KVX_WIRE_MAC_LEN) == 0, "mac");
+		break;
+	case KVX_WIRE_AUTH:
+		CHECK(memcmp(a->u.auth_mac, b->u.auth_mac, KVX_WIRE_MAC_LEN) == 0, "mac");
 		break;
 	case KVX_WIRE_QP_INFO:
 		CHECK(memcmp(a->u.qp_info.gid, b->u.qp_info.gid, 16) == 0, "gid");

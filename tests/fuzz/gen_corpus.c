@@ -84,6 +84,11 @@ frame(uint16_t type)
 			 type == KVX_WIRE_HELLO ? "a" : "b");
 		m.u.hello.nonce = 0x0123456789abcdefull;
 		m.u.hello.session = 1;
+		if (type == KVX_WIRE_HELLO_ACK)
+			memset(m.u.hello.mac, 0xa5, sizeof(m.u.hello.mac));
+		break;
+	case KVX_WIRE_AUTH:
+		memset(m.u.auth_mac, 0x5a, sizeof(m.u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
 		m.u.qp_info.gid[10] = m.u.qp_info.gid[11] = 0xff;
@@ -152,8 +157,8 @@ put_frame(struct buf *b, const struct kvx_wire_msg *m)
 static void
 gen_wire(void)
 {
-	static const uint16_t handshake[] = {KVX_WIRE_HELLO, KVX_WIRE_HELLO_ACK, KVX_WIRE_QP_INFO,
-					     KVX_WIRE_QP_READY};
+	static const uint16_t handshake[] = {KVX_WIRE_HELLO, KVX_WIRE_HELLO_ACK, KVX_WIRE_AUTH,
+					     KVX_WIRE_QP_INFO, KVX_WIRE_QP_READY};
 	struct buf b;
 	char name[64];
 
@@ -171,7 +176,7 @@ gen_wire(void)
 
 		put_frame(&b, &m);
 	}
-	for (uint16_t t = KVX_WIRE_ROOM_META; t <= KVX_WIRE_TYPE_MAX; t++) {
+	for (uint16_t t = KVX_WIRE_ROOM_META; t <= KVX_WIRE_BYE; t++) {
 		struct kvx_wire_msg m = frame(t);
 
 		put_frame(&b, &m);
