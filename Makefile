@@ -10,7 +10,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 BUILD_FUZZ ?= build-fuzz
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine
+FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine fuzz_peer
 JOBS       ?= 2
 
 .PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo format format-check clean

@@ -7,9 +7,9 @@
 #define KVX_TESTS_FUZZ_PEER_OPS_H
 
 enum fuzz_peer_op {
-	/* u16 length (LE) + that many bytes, written into the READY connection as if the other
-	 * node sent them: arg bit 0 picks the receiver (0: decode "a", 1: prefill "b"); arg bit 1
-	 * sets the header's payload length to the bytes that follow it */
+	/* u16 length (LE) + that many bytes, written into the connection as if the other node
+	 * sent them: arg bit 0 picks the receiver (0: decode "a", 1: prefill "b"); bit 1 sets the
+	 * header's payload length to the bytes that follow it; bit 2 its magic and version */
 	FP_FRAME = 0,
 	FP_STEP = 1,   /* arg + 1 iterations of every polling core and control loop, 1 ms each */
 	FP_CLOCK = 2,  /* the fake clock jumps 20 * (arg + 1)^2 ms, then one iteration */
@@ -18,7 +18,8 @@ enum fuzz_peer_op {
 	FP_ABORT = 5,  /* "a"'s engine aborts room (last opened - arg % 4) */
 	FP_CLOSE = 6,  /* both engines close room (last opened - arg % 4) where they may */
 	/* fake verbs: arg bit 0 holds writes (or not); bit 1 completes the held writes of b's
-	 * QP to a; bit 2 fails the next one with an error completion */
+	 * QP to a; bit 2 fails the next one with an error completion (bit 3: a remote access
+	 * error, else retries exceeded) */
 	FP_HOLD = 7,
 };
 
