@@ -189,6 +189,36 @@ world_teardown(void)
 	nodes_teardown();
 }
 
+static void
+put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Generations are random: a peer knows them from the frames it got, the fuzzer does not.  A
+ * room frame (ROOM_META, ROOM_STATUS, ABORT, ABORT_ACK: u64 room, u32 gen first) gets the
+ * last room's id and the generation its receiver holds for it now. */
+static void
+patch_room(uint8_t *frame, struct kvxd *from)
+{
+	uint16_t type = (uint16_t)(frame[6] | frame[7] << 8);
+	struct kvxd_room *r;
+	uint32_t gen;
+
+	if (type < KVX_WIRE_ROOM_META || type > KVX_WIRE_ABORT_ACK || last_room == 0)
+		return;
+	if (from == &B) { /* to decode "a" */
+		r = kvxd_room_find(&A, last_room, KVX_ROOM_DECODE);
+		gen = r ? (r->aborting ? r->abort_gen : r->gen) : 0;
+	} else { /* to prefill "b" */
+		r = kvxd_room_find(&B, last_room, KVX_ROOM_PREFILL);
+		gen = r ? r->gen : 0;
+	}
+	put_le(frame + KVX_WIRE_HDR_LEN, last_room, 8);
+	put_le(frame + KVX_WIRE_HDR_LEN + 8, gen, 4);
+}
+
 /* Bytes into the connection as if `from` sent them to the other node.  Only between frames:
  * what `from` itself queued must have gone out first. */
 static void
@@ -207,6 +237,9 @@ inject(struct kvxd *from, const char *to_name, const uint8_t *bytes, size_t len,
 		buf[0] = 'K', buf[1] = 'V', buf[2] = 'X', buf[3] = '1';
 		buf[4] = KVX_WIRE_VERSION, buf[5] = 0;
 	}
+	if ((arg & FP_FRAME_LIVE_ROOM) &&
+	    len >= KVX_WIRE_HDR_LEN + 12) /* a live room and its generation */
+		patch_room(buf, from);
 	if ((arg & 2) && len >= KVX_WIRE_HDR_LEN) { /* payload length */
 		uint32_t plen = (uint32_t)(len - KVX_WIRE_HDR_LEN);
 

@@ -9,7 +9,8 @@
 enum fuzz_peer_op {
 	/* u16 length (LE) + that many bytes, written into the connection as if the other node
 	 * sent them: arg bit 0 picks the receiver (0: decode "a", 1: prefill "b"); bit 1 sets the
-	 * header's payload length to the bytes that follow it; bit 2 its magic and version */
+	 * header's payload length to the bytes that follow it; bit 2 its magic and version;
+	 * bit 3 gives a room frame the last room's id and the receiver's generation of it */
 	FP_FRAME = 0,
 	FP_STEP = 1,   /* arg + 1 iterations of every polling core and control loop, 1 ms each */
 	FP_CLOCK = 2,  /* the fake clock jumps 20 * (arg + 1)^2 ms, then one iteration */
@@ -22,5 +23,7 @@ enum fuzz_peer_op {
 	 * error, else retries exceeded) */
 	FP_HOLD = 7,
 };
+
+#define FP_FRAME_LIVE_ROOM 8 /* FP_FRAME arg bit 3 */
 
 #endif /* KVX_TESTS_FUZZ_PEER_OPS_H */

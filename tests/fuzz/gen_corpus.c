@@ -345,7 +345,7 @@ peer_frame(struct buf *b, uint8_t to, const struct kvx_wire_msg *m)
 	struct buf f = {.n = 0};
 
 	put_frame(&f, m);
-	put_u8(b, FP_FRAME | to << 3);
+	put_u8(b, FP_FRAME | (to | FP_FRAME_LIVE_ROOM) << 3);
 	put_le16(b, (uint16_t)f.n);
 	put(b, f.b, f.n);
 }
@@ -372,6 +372,18 @@ gen_peer(void)
 	peer_frame(&b, 0, &m);
 	peer_op(&b, FP_STEP, 15);
 	save("fuzz_peer", "open-submit-status", &b);
+
+	/* b pushes a failure for a room it was not sent yet */
+	b.n = 0;
+	peer_op(&b, FP_OPEN, 5);
+	peer_op(&b, FP_HOLD, 1);
+	peer_op(&b, FP_STEP, 1);
+	m = frame(KVX_WIRE_ROOM_STATUS);
+	peer_frame(&b, 0, &m);
+	peer_op(&b, FP_SUBMIT, 0);
+	peer_op(&b, FP_HOLD, 2);
+	peer_op(&b, FP_STEP, 15);
+	save("fuzz_peer", "status-while-waiting", &b);
 
 	b.n = 0;
 	peer_op(&b, FP_OPEN, 1);
