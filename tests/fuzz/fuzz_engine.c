@@ -2,8 +2,8 @@
 /*
  * libFuzzer target for the engine protocol (core/engine_proto.h).  core/ has no decoder for it:
  * every request is validated by control/engine.c as it handles it, so this target drives that
- * code the way an engine does, through a SOCK_SEQPACKET session of node "a"
- * (tests/unit/nodes_harness.h: nodes "a" and "b" on the fake verbs, not connected until a
+ * code the way an engine does, through a session on node "a"'s engine socket (fuzz_session.h;
+ * tests/unit/nodes_harness.h: nodes "a" and "b" on the fake verbs, not connected until a
  * request says "peer b resume").
  *
  * The input is a list of records, each an op byte (low 2 bits: kind, high 6 bits: arg):
@@ -135,6 +135,7 @@ world_teardown(void)
 		for (int k = 0; k < KVXD_MAX_POOLS; k++)
 			assert_null(N[i].pools[k]);
 	}
+	fuzz_engine_unlisten(&A);
 	nodes_teardown();
 }
 
@@ -145,8 +146,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off = 0;
 
 	nodes_setup(2, names);
+	fuzz_engine_listen(&A);
 	fuzz_session_reset(&sa, &A);
 	fuzz_session_connect(&sa);
+	pump(1); /* accepted */
 	for (int rec = 0; rec < MAX_RECORDS && off < size; rec++) {
 		uint8_t op = data[off++];
 		unsigned int arg = op >> 2;

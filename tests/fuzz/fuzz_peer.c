@@ -126,6 +126,8 @@ world_setup(void)
 	static const char *const names[] = {"a", "b"};
 
 	nodes_setup(2, names);
+	fuzz_engine_listen(&A);
+	fuzz_engine_listen(&B);
 	fuzz_session_reset(&sa, &A);
 	fuzz_session_reset(&sb, &B);
 	fuzz_session_connect(&sa);
@@ -210,6 +212,8 @@ world_teardown(void)
 					 N[i].cfg.name, N[i].pools[k]->id,
 					 atomic_load(&N[i].pools[k]->refs));
 	}
+	fuzz_engine_unlisten(&A);
+	fuzz_engine_unlisten(&B);
 	nodes_teardown();
 }
 

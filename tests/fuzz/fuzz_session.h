@@ -1,20 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * An engine session for the fuzz targets that run control cores: a SOCK_SEQPACKET pair whose
- * kvxd end is registered the way kvxd_engine_accept() registers a connection that passed its
- * credential check, and whose other end the target writes requests to and reads every reply
- * and event from, checking each:
+ * An engine session for the fuzz targets that run control cores: a SOCK_SEQPACKET connection
+ * to the node's engine socket (kvxd_engine_listen() on a path in a private temporary directory,
+ * accepted by kvxd_engine_accept() with its credential check and caps; the target runs as root
+ * or as kvxd's uid, so it is an admin), which the target writes requests to and reads every
+ * reply and event from, checking each:
  *  - a datagram is a REPLY or an EVENT, its hdr.len its size, its flags 0;
  *  - a REPLY's text fits it and its status is 0 or -errno;
  *  - an EVENT's reason is NUL-terminated and its error 0 or -errno (include/kvx/kvx.h).  A
  *    peer's ROOM_STATUS may carry any negative int32 as its error and control/peer.c passes it
  *    on to the engine (tests/fuzz/crashes/README.md): until that is fixed, such an event is
  *    only counted unless KVX_FUZZ_STRICT is set;
- *  - no room is RELEASED twice in one generation.  control/engine.c's
- *    kvxd_engine_send_event() takes send()'s byte count for a failure, so an event it has just
- *    sent is queued and sent again whenever errno still holds an EAGAIN
- *    (tests/fuzz/crashes/README.md): until that is fixed, such a copy is only counted, unless
- *    KVX_FUZZ_STRICT is set in the environment.
+ *  - no room is RELEASED twice in one generation.
  * Include after control/kvxd.h and cmocka_shim.h.  Thread: the target's one thread.
  */
 #ifndef KVX_TESTS_FUZZ_SESSION_H
@@ -27,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "core/engine_proto.h"
@@ -45,12 +43,18 @@ struct fuzz_session {
 		uint32_t gen;
 	} released[FUZZ_SESSION_RELEASED_MAX];
 	int nreleased;
-	unsigned long dup_events;
 	unsigned long bad_errors; /* events whose error is not 0 or -errno */
 };
 
 static int fuzz_pool_fd = -1; /* what a request with an fd attaches: a 1 MiB memfd */
 static bool fuzz_strict;
+static char fuzz_sock_dir[64];
+
+static void
+fuzz_sock_dir_remove(void)
+{
+	rmdir(fuzz_sock_dir); /* empty: every node's socket went with its teardown */
+}
 
 static __attribute__((unused)) void
 fuzz_session_init_once(void)
@@ -59,6 +63,34 @@ fuzz_session_init_once(void)
 	fuzz_pool_fd = memfd_create("fuzz.pool", MFD_CLOEXEC);
 	assert_true(fuzz_pool_fd >= 0);
 	assert_int_equal(ftruncate(fuzz_pool_fd, FUZZ_SESSION_POOL_BYTES), 0);
+	snprintf(fuzz_sock_dir, sizeof(fuzz_sock_dir), "/tmp/kvx-fuzz-XXXXXX");
+	assert_non_null(mkdtemp(fuzz_sock_dir));
+	atexit(fuzz_sock_dir_remove);
+}
+
+/* The node's engine socket, as main() sets it up (the caps are the config's defaults). */
+static __attribute__((unused)) void
+fuzz_engine_listen(struct kvxd *d)
+{
+	snprintf(d->cfg.socket_path, sizeof(d->cfg.socket_path), "%s/%s.sock", fuzz_sock_dir,
+		 d->cfg.name);
+	d->cfg.socket_mode = 0660;
+	d->cfg.max_sessions_per_uid = 16;
+	d->cfg.max_pools_per_engine = 16;
+	d->cfg.max_rooms_per_engine = 65536;
+	d->cfg.max_pinned_mb_per_uid = 65536;
+	d->cfg.reply_queue_kb = 1024;
+	assert_int_equal(kvxd_engine_listen(d), 0);
+	d->eng_ev = (struct kvxd_fd){.kind = KVXD_FD_ENG_LISTEN};
+	assert_int_equal(kvxd_epoll_add(d, d->eng_fd, &d->eng_ev, EPOLLIN), 0);
+}
+
+static __attribute__((unused)) void
+fuzz_engine_unlisten(struct kvxd *d)
+{
+	if (d->eng_fd >= 0)
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, d->eng_fd, NULL);
+	kvxd_engine_unlisten(d);
 }
 
 static __attribute__((unused)) void
@@ -71,33 +103,19 @@ fuzz_session_reset(struct fuzz_session *s, struct kvxd *d)
 	s->nreleased = 0;
 }
 
-/* A new session on s->d (none if every engine slot is taken). */
+/* Connect to s->d's engine socket; kvxd accepts it on its next loop iteration (as engine
+ * next_engine_id + 1, or not at all when it refuses). */
 static __attribute__((unused)) void
 fuzz_session_connect(struct fuzz_session *s)
 {
-	struct kvxd *d = s->d;
-	struct kvxd_engine *e;
-	int sv[2], slot = -1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
-		if (!d->engines[i]) {
-			slot = i;
-			break;
-		}
-	if (slot < 0)
-		return;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv),
-			 0);
-	e = calloc(1, sizeof(*e));
-	assert_non_null(e);
-	e->id = ++d->next_engine_id;
-	e->fd = sv[0];
-	e->uid = getuid();
-	e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
-	d->engines[slot] = e;
-	assert_int_equal(kvxd_epoll_add(d, sv[0], &e->ev, EPOLLIN), 0);
-	s->cli = sv[1];
-	s->id = e->id;
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->d->cfg.socket_path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	s->cli = fd;
+	s->id = s->d->next_engine_id + 1;
 }
 
 /* The engine closes its end; kvxd notices on its next loop iteration. */
@@ -112,15 +130,10 @@ fuzz_session_close(struct fuzz_session *s)
 static __attribute__((unused)) void
 fuzz_session_released(struct fuzz_session *s, uint64_t room, uint32_t gen)
 {
-	for (int i = 0; i < s->nreleased; i++) {
-		if (s->released[i].room != room || s->released[i].gen != gen)
-			continue;
-		if (fuzz_strict)
+	for (int i = 0; i < s->nreleased; i++)
+		if (s->released[i].room == room && s->released[i].gen == gen)
 			fail_msg("engine %d: room %llu generation %u RELEASED twice", s->id,
 				 (unsigned long long)room, gen);
-		s->dup_events++;
-		return;
-	}
 	if (s->nreleased < FUZZ_SESSION_RELEASED_MAX) {
 		s->released[s->nreleased].room = room;
 		s->released[s->nreleased].gen = gen;
