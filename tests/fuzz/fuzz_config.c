@@ -3,6 +3,7 @@
  * libFuzzer target for core/config.c.  The input is an INI file: it is written to a memfd and
  * loaded through its /proc/self/fd path with kvx_config_load().
  *  - A refused file returns -EINVAL with a "path:line: message" error, never anything else.
+ *  - A file with a NUL byte is refused (a line would end there silently).
  *  - A file that loads is printed with kvx_config_print(); the printed text must load again
  *    to a byte-identical struct kvx_config (the loader copies padding too), and print to the
  *    very same text.
@@ -100,6 +101,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	CHECK(err[0] == '\0', "success with an error message '%s'", err);
+	CHECK(memchr(data, '\0', size) == NULL, "a file with a NUL byte loaded");
 	CHECK(a.n_peers >= 0 && a.n_peers <= KVX_MAX_PEERS, "n_peers %d", a.n_peers);
 	for (int i = 0; i < a.n_peers; i++)
 		CHECK(kvx_config_peer_find(&a, a.peers[i].name) == &a.peers[i], "peer %s",
