@@ -1,7 +1,7 @@
 # kvx: the two commands a newcomer needs (see README.md).
 #   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
-#   make test   unit and VM tests under ASan+UBSan, a short run of each fuzz target, then plain;
-#               ctest's summary last
+#   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
+#               fuzz target, then plain; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
 # Both install what is missing (Debian 12, root).
 
