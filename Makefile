@@ -1,14 +1,19 @@
 # kvx: the two commands a newcomer needs (see README.md).
 #   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
-#   make test   unit and VM tests under ASan+UBSan, then plain; ctest's summary last
+#   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
+#               fuzz target, then plain; ctest's summary last
+#   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
 # Both install what is missing (Debian 12, root).
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine fuzz_peer
 JOBS       ?= 2
 
-.PHONY: all deps build build-asan build-tsan test unit demo format format-check clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo format format-check clean
 
 all: build
 
@@ -31,18 +36,30 @@ build-tsan: deps
 		-DKVX_SANITIZE=thread >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 
+# libFuzzer targets (tests/fuzz/): clang, every library with -fsanitize=fuzzer-no-link,address,undefined
+build-fuzz: deps
+	@cmake -S . -B $(BUILD_FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DKVX_FUZZ=ON >/dev/null
+	@cmake --build $(BUILD_FUZZ) -j$(JOBS)
+
+fuzz: build-fuzz
+	@scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 format-check:
 	@scripts/format-check.sh
 
 # The sanitizer runs first (unit tests, and the VM tests with kvxd, libkvx and kvx-bench built
-# with ASan+UBSan; the unit tests under TSan), then the plain build's unit and VM tests, so that
+# with ASan+UBSan; the unit tests under TSan), then a short run of each fuzz target over its
+# seeds (ctest -L fuzz, about 10 s each), then the plain build's unit and VM tests, so that
 # ctest's summary is last.
-test: build build-asan build-tsan format-check
+test: build build-asan build-tsan build-fuzz format-check
 	@echo "== unit and VM tests under ASan+UBSan"
 	@ctest --test-dir $(BUILD_ASAN) --output-on-failure
 	@echo "== unit tests under ThreadSanitizer"
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" \
 		ctest --test-dir $(BUILD_TSAN) -L unit -E must_fail --output-on-failure
+	@echo "== fuzz targets, briefly"
+	@ctest --test-dir $(BUILD_FUZZ) -L fuzz --output-on-failure
 	@echo "== unit and VM integration tests"
 	@ctest --test-dir $(BUILD) --output-on-failure
 
@@ -56,4 +73,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)

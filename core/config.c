@@ -10,7 +10,8 @@
  *    address would otherwise go unnoticed;
  *  - strips leading blanks, which turns off inih's multi-line values (an indented "key = v"
  *    would otherwise be appended to the previous key's value);
- *  - refuses lines longer than inih's line buffer (inih would split them silently).
+ *  - refuses lines longer than inih's line buffer (inih would split them silently), and lines
+ *    with a NUL byte (the line would end there silently).
  * Everything is parsed into a local struct kvx_config; the caller's copy is written last.
  */
 #include "core/config.h"
@@ -715,6 +716,7 @@ static char *
 read_line(char *str, int num, void *stream)
 {
 	struct parse *p = stream;
+	long start = ftell(p->f), end; /* -1 on a pipe: then the last line is not checked */
 	size_t len, lead;
 	int c;
 
@@ -727,6 +729,12 @@ read_line(char *str, int num, void *stream)
 	}
 	p->line++;
 	len = strlen(str);
+	end = ftell(p->f);
+	if (start >= 0 && end >= 0 && (size_t)(end - start) != len) {
+		/* fgets() read past a NUL byte: the last line, or one that fitted */
+		fail(p, p->line, "line has a NUL byte");
+		return NULL;
+	}
 	if (len == 0 || str[len - 1] != '\n') {
 		c = getc(p->f);
 		if (c != EOF) {
@@ -992,11 +1000,16 @@ err_free:
 	return ret;
 }
 
+/* "key = value", which must load again to the same value: without the blanks when the value
+ * starts with ';' (after a blank inih takes it for a comment) or when they would make the line
+ * longer than inih takes (the value came from a line that fitted without them). */
 static void
 print_kv(FILE *f, const char *key, const char *value)
 {
 	if (value[0] == '\0')
 		fprintf(f, "%s =\n", key);
+	else if (value[0] == ';' || strlen(key) + strlen(" = ") + strlen(value) > LINE_MAX_CHARS)
+		fprintf(f, "%s=%s\n", key, value);
 	else
 		fprintf(f, "%s = %s\n", key, value);
 }

@@ -6,6 +6,9 @@ set -eu
 
 # build
 PKGS="gcc make cmake pkg-config clang-format"
+# the fuzz build (make fuzz, and make test's short fuzz runs): clang, libFuzzer and the
+# sanitizer runtimes (libclang-rt-14-dev), llvm-symbolizer for readable stacks (llvm)
+PKGS="$PKGS clang libclang-rt-14-dev llvm"
 # libraries and verbs userland (rxe provider, ibv_devinfo, perftest)
 PKGS="$PKGS libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
  liburcu-dev libhwloc-dev libcmocka-dev libinih-dev libssl-dev"

@@ -4,9 +4,7 @@
  * decodes is re-encoded, and the re-encoding must (1) succeed, (2) be byte-identical to the
  * input frame (decoding is strict, so the wire form is canonical) and (3) decode to the same
  * message.  Decoded types are also fed to a sequence checker of each role.
- *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iinclude \
- *         tests/fuzz/fuzz_wire.c core/wire.c -o fuzz_wire && ./fuzz_wire -max_total_time=60
+ * Built by the KVX_FUZZ build (tests/fuzz/CMakeLists.txt); `make fuzz` runs it.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -40,6 +38,10 @@ check_same(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		CHECK(strcmp(a->u.hello.name, b->u.hello.name) == 0, "name");
 		CHECK(a->u.hello.nonce == b->u.hello.nonce, "nonce");
 		CHECK(a->u.hello.session == b->u.hello.session, "session");
+		CHECK(memcmp(a->u.hello.mac, b->u.hello.mac, KVX_WIRE_MAC_LEN) == 0, "mac");
+		break;
+	case KVX_WIRE_AUTH:
+		CHECK(memcmp(a->u.auth_mac, b->u.auth_mac, KVX_WIRE_MAC_LEN) == 0, "mac");
 		break;
 	case KVX_WIRE_QP_INFO:
 		CHECK(memcmp(a->u.qp_info.gid, b->u.qp_info.gid, 16) == 0, "gid");

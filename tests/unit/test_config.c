@@ -430,6 +430,38 @@ test_line_too_long(void **state)
 	expect_fail(text, MIN_LINES + 2, "line too long");
 }
 
+/* Found by tests/fuzz/fuzz_config: a NUL byte in the last line silently ended the line. */
+static void
+test_nul_byte(void **state)
+{
+	static const char last[] = MIN_INI "[debug]\nlog_level = info\0debug\n";
+	static const char no_newline[] = MIN_INI "[debug]\nlog_level = info\0debug";
+	static const char middle[] = MIN_INI "[debug]\nlog_level = info\0debug\nfaults =\n";
+	const struct {
+		const char *text;
+		size_t len;
+	} cases[] = {
+		{last, sizeof(last) - 1},
+		{no_newline, sizeof(no_newline) - 1},
+		{middle, sizeof(middle) - 1},
+	};
+	struct kvx_config cfg;
+	char path[128], err[512], want[160];
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(path, sizeof(path), "%s/c%03d.ini", tmpdir, file_no++);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		assert_int_equal(fwrite(cases[i].text, 1, cases[i].len, f), cases[i].len);
+		assert_int_equal(fclose(f), 0);
+		err[0] = '\0';
+		assert_int_equal(kvx_config_load(&cfg, path, err, sizeof(err)), -EINVAL);
+		snprintf(want, sizeof(want), "%s:%u: line has a NUL byte", path, MIN_LINES + 2);
+		assert_string_equal(err, want);
+	}
+}
+
 static void
 test_bad_integer(void **state)
 {
@@ -813,6 +845,28 @@ test_print_round_trip(void **state)
 	assert_round_trip(&cfg);
 }
 
+/* Found by tests/fuzz/fuzz_config: values that "key = value" would not load back. */
+static void
+test_print_round_trip_edges(void **state)
+{
+	struct kvx_config cfg;
+	char text[1024], path[200];
+
+	/* a value starting with ';' right after '=' is a value; after a blank, a comment */
+	load_ok(MIN_INI "[security]\nsecret_file =;not-a-comment\n", &cfg);
+	assert_string_equal(cfg.secret_file, ";not-a-comment");
+	assert_round_trip(&cfg);
+
+	/* a line that fits without the blanks around '=' but not with them */
+	memset(path, 'p', 185);
+	path[0] = '/';
+	path[185] = '\0';
+	snprintf(text, sizeof(text), "%s[security]\nsecret_file=%s\n", MIN_INI, path);
+	load_ok(text, &cfg);
+	assert_string_equal(cfg.secret_file, path);
+	assert_round_trip(&cfg);
+}
+
 /* The printed text itself: every key, defaults included. */
 static void
 test_print_every_key(void **state)
@@ -968,6 +1022,7 @@ main(void)
 		cmocka_unit_test(test_unknown_key),
 		cmocka_unit_test(test_syntax_error),
 		cmocka_unit_test(test_line_too_long),
+		cmocka_unit_test(test_nul_byte),
 		cmocka_unit_test(test_bad_integer),
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_duplicate_key),
@@ -983,6 +1038,7 @@ main(void)
 		cmocka_unit_test(test_cq_depth_sized_from_qps),
 		cmocka_unit_test(test_untouched_on_error),
 		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_print_round_trip_edges),
 		cmocka_unit_test(test_print_every_key),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
