@@ -1048,7 +1048,8 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	struct kvxd_meta *meta;
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
-	if (r && r->engine_gone && !r->meta_peer && !r->removing) {
+	if (r && r->engine_gone && !r->meta_peer && !r->removing &&
+	    kvxd_room_state(r) == KVX_ROOM_FAILED) {
 		/* its engine went before this metadata came: the room cannot be fed */
 		meta_refuse(d, p, rm, &d->ctr.meta_refused_engine_gone, -ECONNRESET,
 			    "the prefill engine of this room disconnected");
