@@ -531,6 +531,7 @@ free_room_walk(struct kvx_room_table_node *n, void *arg)
 	if (kvx_room_table_del(d->by_id, &r->by_id) == 0) {
 		if (r->role == KVX_ROOM_DECODE)
 			kvx_room_table_del(d->by_token, &r->by_token);
+		kvxd_engine_room_left(d, r); /* off its engine's list before it is freed */
 		while (r->pend_head) {
 			struct kvxd_chunk *ch = r->pend_head;
 

@@ -1337,6 +1337,29 @@ test_decode_engine_loss_propagates(void **state)
 	eng_close(&eb);
 }
 
+/* kvxd stops (SIGTERM) while an engine still has rooms: the rooms are freed first
+ * (kvxd_shutdown_release), then the engines closed; an engine's room list must not point at a
+ * freed room (ASan reports the use after free). */
+static void
+test_shutdown_with_an_engine_holding_rooms(void **state)
+{
+	struct eng ea;
+	int pa;
+
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&ea, &A);
+	assert_int_equal(eng_hello(&ea, NULL), 0);
+	pa = eng_pool_id(&ea, 256, 16, 1);
+	assert_int_equal(eng_room_open(&ea, 503, pa, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&ea, 504, pa, 4, NULL), 0);
+	for (int i = 0; i < 10; i++)
+		pump_once(); /* its core has seen the rooms: kvxd stops its cores first */
+	kvxd_shutdown_release(&A);
+	kvxd_engine_close_all(&A);
+	assert_int_equal(live_engines(&A), 0);
+	eng_close(&ea);
+}
+
 int
 main(void)
 {
@@ -1347,6 +1370,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_decode_engine_loss_propagates, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_shutdown_with_an_engine_holding_rooms, setup,
 						teardown),
 		T(test_listen_keeps_a_regular_file),
 		T(test_listen_keeps_a_symlink),
