@@ -1314,38 +1314,67 @@ addr_known(const struct kvxd *d, uint32_t addr)
 	return false;
 }
 
+/* How far a pending connection has come: 0 silent (nothing received, nothing waiting in its
+ * socket), 1 bytes waiting or received, 2 its HELLO answered (it is authenticating). */
+static int
+pending_progress(const struct kvxd_pending *pc)
+{
+	char c;
+
+	if (pc->peer >= 0)
+		return 2;
+	if (pc->s.rx_len || recv(pc->s.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+		return 1;
+	return 0;
+}
+
+/* The connection to close for a new one (from addr, or from anywhere when addr is 0 and
+ * any_addr): the oldest of those that have come least far.  A peer that connects and says
+ * HELLO at once is not the one closed, whatever a flood of silent connections around it does. */
+static struct kvxd_pending *
+pending_victim(struct kvxd *d, uint32_t addr, bool any_addr)
+{
+	struct kvxd_pending *pc, *best = NULL;
+	int best_p = 3;
+
+	cds_list_for_each_entry(pc, &d->pending, link)
+	{
+		int prog;
+
+		if (!any_addr && pc->addr != addr)
+			continue;
+		prog = pending_progress(pc);
+		if (prog < best_p) { /* the list is oldest first: ties keep the oldest */
+			best = pc;
+			best_p = prog;
+		}
+	}
+	return best;
+}
+
 /* Make room for one more pending connection from addr: past pending_per_addr from that
- * address, or pending_max in all, the oldest (from that address, or of all) goes.  Connections
- * that only hold a socket open cannot lock a peer out: the newest always gets its chance, and
- * every one of them expires after pending_ms. */
+ * address, or pending_max in all, one goes (pending_victim: the oldest silent one first).
+ * Connections that only hold a socket open cannot lock a peer out, and every one of them
+ * expires after pending_ms. */
 static void
 pending_make_room(struct kvxd *d, uint32_t addr)
 {
-	struct kvxd_pending *pc, *oldest_same = NULL;
+	struct kvxd_pending *pc;
 	uint32_t same = 0;
 
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		if (pc->addr != addr)
-			continue;
-		if (!oldest_same)
-			oldest_same = pc;
-		same++;
+		same += pc->addr == addr;
 	}
-	if (same >= d->cfg.pending_per_addr && oldest_same) {
+	if (same >= d->cfg.pending_per_addr && (pc = pending_victim(d, addr, false))) {
 		d->ctr.pending_evicted++;
-		refuse_log(d, addr,
-			   "more than %u unauthenticated connections from it: the oldest "
-			   "one closed",
+		refuse_log(d, addr, "more than %u unauthenticated connections from it: one closed",
 			   d->cfg.pending_per_addr);
-		pending_drop(d, oldest_same, true);
+		pending_drop(d, pc, true);
 	}
-	if ((uint32_t)d->npending >= d->cfg.pending_max) {
-		pc = cds_list_first_entry(&d->pending, struct kvxd_pending, link);
+	if ((uint32_t)d->npending >= d->cfg.pending_max && (pc = pending_victim(d, 0, true))) {
 		d->ctr.pending_evicted++;
-		refuse_log(d, pc->addr,
-			   "more than %u unauthenticated connections: the oldest one "
-			   "closed",
+		refuse_log(d, pc->addr, "more than %u unauthenticated connections: one closed",
 			   d->cfg.pending_max);
 		pending_drop(d, pc, true);
 	}

@@ -399,6 +399,35 @@ test_idle_connections_do_not_lock_out(void **state)
 	assert_true(both_ready());
 }
 
+/* A flood of silent connections right after a healthy peer's (its HELLO already sent, not yet
+ * read): the silent ones are closed, the healthy one gets through at its first attempt.
+ * Before: the oldest was closed, whatever it had said (measured in the VM: a restarted peer
+ * needed a second attempt, 4.4 s). */
+static void
+test_flood_after_a_hello_does_not_evict_it(void **state)
+{
+	int fds[8 + 12];
+
+	(void)state;
+	for (int i = 0; i < 8; i++) { /* b holds pending_per_addr silent ones already */
+		fds[i] = raw_connect("127.0.0.1");
+		pump_once();
+	}
+	kvxd_peer_admin(&A, "b", "resume");
+	for (int i = 0; i < 50 && PA->state != KVXD_PEER_HELLO; i++) {
+		kvxd_loop_once(&A, 0); /* a dials and says HELLO; b is not stepped */
+		fake_ms++;
+	}
+	assert_int_equal(PA->state, KVXD_PEER_HELLO);
+	for (int i = 8; i < 20; i++)
+		fds[i] = raw_connect("127.0.0.1"); /* queued behind a's, in b's backlog */
+	PUMP_UNTIL(both_ready());
+	assert_int_equal(PA->n_setup_failures, 0);
+	assert_true(B.ctr.pending_evicted >= 12);
+	for (int i = 0; i < 20; i++)
+		close(fds[i]);
+}
+
 /* A QP_INFO whose GID is not the peer's: the setup fails, counted, and no session. */
 static void
 test_gid_mismatch(void **state)
@@ -464,6 +493,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_idle_connections_do_not_lock_out, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_gid_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood_after_a_hello_does_not_evict_it, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_silent_peer_is_lost, setup, teardown),
 	};
 
