@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "control/kvxd.h"
 #include "core/fault.h"
 #include "core/log.h"
+#include "core/rand.h"
 
 #define RECONNECT_MS 200
 #define SWEEP_MS 1000 /* retry of a rollback whose release failed */
@@ -756,17 +756,6 @@ peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what)
 	kvxd_peer_reset(d, p, why);
 }
 
-static uint64_t
-random_u64(void)
-{
-	uint64_t v;
-
-	/* getrandom() of 8 bytes never returns short once the pool is initialised */
-	while (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		;
-	return v;
-}
-
 static uint32_t
 auth_features(const struct kvxd *d)
 {
@@ -779,7 +768,7 @@ send_hello(struct kvxd *d, struct kvxd_peer *p)
 {
 	struct kvx_wire_msg m = {.type = KVX_WIRE_HELLO};
 
-	p->nonce_i = random_u64();
+	p->nonce_i = kvx_rand_u64();
 	p->session = p->epoch + 1;
 	m.u.hello.version = KVX_WIRE_VERSION;
 	m.u.hello.features = auth_features(d);
@@ -1517,7 +1506,7 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	}
 	pc->peer = p->idx;
 	pc->hello = *h;
-	pc->nonce_a = random_u64();
+	pc->nonce_a = kvx_rand_u64();
 	t = (struct kvx_auth_transcript){
 		.version = KVX_WIRE_VERSION,
 		.features_i = h->features,

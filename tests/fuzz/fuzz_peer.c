@@ -142,35 +142,6 @@ world_setup(void)
 	last_room = 0;
 }
 
-/* Iterate until no polling core has messages left either way (a core takes 8 per iteration:
- * a backlog takes a while), bounded. */
-static void
-settle(void)
-{
-	for (int guard = 0; guard < 100000; guard++) {
-		bool idle = true;
-
-		for (int i = 0; i < nnodes; i++)
-			idle = idle && kvx_mbox_empty(N[i].cores[0].inbox) &&
-			       kvx_mbox_empty(N[i].cores[0].outbox);
-		if (idle)
-			return;
-		step(1);
-	}
-	fail_msg("the polling cores never run out of messages (%s)", nodes_state());
-}
-
-static int
-first_room(struct kvx_room_table_node *n, void *arg)
-{
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
-
-	if (r->removing)
-		return 0;
-	*(struct kvxd_room **)arg = r;
-	return 1;
-}
-
 /* Every write completes, every room goes (they hold pool references), then every pool, then
  * the nodes: nodes_teardown() pauses the peers and checks that every fake QP is gone. */
 static void
@@ -184,24 +155,9 @@ world_teardown(void)
 	fuzz_session_close(&sa);
 	fuzz_session_close(&sb);
 	step(1);
-	settle();
-	for (int i = 0; i < nnodes; i++) {
-		struct kvxd_room *r;
-
-		for (int guard = 0; guard < 100000; guard++) {
-			r = NULL;
-			rcu_read_lock();
-			kvx_room_table_for_each(N[i].by_id, first_room, &r);
-			rcu_read_unlock();
-			if (!r)
-				break;
-			kvxd_room_remove(&N[i], r);
-			settle();
-		}
-		if (r)
-			fail_msg("node %d: rooms are not removable (%s)", i, nodes_state());
-	}
-	settle();
+	nodes_settle(step);
+	nodes_remove_rooms_settled(step);
+	nodes_settle(step);
 	step(1);
 	for (int i = 0; i < nnodes; i++) {
 		kvxd_engine_close_all(&N[i]);

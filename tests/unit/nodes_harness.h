@@ -224,26 +224,73 @@ first_live_room(struct kvx_room_table_node *n, void *arg)
 
 	if (r->removing)
 		return 0;
-	*(struct kvx_room_table_node **)arg = n;
+	*(struct kvxd_room **)arg = r;
 	return 1;
+}
+
+/* A room of node d not being removed yet, or NULL. */
+static struct kvxd_room *
+nodes_live_room(struct kvxd *d)
+{
+	struct kvxd_room *r = NULL;
+
+	rcu_read_lock();
+	kvx_room_table_for_each(d->by_id, first_live_room, &r);
+	rcu_read_unlock();
+	return r;
 }
 
 /* Take every room of node d out (rooms hold pool references: before the pools go). */
 static __attribute__((unused)) void
 nodes_remove_rooms(struct kvxd *d)
 {
-	struct kvx_room_table_node *n;
+	struct kvxd_room *r;
 
 	do {
-		rcu_read_lock();
-		n = NULL;
-		kvx_room_table_for_each(d->by_id, first_live_room, &n);
-		rcu_read_unlock();
-		if (n)
-			kvxd_room_remove(d, caa_container_of(n, struct kvxd_room, by_id));
+		r = nodes_live_room(d);
+		if (r)
+			kvxd_room_remove(d, r);
 		for (int k = 0; k < 4; k++)
 			pump_once();
-	} while (n);
+	} while (r);
+}
+
+/* Call step(1) until no polling core has messages left either way (a core takes 8 per
+ * iteration: a backlog takes a while), bounded. */
+static __attribute__((unused)) void
+nodes_settle(void (*step)(int))
+{
+	for (int guard = 0; guard < 100000; guard++) {
+		bool idle = true;
+
+		for (int i = 0; i < nnodes; i++)
+			idle = idle && kvx_mbox_empty(N[i].cores[0].inbox) &&
+			       kvx_mbox_empty(N[i].cores[0].outbox);
+		if (idle)
+			return;
+		step(1);
+	}
+	fail_msg("the polling cores never run out of messages (%s)", nodes_state());
+}
+
+/* Every room of every node goes, the cores settled after each; a room that cannot go fails
+ * the test. */
+static __attribute__((unused)) void
+nodes_remove_rooms_settled(void (*step)(int))
+{
+	for (int i = 0; i < nnodes; i++) {
+		struct kvxd_room *r = NULL;
+
+		for (int guard = 0; guard < 100000; guard++) {
+			r = nodes_live_room(&N[i]);
+			if (!r)
+				break;
+			kvxd_room_remove(&N[i], r);
+			nodes_settle(step);
+		}
+		if (r)
+			fail_msg("node %d: rooms are not removable (%s)", i, nodes_state());
+	}
 }
 
 #endif /* KVX_TESTS_NODES_HARNESS_H */
