@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
+ * kvxd's shared state: layer 0 of control/ (control/README.md).  Data only; each layer's
+ * functions are declared in its own header.
+ *
  * kvxd's control core: one event loop (epoll) on the main thread, pinned to control_cpu, for
  * peer TCP connections (handshakes, room metadata, failure push), engine Unix sockets, timers,
  * and the outboxes of the polling cores.  Everything here runs on that one thread unless a
@@ -22,6 +25,7 @@
 #include "core/wire.h"
 #include "verbs/pcore.h"
 #include "verbs/vx.h"
+#include "control/timer.h"
 
 #define KVXD_MAX_ENGINES 64
 #define KVXD_MAX_POOLS 256
@@ -129,6 +133,8 @@ struct kvxd_peer {
 	bool stalled;	/* fault handshake.stall: ignore this session's input */
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	bool lost;	/* its last session ended by failure, and no new one is up yet */
+	bool fence_req; /* kvxd_peer_fence_request(): reset at the next kvxd_peer_tick() */
+	char fence_why[160];
 	uint32_t epoch;
 	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
 	uint64_t last_rx_ms, next_hb_ms; /* READY: the last frame from it; our next HEARTBEAT */
@@ -144,6 +150,9 @@ struct kvxd_peer {
 	/* what this peer's frames made us hold: rooms its ROOM_META created, tombstones its
 	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer) */
 	uint32_t rooms_held, tombstones_held;
+	/* the rooms that depend on it: decode rooms it is a source of, prefill rooms it owns
+	 * (struct kvxd_room.peer_link, control/rooms.h) */
+	struct cds_list_head rooms;
 };
 
 /* One reply or event waiting for the engine's socket to take it (a whole SEQPACKET message). */
@@ -184,27 +193,22 @@ struct kvxd_engine {
 	uint64_t outq_bytes;
 };
 
-/* A connecting process's credentials (kvxd_cred_read; kvxd_cred_fini frees groups). */
-struct kvxd_cred {
-	uid_t uid;
-	gid_t gid; /* primary */
-	pid_t pid;
-	gid_t *groups; /* supplementary groups */
-	int ngroups;
-};
-
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
-		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, aborts,
-		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
-		acks_unsent, aborts_received, tombstones, fences, session_fences;
+		status_evicted, status_received, rooms_opened, rooms_closed, waiting_timeouts,
+		qp_replaced, aborts, releases, abort_release_ms_sum, acks_received, acks_stale,
+		acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones, fences,
+		session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 	uint64_t heartbeats_sent, peers_silent;
 	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
+	uint64_t abort_transitions[4][4]; /* enum kvxd_abort_state (control/rooms.h) */
+	uint64_t abort_refused;		  /* illegal abort transitions asked (a bug: logged) */
 	uint64_t events_duplicate, engine_lost_rooms, meta_refused_engine_gone;
+	uint64_t rooms_freed; /* given back by their core (ROOM_FREE) and queued for freeing */
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
 	/* the engine socket: connections refused (credentials), operator commands refused (not
@@ -245,7 +249,7 @@ struct kvxd {
 	bool stopping;
 	int live_qpcs; /* handed to polling cores, not yet retired */
 	uint64_t start_ms;
-	uint64_t last_room_scan_ms;
+	struct kvxd_timer_heap room_timers; /* one deadline per room (control/rooms.h) */
 	struct kvxd_counters ctr;
 };
 
@@ -253,111 +257,11 @@ struct kvxd {
 extern uint64_t (*kvxd_clock_ms)(void);
 uint64_t kvxd_now_ms(void);
 
-/* The argument of a walk over the room table about one peer. */
-struct kvxd_peer_walk {
-	struct kvxd *d;
-	struct kvxd_peer *p;
-	bool failed; /* the peer failed (vs. replacing its QPs) */
-};
-
-/* ctl.c */
-int kvxd_run(struct kvxd *d);
-/* One control-loop iteration (tests step it). */
-void kvxd_loop_once(struct kvxd *d, int timeout_ms);
-/* After the polling cores stopped: destroy QPs they still hold, free every room. */
-void kvxd_shutdown_release(struct kvxd *d);
+/* Register / change a descriptor in the loop's epoll set: 0 or -errno (add). */
 int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
-void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
-/* A new prefill room in the table (BOOTSTRAPPING), or NULL (no memory, or the id is there). */
-struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id);
-/* Charge a room to a peer's cap (rooms, or tombstones), or move the charge; -1 uncharges. */
-void kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone);
-bool kvxd_room_quiescent(const struct kvxd_room *r);
-bool kvxd_room_removable(const struct kvxd_room *r);
-struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);
-void kvxd_send_meta_for_peer(struct kvxd *d, struct kvxd_peer *p);
-int kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src);
 
-/* peer.c */
-void kvxd_peer_init_all(struct kvxd *d);
-void kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events);
-void kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events);
-void kvxd_peer_accept(struct kvxd *d);
-/* Close the accepted sockets that never authenticated (shutdown). */
-void kvxd_pending_close_all(struct kvxd *d);
-void kvxd_peer_tick(struct kvxd *d, uint64_t now);
-void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
-int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m);
-/* Send a ROOM_STATUS now, or as soon as the peer is READY again. */
-void kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p,
-			   const struct kvx_wire_room_status *st);
-struct kvxd_peer *kvxd_peer_find(struct kvxd *d, const char *name);
-void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
-const char *kvxd_peer_state_str(int state);
-int kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb);
-int kvxd_journal_pending(const struct kvxd *d);
-
-/* abort.c */
-int64_t kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *reason);
-void kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *a);
-void kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort_ack *a);
-void kvxd_on_drained(struct kvxd *d, struct kvxd_room *r);
-void kvxd_decode_waiting_timeout(struct kvxd *d, struct kvxd_room *r, const char *reason);
-void kvxd_abort_tick_room(struct kvxd *d, struct kvxd_room *r, uint64_t now);
-void kvxd_abort_resend_for_peer(struct kvxd *d, struct kvxd_peer *p);
-/* Source i's session ended: its QPs are being destroyed; count it fenced once they are. */
-void kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i);
-
-/* engine.c -- thread: the control core; none of these blocks on an engine. */
-/* Create the engine socket at cfg.socket_path (start-up).  Whatever already sits at the path
- * is left alone unless it is kvxd's own stale socket (a socket owned by kvxd's uid that refuses
- * connections): -EEXIST when the path is not a socket, -EADDRINUSE when a process accepts
- * connections there, -EPERM when a stale socket belongs to another uid; each logged.  The file
- * is created no looser than cfg.socket_mode and then set to exactly it.  Also resolves
- * cfg.admin_group (-ENOENT when there is no such group). */
-int kvxd_engine_listen(struct kvxd *d);
-/* Close the listening socket; unlink the path only if it is still the socket we created. */
-void kvxd_engine_unlisten(struct kvxd *d);
-void kvxd_engine_accept(struct kvxd *d);
-void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
-/* Queue (or send) an event to the engine; 0, or -ENOTCONN (gone), -ENOBUFS (its queue
- * overflowed: the session is doomed), -ENOMEM. */
-int kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev);
-/* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
-void kvxd_engine_reap(struct kvxd *d);
-/* A room left the tables (kvxd_room_remove): its engine's room count drops. */
-void kvxd_engine_room_left(struct kvxd *d, struct kvxd_room *r);
-void kvxd_engine_close_all(struct kvxd *d);
+/* A room or chunk no longer points at the pool. */
 void kvxd_pool_put(struct kvxd_pool *p);
-/* Tell a room's engine its terminal event unless it was told already (exactly once).  Returns
- * true when this call told it. */
-bool kvxd_engine_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev);
-/* Is state the end of the room as its engine sees it (prefill SUCCESS/FAILED, decode
- * SUCCESS/RELEASED)? */
-bool kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state);
-/* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
- * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
-int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
-			      const uint32_t *pages, uint32_t npages,
-			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);
-/* Unregister pools whose engine went away once nothing points at them. */
-void kvxd_pool_sweep(struct kvxd *d);
-/* Run an operator command; its text goes to out.  peers, rooms, counters (metrics) and help
- * are open to every engine; every other command changes state and needs admin (else -EPERM,
- * counted). */
-int kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len);
-
-/* Credentials of the process at the other end of a Unix socket: SO_PEERCRED, and the full
- * group list from SO_PEERGROUPS (getgrouplist() for the uid where the kernel lacks it; that
- * may consult NSS).  0 or -errno.  Thread: any. */
-int kvxd_cred_read(int fd, struct kvxd_cred *c);
-void kvxd_cred_fini(struct kvxd_cred *c);
-/* Is gid c's primary group or one of its supplementary groups? */
-bool kvxd_cred_in_group(const struct kvxd_cred *c, gid_t gid);
-/* May c use the engine socket: root, kvxd's uid, or a member of the socket file's group. */
-bool kvxd_cred_may_connect(const struct kvxd *d, const struct kvxd_cred *c);
-/* May c run operator commands: root, kvxd's uid, or a member of [engine] admin_group. */
-bool kvxd_cred_is_admin(const struct kvxd *d, const struct kvxd_cred *c);
 
 #endif /* KVX_CONTROL_KVXD_H */

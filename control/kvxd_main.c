@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include "control/kvxd.h" /* urcu-qsbr.h first: it maps call_rcu & co to the QSBR flavour */
+#include "control/engine.h"
+#include "control/loop.h"
+#include "control/peer.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "verbs/topo.h"

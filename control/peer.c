@@ -18,17 +18,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "control/kvxd.h"
+#include "control/abort.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/rand.h"
 
 #define RECONNECT_MS 200
 #define SWEEP_MS 1000 /* retry of a rollback whose release failed */
-#define RX_MAX (2 * KVX_WIRE_FRAME_MAX)
-
-static const char *const peer_state_names[] = {"IDLE",	      "CONNECTING", "HELLO",
-					       "QP_EXCHANGE", "READY",	    "CLOSING"};
 
 /* The legal next states of a peer (DESIGN.md section 4): dial or accept from IDLE, the
  * handshake in order, CLOSING from anywhere (a failure, a reset), IDLE once rolled back. */
@@ -61,21 +60,6 @@ peer_set_state(struct kvxd *d, struct kvxd_peer *p, enum kvxd_peer_state to)
 	p->state = to;
 }
 
-const char *
-kvxd_peer_state_str(int state)
-{
-	return state >= 0 && state <= KVXD_PEER_CLOSING ? peer_state_names[state] : "?";
-}
-
-struct kvxd_peer *
-kvxd_peer_find(struct kvxd *d, const char *name)
-{
-	for (int i = 0; i < d->npeers; i++)
-		if (strcmp(d->peers[i].name, name) == 0)
-			return &d->peers[i];
-	return NULL;
-}
-
 void
 kvxd_peer_init_all(struct kvxd *d)
 {
@@ -93,187 +77,11 @@ kvxd_peer_init_all(struct kvxd *d)
 		p->state = KVXD_PEER_IDLE; /* the initial state */
 		p->s.fd = -1;
 		p->retry_at_ms = 0;
+		CDS_INIT_LIST_HEAD(&p->rooms);
 	}
 }
 
 /* ---- streams ------------------------------------------------------------------------------- */
-
-static void
-stream_free_buffers(struct kvxd_stream *s)
-{
-	free(s->rx);
-	free(s->tx);
-	s->rx = s->tx = NULL;
-	s->rx_len = s->rx_cap = s->tx_len = s->tx_off = s->tx_cap = 0;
-	s->want_out = false;
-}
-
-static int
-stream_queue(struct kvxd_stream *s, const uint8_t *buf, size_t len)
-{
-	if (s->tx_off && s->tx_off == s->tx_len)
-		s->tx_off = s->tx_len = 0;
-	if (s->tx_len + len > s->tx_cap) {
-		size_t cap = s->tx_cap ? s->tx_cap : 16384;
-		uint8_t *nb;
-
-		while (cap < s->tx_len + len)
-			cap *= 2;
-		if (cap > 64u << 20)
-			return -ENOBUFS; /* a peer that stopped reading */
-		nb = realloc(s->tx, cap);
-		if (!nb)
-			return -ENOMEM;
-		s->tx = nb;
-		s->tx_cap = cap;
-	}
-	memcpy(s->tx + s->tx_len, buf, len);
-	s->tx_len += len;
-	return 0;
-}
-
-/* Write what the socket takes.  Returns 0 or -errno (connection broken). */
-static int
-stream_flush(struct kvxd *d, struct kvxd_stream *s)
-{
-	while (s->tx_off < s->tx_len) {
-		ssize_t n = send(s->fd, s->tx + s->tx_off, s->tx_len - s->tx_off, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EAGAIN)
-				break;
-			return -errno;
-		}
-		s->tx_off += n;
-	}
-	bool want = s->tx_off < s->tx_len;
-
-	if (want != s->want_out) {
-		s->want_out = want;
-		kvxd_epoll_mod(d, s->fd, &s->ev, EPOLLIN | (want ? EPOLLOUT : 0));
-	}
-	return 0;
-}
-
-/* Read what is there.  Returns 0, or -errno / -ECONNRESET on EOF. */
-static int
-stream_fill(struct kvxd_stream *s)
-{
-	for (;;) {
-		ssize_t n;
-
-		if (s->rx_cap - s->rx_len < 4096) {
-			size_t cap = s->rx_cap ? s->rx_cap * 2 : 65536;
-			uint8_t *nb;
-
-			if (cap > RX_MAX)
-				return 0; /* full: decode first */
-			nb = realloc(s->rx, cap);
-			if (!nb)
-				return -ENOMEM;
-			s->rx = nb;
-			s->rx_cap = cap;
-		}
-		n = recv(s->fd, s->rx + s->rx_len, s->rx_cap - s->rx_len, 0);
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return errno == EAGAIN ? 0 : -errno;
-		s->rx_len += n;
-	}
-}
-
-int
-kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
-{
-	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	char err[160];
-	int n, rc;
-
-	if (p->s.fd < 0)
-		return -ENOTCONN;
-	n = kvx_wire_encode(m, buf, sizeof(buf), err, sizeof(err));
-	if (n < 0) {
-		KVX_ERR("peer %s: cannot encode %s: %s", p->name, kvx_wire_type_str(m->type), err);
-		return n;
-	}
-	rc = stream_queue(&p->s, buf, n);
-	if (rc)
-		return rc;
-	d->ctr.frames_tx++;
-	return stream_flush(d, &p->s);
-}
-
-#define STATUS_QUEUE_MAX 4096
-
-/* Drop entries older than the waiting timeout: decode has failed those rooms by itself. */
-static void
-status_prune(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
-{
-	int i = 0;
-
-	while (i < p->npend_status && p->pend_status[i].queued_ms + d->cfg.waiting_ms < now)
-		i++;
-	if (i == 0)
-		return;
-	memmove(p->pend_status, p->pend_status + i,
-		sizeof(*p->pend_status) * (p->npend_status - i));
-	p->npend_status -= i;
-}
-
-static int
-status_send(struct kvxd *d, struct kvxd_peer *p, struct kvxd_status_entry *e)
-{
-	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_STATUS, .u.room_status = e->st};
-	int rc = kvxd_peer_send(d, p, &m);
-
-	if (rc == 0) {
-		if (!e->sent_epoch)
-			d->ctr.status_pushed++;
-		e->sent_epoch = p->epoch;
-	}
-	return rc;
-}
-
-void
-kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
-{
-	uint64_t now = kvxd_now_ms();
-	struct kvxd_status_entry *e;
-
-	status_prune(d, p, now);
-	if (p->npend_status == p->cap_status) {
-		int cap = p->cap_status ? 2 * p->cap_status : 64;
-		void *nb = cap <= STATUS_QUEUE_MAX
-				   ? realloc(p->pend_status, sizeof(*p->pend_status) * cap)
-				   : NULL;
-
-		if (!nb) {
-			d->ctr.status_dropped++;
-			KVX_ERR("peer %s: ROOM_STATUS queue full: room %llu's failure not pushed",
-				p->name, (unsigned long long)st->room);
-			return;
-		}
-		p->pend_status = nb;
-		p->cap_status = cap;
-	}
-	e = &p->pend_status[p->npend_status++];
-	*e = (struct kvxd_status_entry){.st = *st, .queued_ms = now};
-	d->ctr.status_queued++;
-	if (p->state == KVXD_PEER_READY)
-		status_send(d, p, e);
-}
-
-/* A new session: send every failure of the last waiting_ms again, in order. */
-static void
-flush_status(struct kvxd *d, struct kvxd_peer *p)
-{
-	status_prune(d, p, kvxd_now_ms());
-	for (int i = 0; i < p->npend_status; i++)
-		if (p->pend_status[i].sent_epoch != p->epoch &&
-		    status_send(d, p, &p->pend_status[i]))
-			break;
-}
 
 /* ---- journal ------------------------------------------------------------------------------- */
 
@@ -305,7 +113,7 @@ release_socket(struct kvxd *d, struct kvxd_peer *p)
 	if (close(p->s.fd) < 0 && errno != EINTR)
 		KVX_WARN("peer %s: close: %s", p->name, strerror(errno));
 	p->s.fd = -1;
-	stream_free_buffers(&p->s);
+	kvxd_stream_free(&p->s);
 	return 0;
 }
 
@@ -383,8 +191,10 @@ journal_rollback(struct kvxd *d, struct kvxd_peer *p)
 
 			for (int i = 0; i < p->j.n; i++)
 				more |= p->j.e[i].kind == KVXD_J_QP;
-			if (!more) /* every QP of that session is destroyed: fences complete */
+			if (!more) { /* every QP of that session is destroyed: fences complete */
 				p->qp_sessions_ended++;
+				kvxd_abort_peer_fenced(d, p);
+			}
 		}
 	}
 	if (p->state == KVXD_PEER_CLOSING)
@@ -613,81 +423,9 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->last_error[0] = '\0';
 	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores,
 		 d->ncores > 1 ? "s" : "");
-	flush_status(d, p);
+	kvxd_peer_flush_status(d, p);
 	kvxd_abort_resend_for_peer(d, p);
-	kvxd_send_meta_for_peer(d, p);
-	return 0;
-}
-
-/* Rooms that depended on a peer whose setup failed end FAILED, with the reason. */
-static int
-fail_dependent(struct kvx_room_table_node *n, void *arg)
-{
-	struct kvxd_peer_walk *w = arg;
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
-	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -EHOSTUNREACH, .room = r};
-	bool depends = false;
-
-	if (r->removing || kvx_room_state_terminal(kvxd_room_state(r)))
-		return 0;
-	if (r->role == KVX_ROOM_DECODE) {
-		for (int i = 0; i < r->nsrc; i++)
-			if (strcmp(r->src_names[i], w->p->name) == 0)
-				depends = true;
-	} else {
-		depends = r->meta_peer == w->p->idx + 1;
-	}
-	if (!depends)
-		return 0;
-	snprintf(m.reason, sizeof(m.reason), "peer %s: setup failed: %s", w->p->name,
-		 w->p->last_error);
-	if (r->role == KVX_ROOM_DECODE)
-		kvxd_decode_abort(w->d, r, m.error, m.reason);
-	else
-		kvx_pcore_send(&w->d->cores[r->core], &m);
-	return 0;
-}
-
-/* A published session with a source ended.  Decode rooms fed by it: an abort waiting for its
- * ACK now waits for those QPs' destruction instead (a fence); a room in flight is aborted if
- * the peer failed, or else re-issued to the peer's next session (its metadata is bound to the
- * old one, so nothing the prefill still holds can be written without it). */
-static int
-source_lost(struct kvx_room_table_node *n, void *arg)
-{
-	struct kvxd_peer_walk *w = arg;
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
-	char reason[KVXD_REASON_MAX];
-
-	if (r->role != KVX_ROOM_DECODE || r->removing)
-		return 0;
-	for (int i = 0; i < r->nsrc; i++) {
-		uint32_t bit = 1u << i;
-
-		if (r->src_peer[i] != w->p->idx)
-			continue;
-		if (!(r->meta_sent_mask & bit)) {
-			/* not issued to it yet: nothing to fence, but it would only wait */
-			if (w->failed && !r->aborting &&
-			    !kvx_room_state_terminal(kvxd_room_state(r))) {
-				snprintf(reason, sizeof(reason), "source %s lost: %s", w->p->name,
-					 w->p->last_error);
-				kvxd_decode_abort(w->d, r, -ECONNRESET, reason);
-			}
-			continue;
-		}
-		if (r->aborting) {
-			kvxd_abort_source_fenced(w->d, r, i);
-		} else if (kvx_room_state_terminal(kvxd_room_state(r))) {
-			continue;
-		} else if (w->failed) {
-			snprintf(reason, sizeof(reason), "source %s lost: %s", w->p->name,
-				 w->p->last_error);
-			kvxd_decode_abort(w->d, r, -ECONNRESET, reason);
-		} else {
-			r->meta_sent_mask &= ~bit; /* sent again on the next session */
-		}
-	}
+	kvxd_rooms_send_meta(d, p);
 	return 0;
 }
 
@@ -709,7 +447,7 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	}
 	if (p->s.fd >= 0) {
 		if (p->s.tx_off < p->s.tx_len)
-			stream_flush(d, &p->s); /* best effort: frames already queued */
+			kvxd_stream_flush(d, &p->s); /* best effort: frames already queued */
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL); /* read nothing more */
 	}
 	peer_set_state(d, p, KVXD_PEER_CLOSING);
@@ -718,13 +456,9 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
 	if (in_setup)
 		p->n_setup_failures++;
-	if (answered) {
-		struct kvxd_peer_walk w = {.d = d, .p = p};
-
-		rcu_read_lock();
-		kvx_room_table_for_each(d->by_id, fail_dependent, &w);
-		rcu_read_unlock();
-	}
+	p->fence_req = false; /* this reset is the fence */
+	if (answered)
+		kvxd_abort_peer_setup_failed(d, p);
 	if (p->try_once) {
 		p->paused = true;
 		p->try_once = false;
@@ -733,12 +467,9 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	 * cores; the original error stays in last_error */
 	journal_rollback(d, p);
 	if (was_ready) {
-		struct kvxd_peer_walk w = {.d = d, .p = p, .failed = !p->replacing && !d->stopping};
-
-		p->lost = w.failed; /* until it is back, new rooms from it fail at once */
-		rcu_read_lock();
-		kvx_room_table_for_each(d->by_id, source_lost, &w);
-		rcu_read_unlock();
+		p->lost = !p->replacing && !d->stopping; /* until it is back, new rooms from it
+							  * fail at once */
+		kvxd_abort_source_lost(d, p, p->lost);
 	}
 	p->replacing = false;
 }
@@ -960,6 +691,11 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 	for (int i = 0; i < d->npeers; i++) {
 		struct kvxd_peer *p = &d->peers[i];
 
+		if (p->fence_req) {
+			p->fence_req = false;
+			kvxd_peer_reset(d, p, p->fence_why);
+			continue;
+		}
 		if (heartbeat(d, p, now))
 			continue;
 		if (p->deadline_ms && now >= p->deadline_ms && p->state != KVXD_PEER_READY &&
@@ -1045,7 +781,7 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		return;
 	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
-	    r->gen != rm->gen && r->ntgt == 0 && !r->tombstone) {
+	    r->meta_gen != rm->gen && r->ntgt == 0 && !r->tombstone) {
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
 	}
@@ -1089,10 +825,10 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 				   .npages = rm->npages};
 	for (uint32_t i = 0; i < rm->npages; i++)
 		meta->pages[i] = kvx_wire_room_meta_page(rm, i);
-	r->meta_peer = p->idx + 1;
-	m.room = r;
+	kvxd_room_set_owner(d, r, p->idx, rm->gen);
+	m.room = &r->pc;
 	m.ptr = meta;
-	if (kvx_pcore_send(&d->cores[r->core], &m))
+	if (kvx_pcore_send(&d->cores[r->pc.core], &m))
 		free(meta);
 }
 
@@ -1104,9 +840,10 @@ on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_s
 	char reason[KVXD_REASON_MAX];
 
 	d->ctr.status_received++;
-	if (!r || r->removing || r->aborting || r->gen != st->gen || st->state != KVX_ROOM_FAILED)
+	if (!r || r->removing || kvxd_room_aborting(r) || r->open_gen != st->gen ||
+	    st->state != KVX_ROOM_FAILED)
 		return; /* another generation, or already aborting: counted, dropped */
-	if (st->src_idx >= r->nsrc || r->src_peer[st->src_idx] != p->idx) {
+	if (st->src_idx >= r->pc.nsrc || r->pc.src_peer[st->src_idx] != p->idx) {
 		d->ctr.status_refused_owner++;
 		return;
 	}
@@ -1218,14 +955,14 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 		}
 	}
 	if (events & EPOLLOUT) {
-		rc = stream_flush(d, &p->s);
+		rc = kvxd_stream_flush(d, &p->s);
 		if (rc) {
 			peer_fail(d, p, rc, "send");
 			return;
 		}
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		int frc = stream_fill(&p->s);
+		int frc = kvxd_stream_fill(&p->s);
 
 		rc = drain_frames(d, p);
 		if (rc) {
@@ -1281,7 +1018,7 @@ pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd)
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, pc->s.fd, NULL);
 		close(pc->s.fd);
 	}
-	stream_free_buffers(&pc->s);
+	kvxd_stream_free(&pc->s);
 	free(pc);
 }
 
@@ -1525,7 +1262,7 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	if (kvx_auth_mac(&d->auth, KVX_AUTH_ACCEPTOR, &t, m.u.hello.mac))
 		return -1;
 	n = kvx_wire_encode(&m, buf, sizeof(buf), why, sizeof(why));
-	if (n < 0 || stream_queue(&pc->s, buf, (size_t)n) || stream_flush(d, &pc->s))
+	if (n < 0 || kvxd_stream_queue(&pc->s, buf, (size_t)n) || kvxd_stream_flush(d, &pc->s))
 		return -1;
 	d->ctr.frames_tx++;
 	return 0;
@@ -1566,11 +1303,11 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 	size_t off = 0;
 	int rc = 0;
 
-	if (events & EPOLLOUT && stream_flush(d, &pc->s)) {
+	if (events & EPOLLOUT && kvxd_stream_flush(d, &pc->s)) {
 		pending_drop(d, pc, true);
 		return;
 	}
-	rc = stream_fill(&pc->s);
+	rc = kvxd_stream_fill(&pc->s);
 	while (off < pc->s.rx_len) {
 		struct kvx_wire_msg m;
 		struct kvxd_peer *p;

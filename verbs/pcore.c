@@ -44,7 +44,7 @@ out_put(struct kvxd_core *c, const struct kvxd_msg *m)
 }
 
 static void
-emit_event(struct kvxd_core *c, struct kvxd_room *r)
+emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	struct kvxd_msg m = {.type = KVXD_MSG_EVENT,
 			     .room = r,
@@ -68,7 +68,7 @@ give_back(struct kvxd_core *c, uint32_t type, void *ptr)
 /* ---- rooms --------------------------------------------------------------------------------- */
 
 static int
-room_set(struct kvxd_core *c, struct kvxd_room *r, enum kvx_room_state to)
+room_set(struct kvxd_core *c, struct kvx_pcore_room *r, enum kvx_room_state to)
 {
 	int rc = kvx_room_fsm_set(&r->fsm, to, &c->room_ctr);
 
@@ -83,9 +83,9 @@ room_set(struct kvxd_core *c, struct kvxd_room *r, enum kvx_room_state to)
 }
 
 static void
-ready_remove(struct kvxd_core *c, struct kvxd_room *r)
+ready_remove(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
-	struct kvxd_room **pp = &c->ready_head, *prev = NULL;
+	struct kvx_pcore_room **pp = &c->ready_head, *prev = NULL;
 
 	if (!r->in_ready)
 		return;
@@ -103,7 +103,7 @@ ready_remove(struct kvxd_core *c, struct kvxd_room *r)
 }
 
 static void
-ready_add(struct kvxd_core *c, struct kvxd_room *r)
+ready_add(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	if (r->in_ready)
 		return;
@@ -117,7 +117,7 @@ ready_add(struct kvxd_core *c, struct kvxd_room *r)
 }
 
 static void
-drop_pending(struct kvxd_core *c, struct kvxd_room *r)
+drop_pending(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	while (r->pend_head) {
 		struct kvxd_chunk *ch = r->pend_head;
@@ -130,11 +130,11 @@ drop_pending(struct kvxd_core *c, struct kvxd_room *r)
 }
 
 /* Fail a room (sticky).  A prefill room pushes the failure to its decode endpoint at once. */
-static void room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void room_fail(struct kvxd_core *c, struct kvx_pcore_room *r, int error, const char *fmt,
+		      ...) __attribute__((format(printf, 4, 5)));
 
 static void
-room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, ...)
+room_fail(struct kvxd_core *c, struct kvx_pcore_room *r, int error, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -162,7 +162,7 @@ room_fail(struct kvxd_core *c, struct kvxd_room *r, int error, const char *fmt, 
 }
 
 static uint64_t
-room_outstanding(const struct kvxd_room *r)
+room_outstanding(const struct kvx_pcore_room *r)
 {
 	return atomic_load_explicit(&r->wr_posted, memory_order_relaxed) -
 	       atomic_load_explicit(&r->wr_done, memory_order_relaxed);
@@ -170,7 +170,7 @@ room_outstanding(const struct kvxd_room *r)
 
 /* Prefill: SUCCESS once the last chunk is posted and every WR completed without error. */
 static void
-prefill_check_done(struct kvxd_core *c, struct kvxd_room *r)
+prefill_check_done(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	if (r->fsm.state == KVX_ROOM_TRANSFERRING && r->last_posted && !r->pend_head &&
 	    room_outstanding(r) == 0)
@@ -178,9 +178,9 @@ prefill_check_done(struct kvxd_core *c, struct kvxd_room *r)
 }
 
 static void
-drain_remove(struct kvxd_core *c, struct kvxd_room *r)
+drain_remove(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
-	struct kvxd_room **pp = &c->drain_head;
+	struct kvx_pcore_room **pp = &c->drain_head;
 
 	if (!r->in_drain)
 		return;
@@ -196,7 +196,7 @@ drain_remove(struct kvxd_core *c, struct kvxd_room *r)
  * ever posted has its completion, and the QP that carried its errored WRs has reaped a
  * completion for every WR posted on it (DESIGN.md 5, invariant 1).  Reports it once. */
 static void
-prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
+prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	int st = r->fsm.state;
 
@@ -222,7 +222,7 @@ prefill_check_drained(struct kvxd_core *c, struct kvxd_room *r)
 static void
 drain_recheck(struct kvxd_core *c)
 {
-	struct kvxd_room *r = c->drain_head, *next;
+	struct kvx_pcore_room *r = c->drain_head, *next;
 
 	for (; r; r = next) {
 		next = r->drain_next;
@@ -348,7 +348,7 @@ run_at(const struct kvxd_chunk *ch, const struct kvxd_meta *m, uint32_t i, uint3
  * and length is computed in 64 bits.  Returns WRs added, 0 if the send queue lacks room
  * (nothing added), or -E2BIG if the chunk needs more WRs than the send queue can ever hold. */
 static int
-chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
+chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 	    const struct kvxd_chunk *ch)
 {
 	const struct kvxd_meta *m = r->meta;
@@ -408,7 +408,7 @@ chunk_build(struct kvxd_core *c, struct kvxd_room *r, struct kvxd_qpc *q,
 }
 
 static bool
-chunk_fits_room(const struct kvxd_room *r, const struct kvxd_chunk *ch, char *why, size_t len)
+chunk_fits_room(const struct kvx_pcore_room *r, const struct kvxd_chunk *ch, char *why, size_t len)
 {
 	const struct kvxd_meta *m = r->meta;
 
@@ -430,7 +430,7 @@ chunk_fits_room(const struct kvxd_room *r, const struct kvxd_chunk *ch, char *wh
 static int
 ready_drain(struct kvxd_core *c)
 {
-	struct kvxd_room *r = c->ready_head, *next;
+	struct kvx_pcore_room *r = c->ready_head, *next;
 	int moved = 0;
 
 	for (; r && moved < KVXD_BATCH; r = next) {
@@ -491,7 +491,7 @@ flush_chains(struct kvxd_core *c)
 				for (int i = posted; i < q->chain_n; i++) {
 					struct kvxd_wr *w =
 						(struct kvxd_wr *)(uintptr_t)q->chain[i].wr_id;
-					struct kvxd_room *r = w->room;
+					struct kvx_pcore_room *r = w->room;
 
 					atomic_store_explicit(
 						&r->wr_posted,
@@ -535,7 +535,7 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 {
 	struct kvxd_wr *w = (struct kvxd_wr *)(uintptr_t)wc->wr_id;
 	struct kvxd_qpc *q = w->qpc;
-	struct kvxd_room *r = w->room;
+	struct kvx_pcore_room *r = w->room;
 
 	q->sq_used--;
 	wr_put(q, w);
@@ -570,7 +570,7 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 	struct kvxd_qpc *q =
 		caa_container_of((uint8_t *)(uintptr_t)wc->wr_id, struct kvxd_qpc, recv_tag);
 	struct kvx_room_table_node *n;
-	struct kvxd_room *r;
+	struct kvx_pcore_room *r;
 	uint32_t src, bit;
 
 	q->rq_posted--;
@@ -589,7 +589,7 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		stat_add(&c->st.bad_imm, 1);
 		return;
 	}
-	r = caa_container_of(n, struct kvxd_room, by_token);
+	r = caa_container_of(n, struct kvx_pcore_room, by_token);
 	src = wc->imm & ((1u << KVXD_TOKEN_SHIFT) - 1);
 	bit = 1u << src;
 	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state)) {
@@ -615,7 +615,7 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 static void
 on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 {
-	struct kvxd_room *r = m->room;
+	struct kvx_pcore_room *r = m->room;
 
 	switch (m->type) {
 	case KVXD_MSG_QP_ADD:

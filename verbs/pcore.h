@@ -70,70 +70,46 @@ struct kvxd_meta {
 	uint32_t pages[];
 };
 
-struct kvxd_room {
+/*
+ * A room as its polling core sees it.  The control core embeds it in its own room (struct
+ * kvxd_room, control/rooms.h: the abort state, ACK targets, engine and peer links live there)
+ * and writes nothing of it after handing the room to its core (ROOM_OPEN, ROOM_META or CHUNK),
+ * except where a field says otherwise.  Field ownership:
+ *   - immutable: set by the control core before the room is in the tables, never changed;
+ *   - core: written by the owning core only (single writer).  The control core reads fsm.state,
+ *     wr_posted and wr_done relaxed or with acquire (kvxd_room_state, kvxd_room_quiescent) and
+ *     everything else only from the messages the core sends (EVENT carries state, generation,
+ *     error and reason), except that gen, error and reason are final once a prefill room is
+ *     SUCCESS or FAILED: after an acquire load that saw that state it may read them;
+ *   - meta_epoch: the control core stores it with release before the ROOM_META that it binds
+ *     goes out; the core loads it with acquire.
+ */
+struct kvx_pcore_room {
+	/* immutable */
 	struct kvx_room_table_node by_id;    /* key: id << 1 | role */
 	struct kvx_room_table_node by_token; /* decode: key = token base */
-	struct rcu_head rcu;
 	uint64_t id;
-	uint32_t gen;
 	uint32_t token;
 	int core;
-	/* written by the owning core only; read relaxed elsewhere */
+	uint8_t role;
+	uint16_t nsrc;
+	int src_peer[KVX_MAX_SOURCES]; /* decode: the peer of each source */
+	uint32_t meta_epoch[KVX_MAX_SOURCES];
+	/* core */
 	struct kvx_room_fsm fsm;
+	uint32_t gen; /* the generation its events carry: decode's open or abort generation,
+		       * prefill's from its ROOM_META */
 	_Atomic uint64_t wr_posted, wr_done;
 	int32_t error;
 	char reason[KVXD_REASON_MAX];
 	uint32_t src_done_mask;
 	struct kvxd_chunk *pend_head, *pend_tail; /* prefill: not yet posted */
-	struct kvxd_room *ready_next;		  /* prefill: in the core's ready list */
+	struct kvx_pcore_room *ready_next;	  /* prefill: in the core's ready list */
 	bool in_ready, last_posted, meta_known;
 	struct kvxd_meta *meta;
-	struct kvxd_qpc *err_qpc;     /* prefill: the QP its errored WRs were on */
-	struct kvxd_room *drain_next; /* prefill: in the core's drain-wait list */
+	struct kvxd_qpc *err_qpc;	   /* prefill: the QP its errored WRs were on */
+	struct kvx_pcore_room *drain_next; /* prefill: in the core's drain-wait list */
 	bool in_drain, drained_sent;
-	/* written by the control core only */
-	int engine_id; /* -1: none (yet), or the engine went away */
-	bool removing;
-	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
-	int held_by;   /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
-	bool held_tomb;	   /* ... charged as a tombstone */
-	int tomb_peer;	   /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
-	uint32_t tomb_gen; /* ... and the generation it aborted: that ROOM_META is refused */
-	uint32_t meta_sent_mask;
-	uint64_t opened_ms;
-	/* decode abort (control core): the armed generation, who acknowledged, who was fenced */
-	bool aborting, released;
-	uint32_t abort_gen;
-	uint32_t ack_mask, fenced_mask, fencing_mask;
-	uint64_t abort_ms, release_deadline_ms;
-	int src_peer[KVX_MAX_SOURCES];
-	uint64_t fence_target[KVX_MAX_SOURCES];
-	/* decode: the session (peer epoch) source i's ROOM_META went out on; its WRITE_WITH_IMM
-	 * counts only from a QP of that peer and that session.  Written by the control core with
-	 * release ordering before the ROOM_META is sent; read by the room's core with acquire. */
-	uint32_t meta_epoch[KVX_MAX_SOURCES];
-	/* prefill ACK targets (control core): one per decode endpoint, each with its generation,
-	 * kept until acknowledged, even past an engine's close */
-	struct {
-		int peer;
-		uint32_t gen;
-	} tgt[KVXD_MAX_TARGETS];
-	int ntgt;
-	bool drained, tombstone, engine_closed;
-	bool abort_sent; /* prefill: its core was told (ROOM_ABORT); later ABORTs only retarget */
-	/* its engine (control core): on that engine's room list; told its terminal event
-	 * (prefill SUCCESS or FAILED, decode SUCCESS or RELEASED: exactly once); the engine
-	 * disconnected (since gone_ms); prefill: the engine submitted its last chunk */
-	struct cds_list_head eng_link;
-	bool on_eng_list, engine_told, engine_gone, last_submitted;
-	uint64_t gone_ms;
-	/* immutable after creation */
-	uint8_t role;
-	struct kvxd_pool *pool; /* decode */
-	uint16_t nsrc;
-	uint32_t npages;
-	uint32_t *pages;
-	char (*src_names)[64];
 };
 
 enum kvxd_tag_kind { KVXD_TAG_SEND = 1, KVXD_TAG_RECV = 2 };
@@ -142,7 +118,7 @@ struct kvxd_qpc;
 
 struct kvxd_wr {
 	uint8_t kind; /* KVXD_TAG_SEND; first member: wr_id points here */
-	struct kvxd_room *room;
+	struct kvx_pcore_room *room;
 	struct kvxd_qpc *qpc;
 	int next_free;
 };
@@ -194,7 +170,7 @@ enum kvxd_msg_type {
 struct kvxd_msg {
 	uint32_t type;
 	int32_t error;
-	struct kvxd_room *room;
+	struct kvx_pcore_room *room;
 	struct kvxd_qpc *qpc;
 	void *ptr; /* chunk or meta */
 	uint64_t room_id;
@@ -220,8 +196,8 @@ struct kvxd_core {
 	struct kvx_room_table *by_id, *by_token;
 	struct kvxd_qpc *qpcs;
 	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS];
-	struct kvxd_room *ready_head, *ready_tail;
-	struct kvxd_room *drain_head; /* FAILED prefill rooms waiting to drain */
+	struct kvx_pcore_room *ready_head, *ready_tail;
+	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */
 	uint32_t idle_park_us;
 	uint64_t idle_since_ns;
 	atomic_bool stop;
@@ -270,8 +246,10 @@ kvxd_room_key(uint64_t id, int role)
 	return id << 1 | (uint64_t)role;
 }
 
+/* The room's state as its core last set it.  Thread: any (acquire; pairs with the core's
+ * release in kvx_room_fsm_set). */
 static inline int
-kvxd_room_state(const struct kvxd_room *r)
+kvx_pcore_room_state(const struct kvx_pcore_room *r)
 {
 	return __atomic_load_n(&r->fsm.state, __ATOMIC_ACQUIRE);
 }

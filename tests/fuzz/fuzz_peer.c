@@ -27,6 +27,15 @@
 
 #include "cmocka_shim.h"
 #include "control/kvxd.h"
+#include "control/abort.h"
+#include "control/admin.h"
+#include "control/cred.h"
+#include "control/engine.h"
+#include "control/engine_io.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
 #include "core/engine_proto.h"
 #include "core/fault.h"
 #include "core/log.h"
@@ -194,10 +203,10 @@ patch_room(uint8_t *frame, struct kvxd *from)
 		return;
 	if (from == &B) { /* to decode "a" */
 		r = kvxd_room_find(&A, last_room, KVX_ROOM_DECODE);
-		gen = r ? (r->aborting ? r->abort_gen : r->gen) : 0;
+		gen = r ? (kvxd_room_aborting(r) ? r->abort_gen : r->pc.gen) : 0;
 	} else { /* to prefill "b" */
 		r = kvxd_room_find(&B, last_room, KVX_ROOM_PREFILL);
-		gen = r ? r->gen : 0;
+		gen = r ? r->pc.gen : 0;
 	}
 	put_le(frame + KVX_WIRE_HDR_LEN, last_room, 8);
 	put_le(frame + KVX_WIRE_HDR_LEN + 8, gen, 4);

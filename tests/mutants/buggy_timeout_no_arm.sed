@@ -1,2 +1,2 @@
 # the waiting timeout fails the room without arming a generation or sending ABORTs
-s/^\tkvxd_decode_abort(d, r, -ETIMEDOUT, reason);$/\tstruct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT, .room = r};\n\n\tsnprintf(m.reason, sizeof(m.reason), "%s", reason);\n\tr->opened_ms = UINT64_MAX \/ 2;\n\tkvx_pcore_send(\&d->cores[r->core], \&m);/
+s/^\tkvxd_decode_abort(d, r, -ETIMEDOUT, reason);$/\tstruct kvxd_msg m = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT, .room = \&r->pc};\n\n\tsnprintf(m.reason, sizeof(m.reason), "%s", reason);\n\tkvx_pcore_send(\&d->cores[r->pc.core], \&m);/

@@ -1,2 +1,2 @@
 # an engine that goes away leaves its rooms to the timers
-s/^\t\t\tengine_lost_room(d, r);$/\t\t\t(void)r;/
+s/^\t\t\tkvxd_abort_engine_lost(d, r);$/\t\t\t(void)r;/

@@ -13,6 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "control/abort.h"
+#include "control/engine.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
 #include "fake_verbs.h"
 
 #define MAX_NODES 3
@@ -208,6 +214,7 @@ nodes_teardown(void)
 		kvx_pcore_fini(&d->cores[0]);
 		kvx_room_table_destroy(d->by_id);
 		kvx_room_table_destroy(d->by_token);
+		kvxd_timer_heap_fini(&d->room_timers);
 		kvx_vx->dev_close(d->dev);
 		close(d->tcp_fd);
 		kvxd_pending_close_all(d);
@@ -220,7 +227,7 @@ nodes_teardown(void)
 static int
 first_live_room(struct kvx_room_table_node *n, void *arg)
 {
-	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, by_id);
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, pc.by_id);
 
 	if (r->removing)
 		return 0;

@@ -28,7 +28,7 @@ struct env {
 	struct kvxd_msg out[4096];
 	int nout;
 	uint32_t next_token;
-	struct kvxd_room *rooms[64];
+	struct kvx_pcore_room *rooms[64];
 	int nrooms;
 };
 
@@ -124,8 +124,8 @@ setup(void **state)
 	return 0;
 }
 
-static __attribute__((unused)) struct kvxd_room *
-track(struct kvxd_room *r)
+static __attribute__((unused)) struct kvx_pcore_room *
+track(struct kvx_pcore_room *r)
 {
 	assert_true(E.nrooms < 64);
 	E.rooms[E.nrooms++] = r;
@@ -136,7 +136,7 @@ static __attribute__((unused)) int
 teardown(void **state)
 {
 	for (int i = 0; i < E.nrooms; i++) {
-		struct kvxd_room *r = E.rooms[i];
+		struct kvx_pcore_room *r = E.rooms[i];
 
 		kvx_room_table_del(E.by_id, &r->by_id);
 		if (r->role == KVX_ROOM_DECODE)
@@ -198,7 +198,7 @@ run(void)
 }
 
 static __attribute__((unused)) const struct kvxd_msg *
-find_event(struct kvxd_room *r, int state)
+find_event(struct kvx_pcore_room *r, int state)
 {
 	for (int i = 0; i < E.nout; i++)
 		if (E.out[i].type == KVXD_MSG_EVENT && E.out[i].room == r &&
@@ -208,7 +208,7 @@ find_event(struct kvxd_room *r, int state)
 }
 
 static __attribute__((unused)) const struct kvxd_msg *
-get_event(struct kvxd_room *r, int state)
+get_event(struct kvx_pcore_room *r, int state)
 {
 	const struct kvxd_msg *m = find_event(r, state);
 
@@ -238,18 +238,16 @@ count_msgs(uint32_t type)
 	return n;
 }
 
-static __attribute__((unused)) struct kvxd_room *
+static __attribute__((unused)) struct kvx_pcore_room *
 decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 {
-	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
+	struct kvx_pcore_room *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN};
 
 	r->id = id;
 	r->role = r->fsm.role = KVX_ROOM_DECODE;
 	r->gen = 7;
 	r->nsrc = 1;
-	r->npages = npages;
-	r->pool = &E.dc.pool;
 	r->core = 1;
 	r->token = E.next_token;
 	E.next_token += 1u << KVXD_TOKEN_SHIFT;
@@ -260,12 +258,13 @@ decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 	m.room = r;
 	assert_int_equal(kvx_pcore_send(&E.dc.core, &m), 0);
 	(void)pages;
+	(void)npages;
 	return r;
 }
 
 /* The ROOM_META decode room dr would send to its source (peer), for session 1. */
 static __attribute__((unused)) struct kvxd_meta *
-make_meta(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
+make_meta(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages, int peer)
 {
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 4 * npages);
 
@@ -284,10 +283,10 @@ make_meta(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
 	return meta;
 }
 
-static __attribute__((unused)) struct kvxd_room *
-prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, int peer)
+static __attribute__((unused)) struct kvx_pcore_room *
+prefill_room_peer(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages, int peer)
 {
-	struct kvxd_room *r = track(calloc(1, sizeof(*r)));
+	struct kvx_pcore_room *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_meta *meta;
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
@@ -302,14 +301,14 @@ prefill_room_peer(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages, in
 	return r;
 }
 
-static __attribute__((unused)) struct kvxd_room *
-prefill_room(struct kvxd_room *dr, const uint32_t *dst, uint32_t npages)
+static __attribute__((unused)) struct kvx_pcore_room *
+prefill_room(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages)
 {
 	return prefill_room_peer(dr, dst, npages, 0);
 }
 
 static __attribute__((unused)) void
-submit(struct kvxd_room *r, uint32_t index, const uint32_t *src, uint32_t npages, uint32_t off,
+submit(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t npages, uint32_t off,
        bool last)
 {
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * npages);

@@ -13,9 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include <cmocka.h>
 
 #include "control/kvxd.h"
+#include "control/abort.h"
+#include "control/admin.h"
+#include "control/cred.h"
+#include "control/engine.h"
+#include "control/engine_io.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
 #include "core/fault.h"
 
 #include "nodes_harness.h"
@@ -116,7 +127,7 @@ submit(uint64_t id, uint32_t n)
 {
 	struct kvxd_room *r = room(&B, id, KVX_ROOM_PREFILL);
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * n);
-	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = &r->pc, .ptr = ch};
 
 	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .last = true};
 	for (uint32_t i = 0; i < n; i++)
@@ -140,7 +151,7 @@ static void
 test_abort_waits_for_drain_then_releases(void **state)
 {
 	struct kvxd_room *d = open_room(&A, 100, 4);
-	uint32_t open_gen = d->gen;
+	uint32_t open_gen = d->pc.gen;
 	int64_t gen;
 
 	fake_vx_hold(true);
@@ -152,11 +163,11 @@ test_abort_waits_for_drain_then_releases(void **state)
 	assert_int_equal(kvxd_room_state(room(&B, 100, KVX_ROOM_PREFILL)), KVX_ROOM_FAILED);
 	/* the write is still in flight: no ACK, no release */
 	assert_int_equal(B.ctr.acks_sent, 0);
-	assert_false(d->released);
+	assert_false(kvxd_room_released(d));
 	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
 	/* d may go (no engine holds it) once RELEASED: read it the moment it is */
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
-	assert_int_equal(d->gen, (uint32_t)gen); /* the released event carries it */
+	assert_int_equal(d->pc.gen, (uint32_t)gen); /* the released event carries it */
 	assert_int_equal(B.ctr.acks_sent, 1);
 	assert_int_equal(A.ctr.acks_received, 1);
 	assert_int_equal(A.ctr.releases, 1);
@@ -180,10 +191,10 @@ test_stale_generation_ack_never_releases(void **state)
 	kvxd_on_abort_ack(&A, peer_of(&A, "b"), &ack);
 	pump_ms(20);
 	assert_int_equal(A.ctr.acks_stale, 2);
-	assert_false(d->released);
+	assert_false(kvxd_room_released(d));
 	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
 	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
-	PUMP_UNTIL(d->released);
+	PUMP_UNTIL(kvxd_room_released(d));
 	assert_int_equal(A.ctr.releases, 1);
 }
 
@@ -198,7 +209,7 @@ test_early_ack_is_kept(void **state)
 	assert_int_equal(kvxd_room_state(d), KVX_ROOM_WAITING_FOR_INPUT);
 	ack.gen = (uint32_t)gen;
 	kvxd_on_abort_ack(&A, peer_of(&A, "b"), &ack);
-	assert_true(d->released);
+	assert_true(kvxd_room_released(d));
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
 	pump_ms(20); /* b's own ACK arrives too: counted, released once */
 	assert_int_equal(A.ctr.releases, 1);
@@ -208,16 +219,16 @@ static void
 test_waiting_timeout_is_an_abort(void **state)
 {
 	struct kvxd_room *d = open_room(&A, 103, 2);
-	uint32_t open_gen = d->gen;
+	uint32_t open_gen = d->pc.gen;
 
 	B.cfg.waiting_ms = 10 * A.cfg.waiting_ms; /* only decode's timer runs out */
 	pump_ms((int)A.cfg.waiting_ms + 300);
 	assert_int_equal(A.ctr.waiting_timeouts, 1);
-	assert_true(d->aborting);
+	assert_true(kvxd_room_aborting(d));
 	assert_true(d->abort_gen != open_gen);
 	assert_int_equal(B.ctr.aborts_received, 1);
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
-	assert_int_equal(d->gen, d->abort_gen);
+	assert_int_equal(d->pc.gen, d->abort_gen);
 	assert_int_equal(A.ctr.fences, 0);
 }
 
@@ -236,10 +247,10 @@ test_release_timeout_fences_before_release(void **state)
 	assert_int_equal(A.ctr.fences, 1);
 	/* the fence's QP destroy failed: the timer alone must not release */
 	pump_ms(500);
-	assert_false(d->released);
+	assert_false(kvxd_room_released(d));
 	assert_int_equal(kvxd_room_state(d), KVX_ROOM_DRAINING);
 	/* the sweep destroys it: now the pages go back */
-	PUMP_UNTIL(d->released);
+	PUMP_UNTIL(kvxd_room_released(d));
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
 	/* and the peer comes back with fresh QPs */
 	fake_vx_hold(false);
@@ -265,7 +276,7 @@ test_second_endpoint_cannot_take_a_room(void **state)
 	assert_true(kvxd_decode_room_open(&C, -1, 105, &pool[2], pages, 2, names, 1) > 0);
 	dc = room(&C, 105, KVX_ROOM_DECODE);
 	PUMP_UNTIL(B.ctr.meta_refused_owner == 1);
-	PUMP_UNTIL(dc->released); /* failure pushed, c aborts, b ACKs at once */
+	PUMP_UNTIL(kvxd_room_released(dc)); /* failure pushed, c aborts, b ACKs at once */
 	assert_int_equal(C.ctr.fences, 0);
 	assert_int_equal(B.ctr.aborts_not_owner, 1);
 	pb = room(&B, 105, KVX_ROOM_PREFILL);
@@ -328,18 +339,21 @@ test_status_only_from_the_source(void **state)
 
 	kvxd_peer_admin(&A, "c", "resume");
 	PUMP_UNTIL(ready(&A, "c") && ready(&C, "a"));
-	st.u.room_status = (struct kvx_wire_room_status){
-		.room = 108, .gen = d->gen, .src_idx = 0, .state = KVX_ROOM_FAILED, .error = -EIO};
+	st.u.room_status = (struct kvx_wire_room_status){.room = 108,
+							 .gen = d->pc.gen,
+							 .src_idx = 0,
+							 .state = KVX_ROOM_FAILED,
+							 .error = -EIO};
 	assert_int_equal(kvxd_peer_send(&C, peer_of(&C, "a"), &st), 0);
 	PUMP_UNTIL(A.ctr.status_refused_owner == 1);
-	assert_false(d->aborting);
+	assert_false(kvxd_room_aborting(d));
 	assert_int_equal(A.ctr.aborts, 0);
 	st.u.room_status.error = 0; /* not an errno: the engine must still get one */
 	assert_int_equal(kvxd_peer_send(&B, peer_of(&B, "a"), &st), 0);
-	PUMP_UNTIL(d->aborting);
+	PUMP_UNTIL(kvxd_room_aborting(d));
 	PUMP_UNTIL(kvxd_room_state(d) >= KVX_ROOM_FAILED);
-	assert_int_equal(d->error, -EPROTO);
-	PUMP_UNTIL(d->released);
+	assert_int_equal(d->pc.error, -EPROTO);
+	PUMP_UNTIL(kvxd_room_released(d));
 }
 
 /* Both nodes' polling-core inboxes are full (a burst of messages the cores have not read yet)
@@ -350,7 +364,7 @@ static void
 stuff_inbox(struct kvxd *node, struct kvxd_room *r)
 {
 	for (int i = 0; i < 8192; i++) { /* no-ops for rooms past BOOTSTRAPPING */
-		struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN, .room = r};
+		struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN, .room = &r->pc};
 
 		kvx_pcore_send(&node->cores[0], &m);
 	}
@@ -380,21 +394,146 @@ test_full_inbox_loses_nothing(void **state)
 	assert_int_equal(A.cores[0].ovf_len, 0);
 }
 
+/* A room removed while its core's inbox is full: the ROOM_DROP queues behind the burst and
+ * the core still gives the room back, exactly once (before: logged and dropped, the room
+ * leaked). */
+static void
+test_full_inbox_keeps_a_room_drop(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 112, 2);
+	uint64_t freed = A.ctr.rooms_freed;
+
+	(void)state;
+	assert_true(kvxd_decode_abort(&A, d, -ECANCELED, "test") > 0);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	/* released and no engine: the room owner removes it on the event; stuff the inbox
+	 * first so that its ROOM_DROP has to wait */
+	stuff_inbox(&A, d);
+	kvxd_room_remove(&A, d);
+	assert_true(A.cores[0].ovf_len > 0); /* queued, not dropped */
+	PUMP_UNTIL(A.ctr.rooms_freed == freed + 1 && A.cores[0].ovf_len == 0);
+	for (int i = 0; i < 100; i++)
+		pump_once();
+	assert_int_equal(A.ctr.rooms_freed, freed + 1); /* exactly once */
+	assert_null(room(&A, 112, KVX_ROOM_DECODE));
+}
+
+/* The loop sleeps no longer than the next room deadline, and the deadline fires from the
+ * room owner's heap (no table scan): a decode room's waiting timeout is an abort at its
+ * deadline, not a scan period later. */
+static void
+test_loop_wakes_for_a_room_deadline(void **state)
+{
+	struct kvxd_room *d;
+	struct timespec t0, t1;
+	uint64_t due;
+
+	(void)state;
+	A.cfg.waiting_ms = 500;
+	d = open_room(&A, 113, 2);
+	due = d->opened_ms + A.cfg.waiting_ms;
+	assert_int_equal(kvxd_rooms_next_due(&A), due);
+	fake_ms = due - 1;
+	kvxd_loop_once(&A, 0);
+	assert_false(kvxd_room_aborting(d)); /* not before its deadline */
+	fake_ms = due;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	kvxd_loop_once(&A, 60000); /* due now: does not wait the 60 s */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(t1.tv_sec - t0.tv_sec < 10);
+	assert_true(kvxd_room_aborting(d));
+	assert_int_equal(A.ctr.waiting_timeouts, 1);
+	assert_int_equal(d->ab_state, KVXD_ABORT_ARMED);
+	/* its next deadline is the release deadline */
+	assert_int_equal(kvxd_rooms_next_due(&A), d->release_deadline_ms);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	assert_int_equal(A.ctr.abort_transitions[KVXD_ABORT_NONE][KVXD_ABORT_ARMED], 1);
+	assert_int_equal(A.ctr.abort_transitions[KVXD_ABORT_ARMED][KVXD_ABORT_RELEASED], 1);
+	A.cfg.waiting_ms = B.cfg.waiting_ms;
+}
+
+static void
+push_statuses(struct kvxd *node, struct kvxd_peer *p, uint64_t first, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct kvx_wire_room_status st = {.room = first + (uint64_t)i,
+						  .gen = 1,
+						  .state = KVX_ROOM_FAILED,
+						  .error = -EIO};
+
+		kvxd_peer_push_status(node, p, &st);
+	}
+}
+
+/* The ROOM_STATUS queue never drops a failure (before: at 4096 entries the next one was
+ * dropped, and its decode room waited for its timeout).  On a live session the oldest entries
+ * already sent make room; with the peer down it grows, and the next session sends them all. */
+static void
+test_status_queue_never_drops(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&B, "a");
+	uint64_t pushed = B.ctr.status_pushed;
+
+	(void)state;
+	push_statuses(&B, pa, 900000, 5000);
+	assert_int_equal(B.ctr.status_dropped, 0);
+	assert_int_equal(B.ctr.status_pushed, pushed + 5000);
+	assert_true(pa->npend_status <= 4096); /* bounded while the peer reads */
+	assert_true(B.ctr.status_evicted >= 5000 - 4096);
+	kvxd_peer_admin(&B, "a", "pause");
+	PUMP_UNTIL(pa->state == KVXD_PEER_IDLE);
+	push_statuses(&B, pa, 910000, 5000);
+	assert_int_equal(B.ctr.status_dropped, 0);
+	assert_true(pa->npend_status >= 5000); /* kept, none sent */
+	assert_int_equal(B.ctr.status_pushed, pushed + 5000);
+	kvxd_peer_admin(&B, "a", "resume");
+	PUMP_UNTIL(pa->state == KVXD_PEER_READY && B.ctr.status_pushed == pushed + 10000);
+	assert_int_equal(B.ctr.status_dropped, 0);
+}
+
+/* The decode abort's one transition function: NONE -> ARMED -> (FENCING ->) RELEASED, nothing
+ * else; a refused transition leaves the state as it was and is counted. */
+static void
+test_abort_transitions(void **state)
+{
+	struct kvxd_room r = {.pc = {.id = 1}}, r2 = {.pc = {.id = 2}};
+	uint64_t refused = A.ctr.abort_refused;
+
+	(void)state;
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_RELEASED),
+			 -EINVAL); /* no ACK, no fence */
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_FENCING), -EINVAL);
+	assert_int_equal(r.ab_state, KVXD_ABORT_NONE);
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_ARMED), 0);
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_ARMED), -EINVAL); /* one abort */
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_FENCING), 0);
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_ARMED), -EINVAL); /* no way back */
+	assert_int_equal(kvxd_abort_set(&A, &r, KVXD_ABORT_RELEASED), 0);
+	for (int to = KVXD_ABORT_NONE; to < KVXD_ABORT_STATE_COUNT; to++) /* exactly once */
+		assert_int_equal(kvxd_abort_set(&A, &r, (enum kvxd_abort_state)to), -EINVAL);
+	assert_int_equal(r.ab_state, KVXD_ABORT_RELEASED);
+	assert_int_equal(kvxd_abort_set(&A, &r2, KVXD_ABORT_ARMED), 0);
+	assert_int_equal(kvxd_abort_set(&A, &r2, KVXD_ABORT_RELEASED), 0); /* every ACK came */
+	assert_int_equal(A.ctr.abort_refused, refused + 8);
+}
+
 /* A prefill room's waiting timeout while its core's inbox is full: the fail is queued, not
  * dropped (before: sent once, never retried, and the room waited forever); the failure is
  * pushed to decode, which releases at once. */
 static void
 test_full_inbox_keeps_a_timeout_fail(void **state)
 {
-	struct kvxd_room *d = open_room(&A, 111, 2), *p = room(&B, 111, KVX_ROOM_PREFILL);
+	struct kvxd_room *d, *p;
 
-	B.cfg.waiting_ms = 50;
-	fake_ms += 200;	    /* past b's deadline (and its 100 ms room scan) ... */
+	B.cfg.waiting_ms = 50; /* before b creates the room: its deadline is armed then */
+	d = open_room(&A, 111, 2);
+	p = room(&B, 111, KVX_ROOM_PREFILL);
+	fake_ms += 200;	    /* past b's deadline ... */
 	stuff_inbox(&B, p); /* ... with the inbox full when b's tick fails the room */
 	kvxd_loop_once(&B, 0);
 	PUMP_UNTIL(kvxd_room_state(p) == KVX_ROOM_FAILED);
 	assert_int_equal(B.ctr.waiting_timeouts, 1);
-	assert_non_null(strstr(p->reason, "waiting timeout"));
+	assert_non_null(strstr(p->pc.reason, "waiting timeout"));
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED); /* pushed, not timed out on a */
 	assert_int_equal(A.ctr.waiting_timeouts, 0);
 	B.cfg.waiting_ms = A.cfg.waiting_ms;
@@ -426,7 +565,7 @@ test_per_peer_caps(void **state)
 		assert_true(kvxd_decode_room_open(&A, -1, 107, &pool[0], pages, 1, names, 1) > 0);
 		d = room(&A, 107, KVX_ROOM_DECODE);
 		PUMP_UNTIL(B.ctr.meta_refused_cap == 1);
-		PUMP_UNTIL(d->released); /* told at once, not after waiting_ms */
+		PUMP_UNTIL(kvxd_room_released(d)); /* told at once, not after waiting_ms */
 	}
 	assert_null(room(&B, 107, KVX_ROOM_PREFILL));
 }
@@ -448,6 +587,11 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_per_peer_caps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_only_from_the_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_room_drop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_queue_never_drops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_abort_transitions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_wakes_for_a_room_deadline, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_timeout_fail, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,

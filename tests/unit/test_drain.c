@@ -23,7 +23,7 @@
 #include "pcore_harness.h"
 
 static int
-drained(struct kvxd_room *r)
+drained(struct kvx_pcore_room *r)
 {
 	int n = 0;
 
@@ -33,7 +33,7 @@ drained(struct kvxd_room *r)
 }
 
 static void
-abort_prefill(struct kvxd_room *p)
+abort_prefill(struct kvx_pcore_room *p)
 {
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_ABORT, .room = p, .error = -ECANCELED};
 
@@ -42,7 +42,7 @@ abort_prefill(struct kvxd_room *p)
 }
 
 static uint64_t
-outstanding(struct kvxd_room *r)
+outstanding(struct kvx_pcore_room *r)
 {
 	return atomic_load(&r->wr_posted) - atomic_load(&r->wr_done);
 }
@@ -53,7 +53,7 @@ static void
 test_seed_stale_chunk_keeps_unresolved_count(void **state)
 {
 	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2};
-	struct kvxd_room *d = decode_room(20, dst, 1), *p = prefill_room(d, dst, 1);
+	struct kvx_pcore_room *d = decode_room(20, dst, 1), *p = prefill_room(d, dst, 1);
 
 	fake_vx_hold(true);
 	fake_vx_defer_flush(true); /* the QP errs, but its WRs stay unresolved */
@@ -84,8 +84,8 @@ static void
 test_siblings_on_the_errored_qp_must_flush_first(void **state)
 {
 	uint32_t a_src[1] = {0}, a_dst[1] = {1}, b_src[3] = {2, 4, 6}, b_dst[3] = {3, 5, 7};
-	struct kvxd_room *da = decode_room(21, a_dst, 1), *pa = prefill_room(da, a_dst, 1);
-	struct kvxd_room *db = decode_room(22, b_dst, 3), *pb = prefill_room(db, b_dst, 3);
+	struct kvx_pcore_room *da = decode_room(21, a_dst, 1), *pa = prefill_room(da, a_dst, 1);
+	struct kvx_pcore_room *db = decode_room(22, b_dst, 3), *pb = prefill_room(db, b_dst, 3);
 
 	fake_vx_hold(true);
 	fake_vx_defer_flush(true);
@@ -114,8 +114,8 @@ static void
 test_stuck_qp_does_not_delay_other_rooms(void **state)
 {
 	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2}, dst2[1] = {3};
-	struct kvxd_room *ds = decode_room(23, dst, 1), *ps = prefill_room(ds, dst, 1);
-	struct kvxd_room *dq = decode_room(24, dst2, 1), *pq;
+	struct kvx_pcore_room *ds = decode_room(23, dst, 1), *ps = prefill_room(ds, dst, 1);
+	struct kvx_pcore_room *dq = decode_room(24, dst2, 1), *pq;
 
 	connect_second_pair();
 	dq->src_peer[0] = 1; /* its source is the second peer */
@@ -142,7 +142,7 @@ static void
 test_abort_after_success_drains_at_once(void **state)
 {
 	uint32_t src[2] = {0, 1}, dst[2] = {2, 3};
-	struct kvxd_room *d = decode_room(25, dst, 2), *p = prefill_room(d, dst, 2);
+	struct kvx_pcore_room *d = decode_room(25, dst, 2), *p = prefill_room(d, dst, 2);
 
 	submit(p, 0, src, 2, 0, true);
 	run();
@@ -160,7 +160,7 @@ static void
 test_metadata_is_bound_to_its_session(void **state)
 {
 	uint32_t src[2] = {0, 1}, dst[2] = {2, 3};
-	struct kvxd_room *d = decode_room(26, dst, 2), *p = prefill_room(d, dst, 2);
+	struct kvx_pcore_room *d = decode_room(26, dst, 2), *p = prefill_room(d, dst, 2);
 	struct kvxd_msg rm = {.type = KVXD_MSG_QP_REMOVE, .qpc = E.pf.qpc};
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 8);
 	struct kvxd_msg mm = {.type = KVXD_MSG_ROOM_META, .room = p, .ptr = meta};

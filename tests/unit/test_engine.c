@@ -35,6 +35,15 @@
 #include <cmocka.h>
 
 #include "control/kvxd.h"
+#include "control/abort.h"
+#include "control/admin.h"
+#include "control/cred.h"
+#include "control/engine.h"
+#include "control/engine_io.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
 #include "core/engine_proto.h"
 #include "core/fault.h"
 #include "control/engine.c" /* the negative controls shadow it with a mutant (tests/mutants/) */

@@ -22,7 +22,7 @@ static void
 test_room_success_and_merge(void **state)
 {
 	uint32_t src[8] = {0, 1, 2, 3, 10, 11, 12, 13}, dst[8] = {20, 21, 22, 23, 30, 31, 40, 41};
-	struct kvxd_room *d, *p;
+	struct kvx_pcore_room *d, *p;
 
 	for (int i = 0; i < 8; i++)
 		fill(src[i], (uint8_t)(0x10 * i));
@@ -47,7 +47,7 @@ static void
 test_chunks_wait_for_meta(void **state)
 {
 	uint32_t src[2] = {5, 6}, dst[2] = {7, 8};
-	struct kvxd_room *d = decode_room(6, dst, 2), *p = track(calloc(1, sizeof(*p)));
+	struct kvx_pcore_room *d = decode_room(6, dst, 2), *p = track(calloc(1, sizeof(*p)));
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = p};
 
 	fill(5, 1);
@@ -70,7 +70,7 @@ static void
 test_wr_error_fails_room_and_quiesces_qp(void **state)
 {
 	uint32_t src[4] = {0, 1, 2, 3}, dst[4] = {4, 5, 6, 7};
-	struct kvxd_room *d = decode_room(9, dst, 4), *p = prefill_room(d, dst, 4);
+	struct kvx_pcore_room *d = decode_room(9, dst, 4), *p = prefill_room(d, dst, 4);
 	const struct kvxd_msg *ev;
 	char err[128];
 
@@ -93,7 +93,7 @@ static void
 test_error_counts_until_siblings_flush(void **state)
 {
 	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7}; /* 4 runs x 3 buffers = 12 WRs */
-	struct kvxd_room *d = decode_room(11, dst, 4), *p = prefill_room(d, dst, 4);
+	struct kvx_pcore_room *d = decode_room(11, dst, 4), *p = prefill_room(d, dst, 4);
 
 	fake_vx_hold(true);
 	submit(p, 0, src, 4, 0, true);
@@ -116,7 +116,7 @@ static void
 test_chunk_for_failed_room_is_skipped(void **state)
 {
 	uint32_t src[2] = {0, 1}, dst[2] = {2, 3};
-	struct kvxd_room *d = decode_room(12, dst, 2), *p = prefill_room(d, dst, 2);
+	struct kvx_pcore_room *d = decode_room(12, dst, 2), *p = prefill_room(d, dst, 2);
 	struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .room = p, .error = -ECANCELED};
 	uint64_t posted;
 
@@ -137,7 +137,7 @@ static void
 test_chunk_beyond_room_fails_cleanly(void **state)
 {
 	uint32_t src[4] = {0, 1, 2, 3}, dst[2] = {2, 3};
-	struct kvxd_room *d = decode_room(13, dst, 2), *p = prefill_room(d, dst, 2);
+	struct kvx_pcore_room *d = decode_room(13, dst, 2), *p = prefill_room(d, dst, 2);
 	const struct kvxd_msg *ev;
 
 	submit(p, 0, src, 4, 0, true);
@@ -153,7 +153,7 @@ static void
 test_stale_immediate_is_counted_not_applied(void **state)
 {
 	uint32_t dst[2] = {2, 3};
-	struct kvxd_room *d = decode_room(14, dst, 2);
+	struct kvx_pcore_room *d = decode_room(14, dst, 2);
 	struct kvx_vx_write w = {.laddr = (uint64_t)(uintptr_t)E.pf.mem,
 				 .lkey = E.pf.pool.lkey,
 				 .len = 8,
@@ -181,7 +181,7 @@ static void
 test_immediate_from_another_peer_not_credited(void **state)
 {
 	uint32_t src[1] = {1}, dst[1] = {2};
-	struct kvxd_room *d = decode_room(15, dst, 1), *imposter, *p;
+	struct kvx_pcore_room *d = decode_room(15, dst, 1), *imposter, *p;
 
 	connect_second_pair();
 	imposter = prefill_room_peer(d, dst, 1, 1); /* peer 1, with d's token */
@@ -203,7 +203,7 @@ static void
 test_immediate_from_another_session_not_credited(void **state)
 {
 	uint32_t src[1] = {1}, dst[1] = {2};
-	struct kvxd_room *d = decode_room(16, dst, 1), *p = prefill_room(d, dst, 1);
+	struct kvx_pcore_room *d = decode_room(16, dst, 1), *p = prefill_room(d, dst, 1);
 
 	d->meta_epoch[0] = 2; /* decode re-issued it on session 2; the QPs are session 1's */
 	submit(p, 0, src, 1, 0, true);

@@ -24,11 +24,11 @@
 /* A prefill room with a hand-made geometry (no memory behind it beyond the harness pools: the
  * fake refuses remote writes outside the registered MR, and nothing local is read unless a
  * write executes). */
-static struct kvxd_room *
+static struct kvx_pcore_room *
 huge_room(uint64_t id, struct kvxd_pool *src, uint32_t page_size, uint32_t pool_npages,
-	  uint32_t nbufs, const uint32_t *dst, uint32_t npages, struct kvxd_room **dec)
+	  uint32_t nbufs, const uint32_t *dst, uint32_t npages, struct kvx_pcore_room **dec)
 {
-	struct kvxd_room *d = decode_room(id, dst, npages), *r = track(calloc(1, sizeof(*r)));
+	struct kvx_pcore_room *d = decode_room(id, dst, npages), *r = track(calloc(1, sizeof(*r)));
 	struct kvxd_meta *meta = make_meta(d, dst, npages, 0);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = r, .ptr = meta};
 
@@ -45,7 +45,7 @@ huge_room(uint64_t id, struct kvxd_pool *src, uint32_t page_size, uint32_t pool_
 }
 
 static void
-submit_pool(struct kvxd_room *r, struct kvxd_pool *pool, const uint32_t *src, uint32_t npages)
+submit_pool(struct kvx_pcore_room *r, struct kvxd_pool *pool, const uint32_t *src, uint32_t npages)
 {
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * (size_t)npages);
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
@@ -62,7 +62,7 @@ test_wr_count_does_not_wrap(void **state)
 {
 	static uint32_t src[4096], dst[4096];
 	static struct kvxd_pool pool;
-	struct kvxd_room *d, *p;
+	struct kvx_pcore_room *d, *p;
 
 	for (uint32_t i = 0; i < 4096; i++) {
 		src[i] = i;
@@ -85,7 +85,7 @@ test_write_length_does_not_wrap(void **state)
 {
 	static uint32_t src[256], dst[256];
 	static struct kvxd_pool pool;
-	struct kvxd_room *d, *p;
+	struct kvx_pcore_room *d, *p;
 
 	for (uint32_t i = 0; i < 256; i++)
 		src[i] = dst[i] = i;

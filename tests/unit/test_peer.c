@@ -213,33 +213,27 @@ test_stalled_handshake_times_out_and_rolls_back(void **state)
 static void
 test_rooms_of_a_failed_peer_fail(void **state)
 {
-	struct kvxd_room *r = calloc(1, sizeof(*r));
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	static const uint32_t pages[1] = {0};
+	static struct kvxd_pool pool = {.npages = 1, .page_size = 4096};
+	const int src_peer[1] = {PA->idx};
+	struct kvxd_room *r;
 	char err[256];
 
-	/* a decode room on a waiting for its source b */
-	r->id = 42;
-	r->role = r->fsm.role = KVX_ROOM_DECODE;
-	r->nsrc = 1;
-	r->engine_id = -1;
-	r->opened_ms = fake_ms;
-	r->src_names = calloc(1, sizeof(*r->src_names));
-	snprintf(r->src_names[0], sizeof(r->src_names[0]), "b");
-	rcu_read_lock();
-	assert_int_equal(kvx_room_table_add(A.by_id, &r->by_id, kvxd_room_key(42, r->role)), 0);
-	rcu_read_unlock();
+	/* a decode room on a waiting for its source b (through the room owner: on b's list) */
+	r = kvxd_decode_room_new(&A, 42, -1, &pool, pages, 1, names, src_peer, 1);
+	assert_non_null(r);
 	assert_int_equal(kvx_fault_arm_list("handshake.after_rtr:0", err, sizeof(err)), 0);
 	kvxd_peer_admin(&A, "b", "try");
 	/* it fails through decode's abort path; no source was notified, so nothing can write
 	 * into its pages and it is released at once */
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
-	if (!strstr(r->reason, "setup failed"))
-		fail_msg("reason: %s", r->reason);
-	assert_true(r->aborting && r->released);
-	PUMP_UNTIL(both_idle());
-	kvxd_room_remove(&A, r);
-	for (int i = 0; i < 10; i++) /* the core gives it back; the control core frees it */
-		pump_once();
-	assert_int_equal(kvx_room_table_count(A.by_id), 0);
+	if (!strstr(r->pc.reason, "setup failed"))
+		fail_msg("reason: %s", r->pc.reason);
+	assert_true(kvxd_room_aborting(r) && kvxd_room_released(r));
+	/* released, and no engine holds it: it leaves the tables at once (the room owner's
+	 * settle on the RELEASED event, no table scan) */
+	PUMP_UNTIL(both_idle() && kvx_room_table_count(A.by_id) == 0);
 }
 
 int

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Engine sessions on the local Unix socket (core/engine_proto.h): pools, rooms, chunks and
+ * operator commands (layer 6 of control/, control/README.md).  Thread: the control core; none
+ * of these blocks on an engine (control/engine_io.h sends).
+ */
+#ifndef KVX_CONTROL_ENGINE_H
+#define KVX_CONTROL_ENGINE_H
+
+#include "control/kvxd.h"
+
+/* Create the engine socket at cfg.socket_path (start-up).  Whatever already sits at the path
+ * is left alone unless it is kvxd's own stale socket (a socket owned by kvxd's uid that refuses
+ * connections): -EEXIST when the path is not a socket, -EADDRINUSE when a process accepts
+ * connections there, -EPERM when a stale socket belongs to another uid; each logged.  The file
+ * is created no looser than cfg.socket_mode and then set to exactly it.  Also resolves
+ * cfg.admin_group (-ENOENT when there is no such group). */
+int kvxd_engine_listen(struct kvxd *d);
+/* Close the listening socket; unlink the path only if it is still the socket we created. */
+void kvxd_engine_unlisten(struct kvxd *d);
+void kvxd_engine_accept(struct kvxd *d);
+void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
+/* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
+void kvxd_engine_reap(struct kvxd *d);
+void kvxd_engine_close_all(struct kvxd *d);
+/* Unregister pools whose engine went away once nothing points at them. */
+void kvxd_pool_sweep(struct kvxd *d);
+/* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
+ * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
+int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
+			      const uint32_t *pages, uint32_t npages,
+			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);
+
+#endif /* KVX_CONTROL_ENGINE_H */

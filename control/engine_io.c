@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What goes out to an engine: replies and events, in order, through a per-session queue, so
+ * the control core never waits on an engine's socket.  Layer 1 of control/ (control/README.md).
+ * Thread: the control core.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "control/engine_io.h"
+#include "core/log.h"
+
+struct kvxd_engine *
+kvxd_engine_by_id(struct kvxd *d, int id)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i] && d->engines[i]->id == id)
+			return d->engines[i];
+	return NULL;
+}
+
+void
+kvxd_engine_outq_drop(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+
+		e->outq_head = m->next;
+		if (m->event)
+			d->ctr.events_dropped++;
+		free(m);
+	}
+	e->outq_tail = NULL;
+	e->outq_bytes = 0;
+}
+
+/* Close the session at the end of this loop iteration (kvxd_engine_reap); nothing more is
+ * sent to it or read from it. */
+void
+kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
+{
+	if (e->doomed)
+		return;
+	e->doomed = true;
+	kvxd_engine_outq_drop(d, e);
+	KVX_INFO("engine %d (pid %d uid %u): closing its session: %s", e->id, (int)e->pid,
+		 (unsigned)e->uid, why);
+}
+
+/* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
+int
+kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
+{
+	while (e->outq_head) {
+		struct kvxd_outmsg *m = e->outq_head;
+		ssize_t n = send(e->fd, m->data, m->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				break;
+			return -errno;
+		}
+		if ((size_t)n != m->len)
+			return -EMSGSIZE; /* SEQPACKET: whole or nothing */
+		if (m->event)
+			d->ctr.events_sent++;
+		e->outq_bytes -= m->len;
+		e->outq_head = m->next;
+		if (!e->outq_head)
+			e->outq_tail = NULL;
+		free(m);
+	}
+	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head ? EPOLLOUT : 0));
+	if (!e->outq_head && e->close_after_flush)
+		kvxd_engine_doom(d, e, "session refused");
+	return 0;
+}
+
+/*
+ * Send one whole message to the engine now if its socket takes it and nothing waits before it;
+ * else queue it (sent on EPOLLOUT).  Never waits.  When the queue would pass reply_queue_kb the
+ * session is doomed (an engine that does not read loses its own session, nothing else).
+ * Returns 0, or -ENOTCONN, -ENOBUFS, -ENOMEM or the send error (the session is then doomed).
+ */
+int
+kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t len, bool event)
+{
+	uint64_t limit = (uint64_t)d->cfg.reply_queue_kb * 1024;
+	struct kvxd_outmsg *m;
+
+	if (e->doomed)
+		return -ENOTCONN;
+	if (!e->outq_head) {
+		ssize_t n = send(e->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n == (ssize_t)len) {
+			if (event)
+				d->ctr.events_sent++;
+			return 0;
+		}
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			int rc = n >= 0 ? -EMSGSIZE : -errno;
+
+			kvxd_engine_doom(d, e, strerror(-rc));
+			return rc;
+		}
+	}
+	if (e->outq_bytes + len > limit) {
+		char why[160];
+
+		d->ctr.engine_queue_overflows++;
+		snprintf(why, sizeof(why),
+			 "%llu bytes of replies and events unread: [engine] reply_queue_kb = %u",
+			 (unsigned long long)(e->outq_bytes + len), d->cfg.reply_queue_kb);
+		KVX_WARN("engine %d (pid %d uid %u) does not read: %s", e->id, (int)e->pid,
+			 (unsigned)e->uid, why);
+		kvxd_engine_doom(d, e, why);
+		return -ENOBUFS;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		kvxd_engine_doom(d, e, "out of memory for its replies");
+		return -ENOMEM;
+	}
+	m->next = NULL;
+	m->len = len;
+	m->event = event;
+	memcpy(m->data, buf, len);
+	if (e->outq_tail)
+		e->outq_tail->next = m;
+	else
+		e->outq_head = m;
+	e->outq_tail = m;
+	e->outq_bytes += len;
+	if (m == e->outq_head)
+		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
+	return 0;
+}
+
+int
+kvxd_engine_reply(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, int status, int64_t value,
+		  const char *text)
+{
+	size_t tlen = text ? strnlen(text, KVX_ENG_TEXT_MAX) : 0;
+	union {
+		struct kvx_eng_reply r;
+		uint8_t b[sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX];
+	} buf;
+
+	buf.r = (struct kvx_eng_reply){
+		.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(buf.r) + tlen, .seq = seq},
+		.status = status,
+		.text_len = tlen,
+		.value = value,
+	};
+	if (tlen)
+		memcpy(buf.b + sizeof(buf.r), text, tlen);
+	return kvxd_engine_out(d, e, &buf, buf.r.hdr.len, false);
+}
+
+int
+kvxd_engine_send_event(struct kvxd *d, int engine_id, const struct kvx_event *ev)
+{
+	struct kvxd_engine *e = engine_id >= 0 ? kvxd_engine_by_id(d, engine_id) : NULL;
+	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)}, .ev = *ev};
+	int rc;
+
+	if (!e || e->doomed) {
+		d->ctr.events_dropped++;
+		return -ENOTCONN;
+	}
+	rc = kvxd_engine_out(d, e, &m, sizeof(m), true);
+	if (rc)
+		d->ctr.events_dropped++;
+	return rc;
+}

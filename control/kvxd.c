@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The daemon's shared state (control/kvxd.h): its clock and its epoll registrations.  Layer 0
+ * of control/ (see control/README.md): it calls nothing above it.  Thread: the control core.
+ */
+#include <errno.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "control/kvxd.h"
+
+static uint64_t
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t (*kvxd_clock_ms)(void) = monotonic_ms;
+
+uint64_t
+kvxd_now_ms(void)
+{
+	return kvxd_clock_ms();
+}
+
+int
+kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
+{
+	struct epoll_event e = {.events = events, .data.ptr = ev};
+
+	return epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+void
+kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
+{
+	struct epoll_event e = {.events = events, .data.ptr = ev};
+
+	epoll_ctl(d->epfd, EPOLL_CTL_MOD, fd, &e);
+}
+
+void
+kvxd_pool_put(struct kvxd_pool *p)
+{
+	if (p)
+		atomic_fetch_sub(&p->refs, 1);
+}

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control core's event loop: epoll over listeners, peers, engines, signals and the
+ * polling cores' outboxes; room deadlines from the room owner's timer heap, peer timers from
+ * the peer layer.  Layer 7 of control/ (control/README.md): the top, it calls every layer.
+ * Thread: the control core (main thread), a registered QSBR reader, offline only inside
+ * epoll_wait.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/abort.h"
+#include "control/engine.h"
+#include "control/engine_io.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
+#include "core/log.h"
+
+#define TICK_MS 20
+#define DRAIN_BOUND_MS 3000
+
+/* ---- outboxes ------------------------------------------------------------------------------ */
+
+static void
+on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
+{
+	struct kvxd_room *r = m->room ? kvxd_room_of(m->room) : NULL;
+
+	switch (m->type) {
+	case KVXD_MSG_EVENT: {
+		struct kvx_event ev = {.room = m->room_id,
+				       .generation = m->gen,
+				       .state = m->state,
+				       .error = m->error};
+
+		memcpy(ev.reason, m->reason, sizeof(ev.reason));
+		ev.reason[sizeof(ev.reason) - 1] = '\0';
+		/* the end of a room is told exactly once (a late engine is told when it comes,
+		 * kvxd_room_tell); other states as they happen.  Nobody to tell: an orphan goes
+		 * once it is quiescent (see tick). */
+		if (kvxd_room_terminal_for_engine(r, m->state))
+			kvxd_room_tell(d, r, &ev);
+		else
+			kvxd_engine_send_event(d, r->engine_id, &ev);
+		kvxd_room_settle(d, r);
+		break;
+	}
+	case KVXD_MSG_STATUS_PUSH: {
+		struct kvx_wire_room_status st = {.room = m->room_id,
+						  .gen = m->gen,
+						  .src_idx = m->src_idx,
+						  .state = m->state,
+						  .error = m->error};
+
+		snprintf(st.reason, sizeof(st.reason), "%s", m->reason);
+		if (m->peer >= 0 && m->peer < d->npeers)
+			kvxd_peer_push_status(d, &d->peers[m->peer], &st);
+		break;
+	}
+	case KVXD_MSG_QP_QUIESCED: {
+		struct kvxd_peer *p = &d->peers[m->qpc->peer];
+
+		/* Every WR on the errored QP has its completion: replace the connection with
+		 * fresh QPs on both sides (never reset and reuse a QP). */
+		if (p->state == KVXD_PEER_READY && m->gen == p->epoch) {
+			struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE,
+						   .u.bye_reason = KVXD_BYE_REPLACE};
+
+			d->ctr.qp_replaced++;
+			kvxd_peer_send(d, p, &bye); /* tell it its rooms carry on */
+			p->replacing = true;
+			kvxd_peer_reset(d, p, "QP error: replacing the connection");
+		}
+		break;
+	}
+	case KVXD_MSG_QP_RETIRED:
+		kvxd_qpc_retired(d, m->qpc);
+		break;
+	case KVXD_MSG_ROOM_FREE:
+		d->ctr.rooms_freed++;
+		kvxd_room_free_deferred(r);
+		break;
+	case KVXD_MSG_CHUNK_FREE: {
+		struct kvxd_chunk *ch = m->ptr;
+
+		kvxd_pool_put(ch->pool);
+		free(ch);
+		break;
+	}
+	case KVXD_MSG_META_FREE:
+		free(m->ptr);
+		break;
+	case KVXD_MSG_DRAINED:
+		kvxd_on_drained(d, r);
+		kvxd_room_settle(d, r);
+		break;
+	default:
+		break;
+	}
+}
+
+static int
+drain_outboxes(struct kvxd *d)
+{
+	struct kvxd_msg msgs[32];
+	int total = 0;
+
+	for (int c = 0; c < d->ncores; c++) {
+		int n;
+
+		while ((n = kvx_mbox_get_burst(d->cores[c].outbox, msgs, 32)) > 0) {
+			for (int i = 0; i < n; i++)
+				on_outbox_msg(d, &msgs[i]);
+			total += n;
+		}
+	}
+	return total;
+}
+
+/* Every room whose deadline came (the heap gives them in order), then the peers' timers. */
+static void
+tick(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_room *r;
+
+	while ((r = kvxd_rooms_due(d, now)))
+		kvxd_abort_on_timer(d, r, now);
+	kvxd_peer_tick(d, now); /* after the rooms: it acts on the fences they asked for */
+	kvxd_pool_sweep(d);
+}
+
+static void
+dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
+{
+	switch (f->kind) {
+	case KVXD_FD_TCP_LISTEN:
+		kvxd_peer_accept(d);
+		break;
+	case KVXD_FD_ENG_LISTEN:
+		kvxd_engine_accept(d);
+		break;
+	case KVXD_FD_PEER:
+		kvxd_peer_on_event(d, f->ptr, events);
+		break;
+	case KVXD_FD_PENDING:
+		kvxd_pending_on_event(d, f->ptr, events);
+		break;
+	case KVXD_FD_ENGINE:
+		kvxd_engine_on_event(d, f->ptr, events);
+		break;
+	case KVXD_FD_OUTBOX:
+		break; /* drained every iteration */
+	case KVXD_FD_SIGNAL: {
+		struct signalfd_siginfo si;
+
+		if (read(d->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+			KVX_INFO("signal %u: stopping", si.ssi_signo);
+			d->stopping = true;
+		}
+		break;
+	}
+	}
+}
+
+void
+kvxd_loop_once(struct kvxd *d, int timeout_ms)
+{
+	struct epoll_event ev[64];
+	uint64_t next, now;
+	int n;
+
+	kvx_rcu_quiescent();
+	if (drain_outboxes(d))
+		timeout_ms = 0;
+	for (int c = 0; c < d->ncores; c++)
+		if (kvx_pcore_flush(&d->cores[c]))
+			timeout_ms = timeout_ms > 1 ? 1 : timeout_ms; /* retry soon */
+	for (int c = 0; c < d->ncores; c++)
+		kvx_mbox_park_prepare(d->cores[c].outbox);
+	for (int c = 0; c < d->ncores; c++)
+		if (!kvx_mbox_empty(d->cores[c].outbox))
+			timeout_ms = 0;
+	next = kvxd_rooms_next_due(d);
+	now = kvxd_now_ms();
+	if (next != KVXD_TIMER_NEVER && timeout_ms > 0 && next < now + (uint64_t)timeout_ms)
+		timeout_ms = next <= now ? 0 : (int)(next - now);
+	kvx_rcu_offline();
+	n = epoll_wait(d->epfd, ev, 64, timeout_ms);
+	kvx_rcu_online();
+	for (int c = 0; c < d->ncores; c++)
+		kvx_mbox_park_done(d->cores[c].outbox);
+	for (int i = 0; i < n; i++)
+		dispatch(d, ev[i].data.ptr, ev[i].events);
+	drain_outboxes(d);
+	tick(d, kvxd_now_ms());
+	kvxd_engine_reap(d); /* sessions doomed above: nothing holds them any more */
+}
+
+int
+kvxd_run(struct kvxd *d)
+{
+	uint64_t until;
+
+	while (!d->stopping)
+		kvxd_loop_once(d, TICK_MS);
+
+	/* Stop taking work, let in-flight WRs complete (bounded), then fence and retire every
+	 * QP through its core, and only then let main() tear the rest down in reverse order. */
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, d->tcp_fd, NULL);
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, d->eng_fd, NULL);
+	until = kvxd_now_ms() + DRAIN_BOUND_MS;
+	while (!kvxd_rooms_quiescent(d) && kvxd_now_ms() < until)
+		kvxd_loop_once(d, 5);
+	if (!kvxd_rooms_quiescent(d))
+		KVX_WARN("stopping with WRs still in flight after %d ms: fencing", DRAIN_BOUND_MS);
+	for (int i = 0; i < d->npeers; i++)
+		kvxd_peer_reset(d, &d->peers[i], "shutting down");
+	until = kvxd_now_ms() + DRAIN_BOUND_MS;
+	while (d->live_qpcs > 0 && kvxd_now_ms() < until)
+		kvxd_loop_once(d, 5);
+	if (d->live_qpcs)
+		KVX_WARN("%d QPs not retired in %d ms", d->live_qpcs, DRAIN_BOUND_MS);
+	return 0;
+}
+
+void
+kvxd_shutdown_release(struct kvxd *d)
+{
+	drain_outboxes(d);
+	for (int c = 0; c < d->ncores; c++) {
+		struct kvxd_qpc *q = d->cores[c].qpcs, *next;
+
+		d->cores[c].qpcs = NULL;
+		for (; q; q = next) {
+			next = q->next;
+			kvxd_qpc_retired(d, q);
+		}
+	}
+	kvxd_rooms_free_all(d);
+	kvx_rcu_barrier();
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Peers: connections, the authenticated handshake with its journal (DESIGN.md section 4),
+ * sessions, heartbeats, and the frames a peer sends (layer 4 of control/, control/README.md).
+ * Thread: the control core; nothing here blocks (non-blocking sockets, a connect in progress
+ * is finished on EPOLLOUT).
+ */
+#ifndef KVX_CONTROL_PEER_H
+#define KVX_CONTROL_PEER_H
+
+#include "control/kvxd.h"
+
+void kvxd_peer_init_all(struct kvxd *d);
+void kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events);
+void kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events);
+void kvxd_peer_accept(struct kvxd *d);
+/* Close the accepted sockets that never authenticated (shutdown). */
+void kvxd_pending_close_all(struct kvxd *d);
+/* Timers of the peers: dial and retry, handshake deadlines, heartbeats, rollback sweeps,
+ * fences asked for (kvxd_peer_fence_request), pending connections' deadlines. */
+void kvxd_peer_tick(struct kvxd *d, uint64_t now);
+/* End the peer's session or setup: fence and roll back its journal; its rooms take the
+ * source-lost path (or the setup-failed path). */
+void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
+/* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
+void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
+/* Operator: pause, resume or try a peer.  0 or -errno. */
+int kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb);
+/* Journal entries still held by peers that are not READY (tests, operator). */
+int kvxd_journal_pending(const struct kvxd *d);
+
+#endif /* KVX_CONTROL_PEER_H */

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control core's rooms (control/rooms.h): construction, lookup, lists, timers, removal.
+ * Layer 2 of control/ (control/README.md).  Thread: the control core.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/engine_io.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
+#include "core/log.h"
+#include "core/rand.h"
+
+/* ---- lookup and construction --------------------------------------------------------------- */
+
+struct kvxd_room *
+kvxd_room_find(struct kvxd *d, uint64_t id, int role)
+{
+	struct kvx_room_table_node *n;
+
+	rcu_read_lock();
+	n = kvx_room_table_lookup(d->by_id, kvxd_room_key(id, role));
+	rcu_read_unlock();
+	/* the control core frees rooms only through call_rcu after its own quiescent state, so
+	 * the pointer stays valid for the rest of this loop iteration */
+	return n ? caa_container_of(n, struct kvxd_room, pc.by_id) : NULL;
+}
+
+static void
+room_free(struct kvxd_room *r)
+{
+	kvxd_pool_put(r->pool);
+	free(r->pc.meta);
+	free(r->pages);
+	free(r->src_names);
+	free(r);
+}
+
+static void
+room_free_rcu(struct rcu_head *h)
+{
+	struct kvxd_room *r = caa_container_of(h, struct kvxd_room, rcu);
+
+	kvx_rcu_reclaim_begin();
+	room_free(r);
+	kvx_rcu_reclaim_end();
+}
+
+void
+kvxd_room_free_deferred(struct kvxd_room *r)
+{
+	call_rcu(&r->rcu, room_free_rcu);
+}
+
+/* The fields every room starts with; its place in the timer heap is reserved. */
+static struct kvxd_room *
+room_alloc(struct kvxd *d, uint64_t id, int role, int engine_id)
+{
+	struct kvxd_room *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (kvxd_timer_reserve(&d->room_timers, 1)) {
+		free(r);
+		return NULL;
+	}
+	r->pc.id = id;
+	r->pc.role = r->pc.fsm.role = (uint8_t)role;
+	r->pc.core = (int)(id % (uint64_t)d->ncores);
+	r->engine_id = engine_id;
+	r->held_by = -1;
+	r->opened_ms = kvxd_now_ms();
+	CDS_INIT_LIST_HEAD(&r->eng_link);
+	return r;
+}
+
+static void
+room_unalloc(struct kvxd *d, struct kvxd_room *r)
+{
+	kvxd_timer_unreserve(&d->room_timers, 1);
+	room_free(r);
+}
+
+static void
+peer_link(struct kvxd *d, struct kvxd_room *r, int i, int peer)
+{
+	if (peer < 0 || peer >= d->npeers || (r->peer_linked & (1u << i)))
+		return;
+	cds_list_add_tail(&r->peer_link[i], &d->peers[peer].rooms);
+	r->peer_linked |= 1u << i;
+}
+
+static void
+peer_unlink_all(struct kvxd_room *r)
+{
+	for (int i = 0; i < KVX_MAX_SOURCES; i++)
+		if (r->peer_linked & (1u << i))
+			cds_list_del(&r->peer_link[i]);
+	r->peer_linked = 0;
+}
+
+struct kvxd_room *
+kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
+{
+	struct kvxd_room *r = room_alloc(d, id, KVX_ROOM_PREFILL, engine_id);
+	int rc;
+
+	if (!r)
+		return NULL;
+	rcu_read_lock();
+	rc = kvx_room_table_add(d->by_id, &r->pc.by_id, kvxd_room_key(id, KVX_ROOM_PREFILL));
+	rcu_read_unlock();
+	if (rc) {
+		room_unalloc(d, r);
+		return NULL;
+	}
+	/* its waiting timeout, and how long it stays for a late engine or a late ROOM_META */
+	kvxd_room_timer_arm(d, r, r->opened_ms + d->cfg.waiting_ms);
+	return r;
+}
+
+/* A token base for WRITE_WITH_IMM: random, its low bits free for the source index. */
+static uint32_t
+token_alloc(void)
+{
+	uint32_t t;
+
+	do
+		t = kvx_rand_u32_nonzero() & ~((1u << KVXD_TOKEN_SHIFT) - 1);
+	while (t == 0);
+	return t;
+}
+
+struct kvxd_room *
+kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id, struct kvxd_pool *pool,
+		     const uint32_t *pages, uint32_t npages, const char (*names)[KVX_NAME_MAX],
+		     const int *src_peer, uint32_t nsources)
+{
+	struct kvxd_room *r = room_alloc(d, id, KVX_ROOM_DECODE, engine_id);
+	struct kvxd_engine *e = engine_id >= 0 ? kvxd_engine_by_id(d, engine_id) : NULL;
+
+	if (!r)
+		return NULL;
+	r->pages = malloc(sizeof(uint32_t) * (size_t)npages);
+	r->src_names = calloc(nsources, sizeof(*r->src_names));
+	if (!r->pages || !r->src_names) {
+		room_unalloc(d, r);
+		return NULL;
+	}
+	memcpy(r->pages, pages, sizeof(uint32_t) * (size_t)npages);
+	for (uint32_t i = 0; i < nsources; i++) {
+		snprintf(r->src_names[i], sizeof(r->src_names[i]), "%s", names[i]);
+		r->pc.src_peer[i] = src_peer[i];
+	}
+	r->pc.gen = r->open_gen = kvx_rand_u32_nonzero(); /* unguessable; compared for equality */
+	r->pc.nsrc = (uint16_t)nsources;
+	r->pool = pool;
+	r->npages = npages;
+	atomic_fetch_add(&pool->refs, 1);
+	rcu_read_lock();
+	kvx_room_table_add(d->by_id, &r->pc.by_id, kvxd_room_key(id, KVX_ROOM_DECODE));
+	do
+		r->pc.token = token_alloc();
+	while (kvx_room_table_add(d->by_token, &r->pc.by_token, r->pc.token));
+	rcu_read_unlock();
+	if (e)
+		kvxd_room_attach_engine(e, r); /* until the room leaves: kvxd_room_engine_left */
+	for (uint32_t i = 0; i < nsources; i++)
+		peer_link(d, r, (int)i, src_peer[i]);
+	kvxd_room_timer_arm(d, r, r->opened_ms + d->cfg.waiting_ms);
+	return r;
+}
+
+/* ---- ownership and caps -------------------------------------------------------------------- */
+
+void
+kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone)
+{
+	if (r->held_by >= 0) {
+		struct kvxd_peer *old = &d->peers[r->held_by];
+
+		if (r->held_tomb)
+			old->tombstones_held--;
+		else
+			old->rooms_held--;
+	}
+	r->held_by = peer;
+	r->held_tomb = tombstone;
+	if (peer >= 0) {
+		if (tombstone)
+			d->peers[peer].tombstones_held++;
+		else
+			d->peers[peer].rooms_held++;
+	}
+}
+
+void
+kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen)
+{
+	r->meta_peer = peer + 1;
+	r->meta_gen = gen;
+	peer_link(d, r, 0, peer);
+}
+
+void
+kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
+{
+	r->engine_id = e->id;
+	cds_list_add_tail(&r->eng_link, &e->rooms);
+	r->on_eng_list = true;
+	e->nrooms++;
+}
+
+void
+kvxd_room_engine_left(struct kvxd *d, struct kvxd_room *r)
+{
+	struct kvxd_engine *e = r->engine_id >= 0 ? kvxd_engine_by_id(d, r->engine_id) : NULL;
+
+	if (r->on_eng_list) {
+		cds_list_del(&r->eng_link);
+		r->on_eng_list = false;
+		if (e && e->nrooms)
+			e->nrooms--;
+	}
+}
+
+void
+kvxd_rooms_of_peer(struct kvxd *d, struct kvxd_peer *p,
+		   void (*fn)(struct kvxd *d, struct kvxd_room *r, int i, void *arg), void *arg)
+{
+	struct cds_list_head *pos, *next;
+
+	/* safe against fn removing the room (that unlinks only the room's own links, and a
+	 * room is on one peer's list at most once) */
+	cds_list_for_each_safe(pos, next, &p->rooms)
+	{
+		struct kvxd_room *r = NULL;
+		int i;
+
+		for (i = 0; i < KVX_MAX_SOURCES; i++) {
+			r = caa_container_of(pos, struct kvxd_room, peer_link[i]);
+			if ((r->peer_linked & (1u << i)) && &r->peer_link[i] == pos &&
+			    ((r->pc.role == KVX_ROOM_DECODE && r->pc.src_peer[i] == p->idx) ||
+			     (r->pc.role == KVX_ROOM_PREFILL && i == 0)))
+				break;
+		}
+		assert(i < KVX_MAX_SOURCES);
+		if (i < KVX_MAX_SOURCES)
+			fn(d, r, i, arg);
+	}
+}
+
+/* ---- removal ------------------------------------------------------------------------------- */
+
+bool
+kvxd_room_removable(const struct kvxd_room *r)
+{
+	int st = kvxd_room_state(r);
+
+	if (r->pc.role == KVX_ROOM_DECODE)
+		return st == KVX_ROOM_SUCCESS || st == KVX_ROOM_RELEASED;
+	return (st == KVX_ROOM_SUCCESS || st == KVX_ROOM_FAILED) && kvxd_room_quiescent(r) &&
+	       r->ntgt == 0;
+}
+
+bool
+kvxd_room_quiescent(const struct kvxd_room *r)
+{
+	return atomic_load_explicit(&r->pc.wr_posted, memory_order_acquire) ==
+	       atomic_load_explicit(&r->pc.wr_done, memory_order_acquire);
+}
+
+void
+kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_DROP, .room = &r->pc};
+
+	if (r->removing)
+		return;
+	r->removing = true;
+	kvxd_room_charge(d, r, -1, false);
+	kvxd_room_engine_left(d, r);
+	peer_unlink_all(r);
+	kvxd_timer_cancel(&d->room_timers, &r->tm);
+	kvxd_timer_unreserve(&d->room_timers, 1);
+	kvx_room_table_del(d->by_id, &r->pc.by_id);
+	if (r->pc.role == KVX_ROOM_DECODE)
+		kvx_room_table_del(d->by_token, &r->pc.by_token);
+	if (kvx_pcore_send(&d->cores[r->pc.core], &m))
+		KVX_ERR("core %d: no memory to queue: room %llu leaks", r->pc.core,
+			(unsigned long long)r->pc.id);
+}
+
+/* Does a prefill room without an engine stay a while?  One whose engine went before any
+ * ROOM_META came stays waiting_ms, so that the decode endpoint's ROOM_META is answered with the
+ * failure (control/peer.c); one that ended before any engine came stays as long, so that a
+ * late engine is told how it ended.  Returns when it may go (0: now). */
+static uint64_t
+linger_until(const struct kvxd *d, const struct kvxd_room *r)
+{
+	if (r->pc.role != KVX_ROOM_PREFILL || r->engine_id >= 0)
+		return 0;
+	if (r->engine_gone && !r->meta_peer)
+		return r->gone_ms + d->cfg.waiting_ms;
+	if (!r->engine_gone && !r->engine_told)
+		return r->opened_ms + d->cfg.waiting_ms;
+	return 0;
+}
+
+void
+kvxd_room_settle(struct kvxd *d, struct kvxd_room *r)
+{
+	bool engine_alive = r->engine_id >= 0 && kvxd_engine_by_id(d, r->engine_id);
+
+	if (r->removing || (engine_alive && !r->engine_closed) || !kvxd_room_removable(r))
+		return;
+	if (kvxd_now_ms() < linger_until(d, r))
+		return; /* its timer (armed at creation or when its engine went) comes back */
+	kvxd_room_remove(d, r);
+}
+
+/* ---- timers -------------------------------------------------------------------------------- */
+
+void
+kvxd_room_timer_arm(struct kvxd *d, struct kvxd_room *r, uint64_t due_ms)
+{
+	if (r->removing)
+		return;
+	kvxd_timer_arm(&d->room_timers, &r->tm, due_ms);
+}
+
+struct kvxd_room *
+kvxd_rooms_due(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_timer *t = kvxd_timer_pop_due(&d->room_timers, now);
+
+	return t ? caa_container_of(t, struct kvxd_room, tm) : NULL;
+}
+
+uint64_t
+kvxd_rooms_next_due(const struct kvxd *d)
+{
+	return kvxd_timer_next(&d->room_timers);
+}
+
+/* ---- engines ------------------------------------------------------------------------------- */
+
+bool
+kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state)
+{
+	if (r->pc.role == KVX_ROOM_PREFILL)
+		return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_FAILED;
+	return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_RELEASED;
+}
+
+bool
+kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
+{
+	if (r->engine_told) {
+		d->ctr.events_duplicate++;
+		return false;
+	}
+	if (r->engine_id < 0 || kvxd_engine_send_event(d, r->engine_id, ev))
+		return false;
+	r->engine_told = true;
+	return true;
+}
+
+/* ---- peers --------------------------------------------------------------------------------- */
+
+int
+kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
+{
+	struct kvxd_peer *p = &d->peers[r->pc.src_peer[src]];
+	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_META};
+	struct kvx_wire_room_meta *rm = &m.u.room_meta;
+	uint8_t *le;
+	int rc;
+
+	if (p->state != KVXD_PEER_READY || (r->meta_sent_mask & (1u << src)))
+		return -EAGAIN;
+	le = malloc(4 * (size_t)r->npages);
+	if (!le)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->npages; i++) {
+		le[4 * i] = r->pages[i] & 0xff;
+		le[4 * i + 1] = (r->pages[i] >> 8) & 0xff;
+		le[4 * i + 2] = (r->pages[i] >> 16) & 0xff;
+		le[4 * i + 3] = r->pages[i] >> 24;
+	}
+	*rm = (struct kvx_wire_room_meta){.room = r->pc.id,
+					  .gen = r->open_gen,
+					  .token = r->pc.token,
+					  .src_idx = (uint16_t)src,
+					  .nsrc = r->pc.nsrc,
+					  .addr = (uint64_t)(uintptr_t)r->pool->base,
+					  .rkey = r->pool->rkey,
+					  .page_size = r->pool->page_size,
+					  .pool_npages = r->pool->npages,
+					  .nbufs = r->pool->nbufs,
+					  .npages = r->npages,
+					  .pages_le = le};
+	/* before it goes out: the source's WRITE_WITH_IMM counts only on this session's QPs */
+	__atomic_store_n(&r->pc.meta_epoch[src], p->epoch, __ATOMIC_RELEASE);
+	rc = kvxd_peer_send(d, p, &m);
+	free(le);
+	if (rc == 0)
+		r->meta_sent_mask |= 1u << src;
+	return rc;
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------ */
+
+static int
+busy_room(struct kvx_room_table_node *n, void *arg)
+{
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, pc.by_id);
+
+	(void)arg;
+	return kvxd_room_quiescent(r) ? 0 : 1;
+}
+
+bool
+kvxd_rooms_quiescent(struct kvxd *d)
+{
+	int busy;
+
+	rcu_read_lock();
+	busy = kvx_room_table_for_each(d->by_id, busy_room, NULL);
+	rcu_read_unlock();
+	return !busy;
+}
+
+static int
+free_room_walk(struct kvx_room_table_node *n, void *arg)
+{
+	struct kvxd *d = arg;
+	struct kvxd_room *r = caa_container_of(n, struct kvxd_room, pc.by_id);
+
+	if (kvx_room_table_del(d->by_id, &r->pc.by_id) == 0) {
+		if (r->pc.role == KVX_ROOM_DECODE)
+			kvx_room_table_del(d->by_token, &r->pc.by_token);
+		kvxd_room_engine_left(d, r); /* off its engine's list before it is freed */
+		peer_unlink_all(r);
+		kvxd_timer_cancel(&d->room_timers, &r->tm);
+		while (r->pc.pend_head) {
+			struct kvxd_chunk *ch = r->pc.pend_head;
+
+			r->pc.pend_head = ch->next;
+			kvxd_pool_put(ch->pool);
+			free(ch);
+		}
+		call_rcu(&r->rcu, room_free_rcu);
+	}
+	return 0;
+}
+
+void
+kvxd_rooms_free_all(struct kvxd *d)
+{
+	rcu_read_lock();
+	kvx_room_table_for_each(d->by_id, free_room_walk, d);
+	rcu_read_unlock();
+	kvxd_timer_heap_fini(&d->room_timers);
+}
+
+static void
+meta_for_peer(struct kvxd *d, struct kvxd_room *r, int i, void *arg)
+{
+	(void)arg;
+	if (r->pc.role == KVX_ROOM_DECODE && !r->removing && !kvxd_room_aborting(r) &&
+	    !kvx_room_state_terminal(kvxd_room_state(r)))
+		kvxd_send_room_meta(d, r, i);
+}
+
+void
+kvxd_rooms_send_meta(struct kvxd *d, struct kvxd_peer *p)
+{
+	kvxd_rooms_of_peer(d, p, meta_for_peer, NULL);
+}

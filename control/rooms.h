@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one owner of rooms on the control side (layer 2 of control/, control/README.md):
+ * constructors, lookup, removal, the per-peer and per-engine room lists, the per-peer caps,
+ * the room timers (one deadline per room in a timer heap: no table scans), and telling an
+ * engine how its room ended, exactly once.  What a room's deadline means is decided a layer
+ * up (control/abort.c, kvxd_abort_on_timer); the loop pops due rooms (kvxd_rooms_due).
+ *
+ * Thread: the control core only, a registered QSBR reader.  Rooms are found through two
+ * cds_lfht tables (by id+role, and by token for WRITE_WITH_IMM) that the polling cores read
+ * under QSBR; only the control core adds and removes.  A room is freed only after its core
+ * gave it back (ROOM_DROP, then ROOM_FREE) and a grace period, so a pointer from
+ * kvxd_room_find() stays valid for the rest of the loop iteration.
+ */
+#ifndef KVX_CONTROL_ROOMS_H
+#define KVX_CONTROL_ROOMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu/list.h>
+
+#include "control/kvxd.h"
+#include "control/timer.h"
+
+/*
+ * Decode abort (DESIGN.md section 5), one state per room, changed only by kvxd_abort_set()
+ * (control/abort.c):
+ *   NONE     no abort;
+ *   ARMED    a fresh generation is armed and the ABORTs are out: waiting, per notified
+ *            source, for its ABORT_ACK of that generation or for its QPs to be fenced;
+ *   FENCING  the release deadline passed: every silent source's QPs are being fenced (error
+ *            state, then destroyed through its connection's journal);
+ *   RELEASED every notified source acknowledged or was fenced: ROOM_RELEASE went to the core
+ *            (exactly once).  A timer alone never gets a room here.
+ * NONE -> ARMED -> (FENCING ->) RELEASED; nothing leaves RELEASED.
+ */
+enum kvxd_abort_state {
+	KVXD_ABORT_NONE = 0,
+	KVXD_ABORT_ARMED,
+	KVXD_ABORT_FENCING,
+	KVXD_ABORT_RELEASED,
+	KVXD_ABORT_STATE_COUNT,
+};
+_Static_assert(KVXD_ABORT_STATE_COUNT == 4, "kvxd_counters.abort_transitions is 4 x 4");
+
+/*
+ * The control core's room.  Every field below pc is written and read by the control core only;
+ * pc is the polling core's part (verbs/pcore.h), with its own ownership rules.
+ */
+struct kvxd_room {
+	struct kvx_pcore_room pc;
+	struct rcu_head rcu;
+	struct kvxd_timer tm; /* its next deadline (kvxd_room_timer_arm) */
+	/* immutable after creation */
+	struct kvxd_pool *pool; /* decode */
+	uint32_t npages;
+	uint32_t *pages;
+	char (*src_names)[64];
+	uint32_t open_gen; /* decode: the generation the open returned */
+	/* lifetime */
+	int engine_id; /* -1: none (yet), or the engine went away */
+	bool removing;
+	uint64_t opened_ms;
+	bool waiting_fired; /* its waiting timeout fired (once) */
+	/* ownership and caps */
+	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
+	uint32_t meta_gen; /* prefill: that ROOM_META's generation */
+	int held_by;	   /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
+	bool held_tomb;	   /* ... charged as a tombstone */
+	int tomb_peer;	   /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
+	uint32_t tomb_gen; /* ... and the generation it aborted: that ROOM_META is refused */
+	/* peer lists: decode, one link per source (on peers[pc.src_peer[i]].rooms); prefill,
+	 * link 0 on its owner's list (meta_peer) */
+	struct cds_list_head peer_link[KVX_MAX_SOURCES];
+	uint32_t peer_linked; /* bit i: peer_link[i] is on a list */
+	uint32_t meta_sent_mask;
+	/* decode abort: its state (enum kvxd_abort_state), the armed generation, who
+	 * acknowledged, who is being fenced and who was */
+	uint8_t ab_state;
+	uint32_t abort_gen;
+	uint32_t ack_mask, fenced_mask, fencing_mask;
+	uint64_t abort_ms, release_deadline_ms;
+	uint64_t fence_target[KVX_MAX_SOURCES];
+	/* prefill ACK targets: one per decode endpoint, each with its generation, kept until
+	 * acknowledged, even past an engine's close */
+	struct {
+		int peer;
+		uint32_t gen;
+	} tgt[KVXD_MAX_TARGETS];
+	int ntgt;
+	bool drained, tombstone, engine_closed;
+	bool abort_sent; /* prefill: its core was told (ROOM_ABORT); later ABORTs only retarget */
+	/* its engine: on that engine's room list; told its terminal event (prefill SUCCESS or
+	 * FAILED, decode SUCCESS or RELEASED: exactly once); the engine disconnected (since
+	 * gone_ms); prefill: the engine submitted its last chunk */
+	struct cds_list_head eng_link;
+	bool on_eng_list, engine_told, engine_gone, last_submitted;
+	uint64_t gone_ms;
+};
+
+static inline struct kvxd_room *
+kvxd_room_of(struct kvx_pcore_room *pc)
+{
+	return caa_container_of(pc, struct kvxd_room, pc);
+}
+
+static inline int
+kvxd_room_state(const struct kvxd_room *r)
+{
+	return kvx_pcore_room_state(&r->pc);
+}
+
+static inline bool
+kvxd_room_aborting(const struct kvxd_room *r)
+{
+	return r->ab_state != KVXD_ABORT_NONE;
+}
+
+static inline bool
+kvxd_room_released(const struct kvxd_room *r)
+{
+	return r->ab_state == KVXD_ABORT_RELEASED;
+}
+
+/* The room with this id and role, or NULL.  Valid until the end of the loop iteration. */
+struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);
+/* A new prefill room in the table (BOOTSTRAPPING, not yet on any core), or NULL (no memory,
+ * or the id is there). */
+struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id);
+/* A new decode room in both tables, on its engine's (engine_id >= 0) and its sources' lists,
+ * with a fresh generation and token; not yet on its core.  NULL: no memory. */
+struct kvxd_room *kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id,
+				       struct kvxd_pool *pool, const uint32_t *pages,
+				       uint32_t npages, const char (*names)[KVX_NAME_MAX],
+				       const int *src_peer, uint32_t nsources);
+/* Take a room out of the tables, its lists and its timer; its core gives it back (ROOM_FREE)
+ * after every earlier message about it, and it is freed after a grace period. */
+void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
+/* Remove the room if nothing needs it any more: its engine went or closed it, it is removable
+ * and it does not linger for a late engine or a late ROOM_META.  Called on every event that
+ * can make a room removable (state events, drains, ACKs, engine close, timers). */
+void kvxd_room_settle(struct kvxd *d, struct kvxd_room *r);
+/* Its core gave it back (ROOM_FREE): free it after a grace period. */
+void kvxd_room_free_deferred(struct kvxd_room *r);
+/* Decode: SUCCESS or RELEASED.  Prefill: finished, every WR completed, every ACK target
+ * acknowledged. */
+bool kvxd_room_removable(const struct kvxd_room *r);
+/* Every WR the room posted has completed (acquire loads of the core's counters). */
+bool kvxd_room_quiescent(const struct kvxd_room *r);
+
+/* Charge a room to a peer's cap (rooms, or tombstones), or move the charge; -1 uncharges. */
+void kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone);
+/* Prefill: the room's ROOM_META came from peer (its owner from now on): on that peer's list. */
+void kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen);
+/* r becomes e's room (counted against max_rooms_per_engine, on e's list). */
+void kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r);
+/* r leaves its engine's list (its engine's room count drops). */
+void kvxd_room_engine_left(struct kvxd *d, struct kvxd_room *r);
+
+/* Call fn(d, r, i, arg) for every room on the peer's list: decode rooms with i = the index of
+ * the source that is this peer, prefill rooms it owns with i = 0.  fn may remove r. */
+void kvxd_rooms_of_peer(struct kvxd *d, struct kvxd_peer *p,
+			void (*fn)(struct kvxd *d, struct kvxd_room *r, int i, void *arg),
+			void *arg);
+
+/* The room's next deadline (KVXD_TIMER_NEVER: none); replaces the one it had. */
+void kvxd_room_timer_arm(struct kvxd *d, struct kvxd_room *r, uint64_t due_ms);
+/* The next room due at now (its timer disarmed), or NULL. */
+struct kvxd_room *kvxd_rooms_due(struct kvxd *d, uint64_t now);
+/* The earliest room deadline (KVXD_TIMER_NEVER: none): the loop sleeps no longer. */
+uint64_t kvxd_rooms_next_due(const struct kvxd *d);
+
+/* Is state the end of the room as its engine sees it (prefill SUCCESS/FAILED, decode
+ * SUCCESS/RELEASED)? */
+bool kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state);
+/* Tell a room's engine its terminal event unless it was told already (exactly once).  Returns
+ * true when this call told it. */
+bool kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev);
+
+/* Decode: send source src its ROOM_META on its peer's current session (bound to it): 0,
+ * -EAGAIN (peer not READY, or sent already), -ENOMEM, or the send error. */
+int kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src);
+
+/* A peer became ready: send the ROOM_META of the decode rooms that were waiting for it. */
+void kvxd_rooms_send_meta(struct kvxd *d, struct kvxd_peer *p);
+
+/* Shutdown: is every room quiescent; free every room and the timer heap (after the cores
+ * stopped). */
+bool kvxd_rooms_quiescent(struct kvxd *d);
+void kvxd_rooms_free_all(struct kvxd *d);
+
+#endif /* KVX_CONTROL_ROOMS_H */
