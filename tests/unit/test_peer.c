@@ -233,7 +233,7 @@ test_rooms_of_a_failed_peer_fail(void **state)
 	assert_true(kvxd_room_aborting(r) && kvxd_room_released(r));
 	/* released, and no engine holds it: it leaves the tables at once (the room owner's
 	 * settle on the RELEASED event, no table scan) */
-	PUMP_UNTIL(both_idle() && kvx_room_table_count(A.by_id) == 0);
+	PUMP_UNTIL(both_idle() && kvx_room_table_count(A.by_id) == 0 && A.ctr.rooms_freed == 1);
 }
 
 int

@@ -159,5 +159,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rooms_reserve_their_timer, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int rc;
+
+	rcu_register_thread();
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	rcu_unregister_thread();
+	return rc;
 }
