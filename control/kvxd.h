@@ -151,7 +151,7 @@ struct kvxd_peer {
 	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer) */
 	uint32_t rooms_held, tombstones_held;
 	/* the rooms that depend on it: decode rooms it is a source of, prefill rooms it owns
-	 * (struct kvxd_room.peer_link, control/rooms.h) */
+	 * (struct kvxd_room_link, control/rooms.h) */
 	struct cds_list_head rooms;
 };
 

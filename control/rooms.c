@@ -89,7 +89,9 @@ peer_link(struct kvxd *d, struct kvxd_room *r, int i, int peer)
 {
 	if (peer < 0 || peer >= d->npeers || (r->peer_linked & (1u << i)))
 		return;
-	cds_list_add_tail(&r->peer_link[i], &d->peers[peer].rooms);
+	r->peer_link[i].room = r;
+	r->peer_link[i].idx = i;
+	cds_list_add_tail(&r->peer_link[i].node, &d->peers[peer].rooms);
 	r->peer_linked |= 1u << i;
 }
 
@@ -98,7 +100,7 @@ peer_unlink_all(struct kvxd_room *r)
 {
 	for (int i = 0; i < KVX_MAX_SOURCES; i++)
 		if (r->peer_linked & (1u << i))
-			cds_list_del(&r->peer_link[i]);
+			cds_list_del(&r->peer_link[i].node);
 	r->peer_linked = 0;
 }
 
@@ -237,19 +239,9 @@ kvxd_rooms_of_peer(struct kvxd *d, struct kvxd_peer *p,
 	 * room is on one peer's list at most once) */
 	cds_list_for_each_safe(pos, next, &p->rooms)
 	{
-		struct kvxd_room *r = NULL;
-		int i;
+		struct kvxd_room_link *l = caa_container_of(pos, struct kvxd_room_link, node);
 
-		for (i = 0; i < KVX_MAX_SOURCES; i++) {
-			r = caa_container_of(pos, struct kvxd_room, peer_link[i]);
-			if ((r->peer_linked & (1u << i)) && &r->peer_link[i] == pos &&
-			    ((r->pc.role == KVX_ROOM_DECODE && r->pc.src_peer[i] == p->idx) ||
-			     (r->pc.role == KVX_ROOM_PREFILL && i == 0)))
-				break;
-		}
-		assert(i < KVX_MAX_SOURCES);
-		if (i < KVX_MAX_SOURCES)
-			fn(d, r, i, arg);
+		fn(d, l->room, l->idx, arg);
 	}
 }
 

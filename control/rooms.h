@@ -44,6 +44,13 @@ enum kvxd_abort_state {
 };
 _Static_assert(KVXD_ABORT_STATE_COUNT == 4, "kvxd_counters.abort_transitions is 4 x 4");
 
+/* A room's place on one peer's list: which room, and which of its sources that peer is. */
+struct kvxd_room_link {
+	struct cds_list_head node; /* on struct kvxd_peer.rooms */
+	struct kvxd_room *room;
+	int idx;
+};
+
 /*
  * The control core's room.  Every field below pc is written and read by the control core only;
  * pc is the polling core's part (verbs/pcore.h), with its own ownership rules.
@@ -72,7 +79,7 @@ struct kvxd_room {
 	uint32_t tomb_gen; /* ... and the generation it aborted: that ROOM_META is refused */
 	/* peer lists: decode, one link per source (on peers[pc.src_peer[i]].rooms); prefill,
 	 * link 0 on its owner's list (meta_peer) */
-	struct cds_list_head peer_link[KVX_MAX_SOURCES];
+	struct kvxd_room_link peer_link[KVX_MAX_SOURCES];
 	uint32_t peer_linked; /* bit i: peer_link[i] is on a list */
 	uint32_t meta_sent_mask;
 	/* decode abort: its state (enum kvxd_abort_state), the armed generation, who
