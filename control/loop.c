@@ -190,6 +190,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 		if (!kvx_mbox_empty(d->cores[c].outbox))
 			timeout_ms = 0;
 	next = kvxd_rooms_next_due(d);
+	if (kvxd_peer_next_due(d) < next)
+		next = kvxd_peer_next_due(d);
 	now = kvxd_now_ms();
 	if (next != KVXD_TIMER_NEVER && timeout_ms > 0 && next < now + (uint64_t)timeout_ms)
 		timeout_ms = next <= now ? 0 : (int)(next - now);

@@ -684,6 +684,21 @@ heartbeat(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 	return false;
 }
 
+uint64_t
+kvxd_peer_next_due(const struct kvxd *d)
+{
+	uint64_t due = UINT64_MAX;
+
+	for (int i = 0; i < d->npeers; i++) {
+		const struct kvxd_peer *p = &d->peers[i];
+
+		if (p->deadline_ms && p->deadline_ms < due && p->state != KVXD_PEER_READY &&
+		    p->state != KVXD_PEER_CLOSING && p->state != KVXD_PEER_IDLE)
+			due = p->deadline_ms;
+	}
+	return due;
+}
+
 void
 kvxd_peer_tick(struct kvxd *d, uint64_t now)
 {

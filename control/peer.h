@@ -19,6 +19,9 @@ void kvxd_pending_close_all(struct kvxd *d);
 /* Timers of the peers: dial and retry, handshake deadlines, heartbeats, rollback sweeps,
  * fences asked for (kvxd_peer_fence_request), pending connections' deadlines. */
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);
+/* The earliest handshake deadline of a peer in setup (UINT64_MAX: none): the loop wakes for it,
+ * so the side whose deadline comes first times out first. */
+uint64_t kvxd_peer_next_due(const struct kvxd *d);
 /* End the peer's session or setup: fence and roll back its journal; its rooms take the
  * source-lost path (or the setup-failed path). */
 void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
