@@ -44,11 +44,12 @@
  * adds prefill_lost, rooms_in_flight_at_loss and loss_to_last_release_us (detected loss -> the
  * last RELEASED among those rooms).
  *
- * Steady-state window (--duration runs).  Like perftest -D, which counts only a middle window,
- * the bench reports, besides the whole run, a window: it opens at the first decode SUCCESS seen
- * --warmup-ms or more after the start (that room itself is not counted) and ends with the last
- * SUCCESS seen before --duration is up (rooms are opened until then, so the pipeline stays full);
- * its rate is the rooms and bytes of the SUCCESSes inside it over the time between those two.
+ * Steady-state window (--duration runs).  Like perftest -D, which counts only a middle window
+ * (it leaves out a margin at both ends), the bench reports, besides the whole run, a window: it
+ * opens at the first decode SUCCESS seen --warmup-ms or more after the start (that room itself is
+ * not counted) and ends with the last SUCCESS seen --cooldown-ms or more before --duration is up
+ * (rooms are opened until then, so the pipeline stays full); its rate is the rooms and bytes of
+ * the SUCCESSes inside it over the time between those two.
  * Every room is still filled and verified, on this thread while the other rooms' transfers go on;
  * event times are taken before any verification of the batch, room open times after the fill,
  * and the time spent filling, poisoning and verifying inside the window is reported
@@ -99,9 +100,10 @@ struct opts {
 	const char *decode;
 	uint64_t rooms;
 	bool rooms_set;
-	double duration;    /* seconds; 0: run a room count */
-	uint32_t warmup_ms; /* --warmup-ms: the steady-state window opens after this */
-	double timeout;	    /* seconds: per-room watchdog */
+	double duration;      /* seconds; 0: run a room count */
+	uint32_t warmup_ms;   /* --warmup-ms: the steady-state window opens after this */
+	uint32_t cooldown_ms; /* --cooldown-ms: ... and closes this long before --duration */
+	double timeout;	      /* seconds: per-room watchdog */
 	uint32_t inflight;
 	uint32_t page_size;
 	uint32_t pages;
@@ -238,8 +240,8 @@ struct bench {
 	uint64_t untold_decode, untold_prefill, dup_decode, dup_prefill;
 	/* the steady-state window (--duration runs): it opens at the first decode SUCCESS at or
 	 * after t_warm (t_win0, not counted) and ends at the last one counted (t_win1), at the
-	 * latest t_stop */
-	int64_t t_warm;
+	 * latest t_cool */
+	int64_t t_warm, t_cool;
 	int64_t t_win0, t_win1; /* ns, 0: none yet */
 	uint64_t win_rooms, win_bytes;
 	struct samples win_lat; /* open -> decode SUCCESS, rooms counted in the window */
@@ -359,6 +361,7 @@ usage(FILE *f)
 		"  --warmup-ms MS     with --duration: the steady-state window (window_* in the\n"
 		"                     report) opens at the first room done MS ms or more after\n"
 		"                     the start (default 0) and ends at --duration\n"
+		"  --cooldown-ms MS   ... or MS ms before it (default 0)\n"
 		"  --inflight K       rooms in flight (default 8, at most %d)\n"
 		"  --page-size B      page size in bytes, a multiple of 64 (default 4096)\n"
 		"  --pages P          pages per room (default 16, at most %d)\n"
@@ -481,6 +484,7 @@ enum {
 	OPT_DROP_PREFILL_ENGINE_MS,
 	OPT_LAST_CHUNK_DELAY_MS,
 	OPT_WARMUP_MS,
+	OPT_COOLDOWN_MS,
 };
 
 /* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
@@ -509,6 +513,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"drop-prefill-engine-ms", required_argument, NULL, OPT_DROP_PREFILL_ENGINE_MS},
 		{"last-chunk-delay-ms", required_argument, NULL, OPT_LAST_CHUNK_DELAY_MS},
 		{"warmup-ms", required_argument, NULL, OPT_WARMUP_MS},
+		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -608,6 +613,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_WARMUP_MS:
 			r = parse_u32("warmup-ms", optarg, 0, 3600000, &o->warmup_ms);
 			break;
+		case OPT_COOLDOWN_MS:
+			r = parse_u32("cooldown-ms", optarg, 0, 3600000, &o->cooldown_ms);
+			break;
 		case 'h':
 			return 1;
 		default:
@@ -624,8 +632,10 @@ parse_opts(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "kvx-bench: --prefill and --decode are required\n");
 		return -EINVAL;
 	}
-	if (o->warmup_ms && !(o->duration > 0 && o->warmup_ms < o->duration * 1e3)) {
-		fprintf(stderr, "kvx-bench: --warmup-ms needs a --duration longer than it\n");
+	if ((o->warmup_ms || o->cooldown_ms) &&
+	    !(o->duration > 0 && (double)o->warmup_ms + o->cooldown_ms < o->duration * 1e3)) {
+		fprintf(stderr, "kvx-bench: --warmup-ms and --cooldown-ms need a --duration longer "
+				"than both\n");
 		return -EINVAL;
 	}
 	if (o->chunks > o->pages) {
@@ -741,7 +751,7 @@ slot_find(struct bench *b, uint64_t room)
 static void
 check_time(struct bench *b, int64_t t0)
 {
-	if (b->t_win0 && t0 >= b->t_win0 && t0 < b->t_stop)
+	if (b->t_win0 && t0 >= b->t_win0 && t0 < b->t_cool)
 		b->check_ns += now_ns() - t0;
 }
 
@@ -1150,7 +1160,7 @@ busy:
 static int
 window_count(struct bench *b, const struct slot *sl, int64_t now)
 {
-	if (!(b->o.duration > 0 && now >= b->t_warm && now <= b->t_stop))
+	if (!(b->o.duration > 0 && now >= b->t_warm && now <= b->t_cool))
 		return 0;
 	if (!b->t_win0) {
 		b->t_win0 = now; /* the window opens: this batch is its start, not counted */
@@ -1426,6 +1436,7 @@ run(struct bench *b)
 	if (b->o.duration > 0)
 		b->t_stop = b->t_start + (int64_t)(b->o.duration * NSEC);
 	b->t_warm = b->t_start + (int64_t)b->o.warmup_ms * 1000000;
+	b->t_cool = b->t_stop - (int64_t)b->o.cooldown_ms * 1000000;
 	for (;;) {
 		now = now_ns();
 		for (s = 0; s < b->o.inflight && may_open(b, now); s++) {
@@ -1564,14 +1575,14 @@ report(struct bench *b, double secs)
 			       b->prefill_lost ? "true" : "false", loss_us, b->rooms_at_loss, l50,
 			       l99);
 		if (b->o.duration > 0)
-			printf(", \"MB_bytes\": 1000000, \"warmup_ms\": %u"
+			printf(", \"MB_bytes\": 1000000, \"warmup_ms\": %u, \"cooldown_ms\": %u"
 			       ", \"window_seconds\": %.6f, \"window_rooms\": %" PRIu64
 			       ", \"window_bytes\": %" PRIu64
 			       ", \"window_MBps\": %.3f, \"window_rooms_per_s\": %.3f"
 			       ", \"window_lat_p50_us\": %.1f, \"window_lat_p99_us\": %.1f"
 			       ", \"window_check_s\": %.3f",
-			       b->o.warmup_ms, wsecs, b->win_rooms, b->win_bytes, wmbps, wrps, w50,
-			       w99, wcheck);
+			       b->o.warmup_ms, b->o.cooldown_ms, wsecs, b->win_rooms, b->win_bytes,
+			       wmbps, wrps, w50, w99, wcheck);
 		printf(", \"untold_decode\": %" PRIu64 ", \"untold_prefill\": %" PRIu64
 		       ", \"duplicate_events_decode\": %" PRIu64
 		       ", \"duplicate_events_prefill\": %" PRIu64,
@@ -1599,10 +1610,10 @@ report(struct bench *b, double secs)
 		       p99, b->lat.n);
 		if (b->o.duration > 0)
 			printf("window MB/s %.2f  rooms/s %.1f  latency_us p50 %.1f  p99 %.1f  "
-			       "(%" PRIu64 " rooms, %" PRIu64 " bytes in %.3f s after a %u ms "
-			       "warm-up; %.3f s of it filling and verifying)\n",
+			       "(%" PRIu64 " rooms, %" PRIu64 " bytes in %.3f s, %u ms warm-up and "
+			       "%u ms cool-down left out; %.3f s of it filling and verifying)\n",
 			       wmbps, wrps, w50, w99, b->win_rooms, b->win_bytes, wsecs,
-			       b->o.warmup_ms, wcheck);
+			       b->o.warmup_ms, b->o.cooldown_ms, wcheck);
 		printf("verified=%s (%" PRIu64 " mismatched bytes)\n",
 		       b->mismatched ? "FAIL" : "ok", b->mismatched);
 		if (b->o.abort_ratio > 0 || b->released || b->protocol_errors) {
