@@ -4,10 +4,13 @@
 # For each shape below, kvx-bench and its perftest reference (same message size, same direction
 # rxe0 -> rxe1) run interleaved, RUNS times each: kvx, ref, kvx, ref, ...  Each kvx run gets two
 # fresh kvxd (prefill on rxe0, decode on rxe1), stopped before the reference runs (an idle kvxd
-# still takes CPU from the 2 vCPUs).  Both are timed over a steady-state window: perftest -D
-# SECONDS counts only a middle window (bench.json has its length: iterations / rate);
-# kvx-bench --duration SECONDS --warmup-ms WARMUP counts the rooms that end after its warm-up and
-# before SECONDS (every room is still verified: see bench/kvx_bench.c).  Bytes are in 10^6 B/s
+# still takes CPU from the 2 vCPUs).  Both are timed over the same steady-state window:
+# ib_write_bw -D SECONDS counts only what it moves between a margin after its start and a margin
+# before its end (by default SECONDS/4 in whole seconds: 2 s of 10), and kvx-bench --duration
+# SECONDS --warmup-ms M --cooldown-ms M, with that margin M, counts only the rooms that end in
+# between (every room is still verified: see bench/kvx_bench.c).  bench.json has both windows'
+# lengths (perftest's: its iterations over its rate).  ib_write_lat runs LAT_ITERS exchanges and
+# reports their median (t_typical), half a round trip.  Bytes are in 10^6 B/s
 # on both sides: perftest's "MB/sec" is MiB/s and is converted.  Around every kvx run the
 # utime + stime of each kvxd (/proc/PID/stat, all threads) is read: CPU seconds per 10^9 B of
 # the run's verified rooms.
@@ -20,10 +23,10 @@
 # Every run goes to BUILD_DIR/bench.json; the logs stay in BUILD_DIR/vm-logs/bench/.
 # Exits 1 if a run failed (a kvx-bench error, a byte that did not verify, no perftest result).
 #
-# Env: KVX_BENCH_SECONDS (10), KVX_BENCH_WARMUP_MS (2000), KVX_BENCH_RUNS (3),
+# Env: KVX_BENCH_SECONDS (whole seconds per run, at least 4; 10), KVX_BENCH_RUNS (3),
 # KVX_BENCH_LAT_ITERS (ib_write_lat exchanges, 2000), KVX_BENCH_SHAPES (all, in table order),
 # KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500).
-# Inside the VM it runs as `bench.sh --vm SECONDS WARMUP_MS RUNS LAT_ITERS SHAPE...`.
+# Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS SHAPE...`.
 set -euo pipefail
 
 # NAME       REF  BYTES    METRIC  kvx-bench shape (4 KiB pages)
@@ -42,7 +45,7 @@ shape_row() { awk -v n="$1" '$1 == n' <<<"$SHAPES"; }
 
 # ---- inside the VM --------------------------------------------------------------------------
 if [ "${1:-}" = --vm ]; then
-	secs=$2 warm=$3 runs=$4 lat_iters=$5
+	secs=$2 margin=$3 runs=$4 lat_iters=$5
 	shift 5
 	# lib.sh's helpers expect plain bash (they test and wait with failing commands)
 	set +e +o pipefail
@@ -93,7 +96,8 @@ if [ "${1:-}" = --vm ]; then
 			rc=0
 			# shellcheck disable=SC2086
 			"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-				--json --duration "$secs" --warmup-ms "$warm" $kargs \
+				--json --duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
+				$kargs \
 				>"$out.json" 2>"$out.err" || rc=$?
 			cpu_write "$out.cpu" "$before" "$rc"
 			vm_log "$name: kvx run $i: exit $rc, $(cat "$out.cpu")"
@@ -123,7 +127,13 @@ fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$here/build}" && pwd)
 secs=${KVX_BENCH_SECONDS:-10}
-warm=${KVX_BENCH_WARMUP_MS:-2000}
+if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 4 ]; then
+	echo "bench: KVX_BENCH_SECONDS must be whole seconds, at least 4" >&2
+	exit 2
+fi
+# ib_write_bw's default margin at each end of -D SECONDS (perftest: duration / 4, whole seconds)
+margin=$((secs / 4))
+margin=$((margin * 1000))
 runs=${KVX_BENCH_RUNS:-3}
 lat_iters=${KVX_BENCH_LAT_ITERS:-2000}
 tmo=${KVX_BENCH_VM_TIMEOUT:-1500}
@@ -136,7 +146,7 @@ json=$build/bench.json
 
 if [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
 	"$here/scripts/kvx-vm" --build "$build" --timeout "$tmo" "$here/scripts/bench.sh" --vm \
-		"$secs" "$warm" "$runs" "$lat_iters" "${shapes[@]}"
+		"$secs" "$margin" "$runs" "$lat_iters" "${shapes[@]}"
 fi
 
 # jnum FILE KEY: a scalar of kvx-bench's one-line JSON (empty if absent)
@@ -237,8 +247,8 @@ for s in "${shapes[@]}"; do
 done
 
 {
-	printf '{"seconds": %s, "warmup_ms": %s, "runs_per_shape": %s, "lat_iters": %s,\n' \
-		"$secs" "$warm" "$runs" "$lat_iters"
+	printf '{"seconds": %s, "margin_ms": %s, "runs_per_shape": %s, "lat_iters": %s,\n' \
+		"$secs" "$margin" "$runs" "$lat_iters"
 	printf ' "units": {"1e6B/s": "10^6 bytes per second", "rooms/s_vs_msgs/s": "kvx rooms/s vs ib_write_bw 4 KiB messages/s", "us_p50": "microseconds, median", "cpu_s_per_GB": "kvxd utime+stime per 10^9 B of verified rooms"},\n'
 	printf ' "shapes": [\n  %s\n ],\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${shapes_json[*]}")"
 	printf ' "runs": [\n  %s\n ]}\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${runs_json[*]}")"

@@ -4,8 +4,9 @@
 # direction and the same boot.  Prints the kvx-bench report and a last line
 #   demo: rooms=N bytes=B verified=ok kvx_MBps=X ib_write_bw_MBps=Y ratio=R unit=1e6B/s
 # Both rates are in 10^6 B/s (perftest's "MB/sec" is MiB/s: converted) and both are taken over a
-# steady-state window, as in `make bench` (scripts/bench.sh): ib_write_bw -D counts its middle
-# window; kvx is kvx-bench's window_* figure (rooms done after --warmup-ms, before --duration).
+# steady-state window, as in `make bench` (scripts/bench.sh): ib_write_bw -D counts only its
+# middle window (a margin of SECONDS/4 left out at each end), and kvx is kvx-bench's window_*
+# figure over the same middle (--warmup-ms and --cooldown-ms of that margin).
 # rooms and bytes are kvx-bench's whole run, every room verified.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +16,9 @@ pages=${KVX_DEMO_PAGES:-16}
 page_size=${KVX_DEMO_PAGE_SIZE:-4096}
 bufs=${KVX_DEMO_BUFS:-4}
 inflight=${KVX_DEMO_INFLIGHT:-8}
-warmup_ms=${KVX_DEMO_WARMUP_MS:-2000}
+# ib_write_bw's default margin at each end of -D (perftest: duration / 4, whole seconds)
+margin_ms=$((secs / 4))
+margin_ms=$((margin_ms * 1000))
 msg=$((pages * page_size))
 
 cat >"$build/demo-vm.sh" <<VM
@@ -26,8 +29,8 @@ kvxd_start decode
 wait_peer decode prefill 20
 wait_peer prefill decode 20
 "\$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-	--duration $secs --warmup-ms $warmup_ms --inflight $inflight --pages $pages --bufs $bufs \
-	--page-size $page_size \
+	--duration $secs --warmup-ms $margin_ms --cooldown-ms $margin_ms \
+	--inflight $inflight --pages $pages --bufs $bufs --page-size $page_size \
 	>"\$KVX_LOGDIR/bench.txt" || fail "kvx-bench failed: \$(cat "\$KVX_LOGDIR/bench.txt")"
 "\$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json \
 	--rooms 1 --inflight 1 --pages $pages --bufs $bufs --page-size $page_size >/dev/null
