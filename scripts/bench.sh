@@ -200,7 +200,7 @@ for s in "${shapes[@]}"; do
 			pc=nan dc=nan
 		fi
 		pcpu+=("$pc") dcpu+=("$dc")
-		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"kvx-bench\", \"value\": $kval, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": $pc, \"decode_cpu_s_per_GB\": $dc, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"kvx-bench\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
 
 		r=$logs/$name-ref$i-cli.log
 		rc=$logs/$name-ref$i.rc
@@ -230,7 +230,7 @@ for s in "${shapes[@]}"; do
 			status=1
 			rval=nan rwin=null iters=0 raw=0
 		fi
-		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$tool\", \"value\": $rval, \"unit\": \"$unit\", \"bytes\": $bytes, \"iterations\": ${iters:-0}, \"perftest_column\": ${raw:-0}, \"window_seconds\": $rwin}")
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$tool\", \"value\": ${rval/nan/null}, \"unit\": \"$unit\", \"bytes\": $bytes, \"iterations\": ${iters:-0}, \"perftest_column\": ${raw:-0}, \"window_seconds\": $rwin}")
 		kvx_vals+=("$kval") ref_vals+=("$rval")
 		if [ "$kval" != nan ] && [ "$rval" != nan ]; then
 			ratios+=("$(calc 3 "$kval / $rval")")
