@@ -1,5 +1,7 @@
 # kvx: the two commands a newcomer needs (see README.md).
 #   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
+#   make bench  build, one VM boot: each shape of scripts/bench.sh, kvx-bench and perftest
+#               interleaved BENCH_RUNS times each; one line per shape, every run in build/bench.json
 #   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
 #               fuzz target, then plain; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
@@ -12,8 +14,17 @@ BUILD_FUZZ ?= build-fuzz
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine fuzz_peer
 JOBS       ?= 2
+# make bench: whole seconds per run (kvx-bench --duration, ib_write_bw -D; both leave SECONDS/4
+# out at each end), runs per tool and shape, ib_write_lat exchanges, shapes (empty: all), and the
+# limit for the whole VM boot.  The defaults took under 7 minutes on this 2-core host.
+BENCH_SECONDS    ?= 10
+BENCH_RUNS       ?= 3
+BENCH_LAT_ITERS  ?= 2000
+BENCH_SHAPES     ?=
+BENCH_VM_TIMEOUT ?= 1500
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo format format-check clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench format format-check \
+	clean
 
 all: build
 
@@ -68,6 +79,12 @@ unit: build
 
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+bench: build
+	@KVX_BENCH_SECONDS=$(BENCH_SECONDS) KVX_BENCH_RUNS=$(BENCH_RUNS) \
+		KVX_BENCH_LAT_ITERS=$(BENCH_LAT_ITERS) KVX_BENCH_SHAPES="$(BENCH_SHAPES)" \
+		KVX_BENCH_VM_TIMEOUT=$(BENCH_VM_TIMEOUT) \
+		scripts/bench.sh $(BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

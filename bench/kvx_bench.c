@@ -44,6 +44,17 @@
  * adds prefill_lost, rooms_in_flight_at_loss and loss_to_last_release_us (detected loss -> the
  * last RELEASED among those rooms).
  *
+ * Steady-state window (--duration runs).  Like perftest -D, which counts only a middle window
+ * (it leaves out a margin at both ends), the bench reports, besides the whole run, a window: it
+ * opens at the first decode SUCCESS seen --warmup-ms or more after the start (that room itself is
+ * not counted) and ends with the last SUCCESS seen --cooldown-ms or more before --duration is up
+ * (rooms are opened until then, so the pipeline stays full); its rate is the rooms and bytes of
+ * the SUCCESSes inside it over the time between those two.
+ * Every room is still filled and verified, on this thread while the other rooms' transfers go on;
+ * event times are taken before any verification of the batch, room open times after the fill,
+ * and the time spent filling, poisoning and verifying inside the window is reported
+ * (window_check_s).  MB is 10^6 bytes everywhere.
+ *
  * Exit: 0 iff no room timed out, every byte of every successful room verified, no canary byte
  * changed, no RELEASED carried a wrong generation, kvxd kept the abort contract, and (unless
  * --allow-failures) no room failed without the bench aborting it; 1 otherwise or on an error;
@@ -89,8 +100,10 @@ struct opts {
 	const char *decode;
 	uint64_t rooms;
 	bool rooms_set;
-	double duration; /* seconds; 0: run a room count */
-	double timeout;	 /* seconds: per-room watchdog */
+	double duration;      /* seconds; 0: run a room count */
+	uint32_t warmup_ms;   /* --warmup-ms: the steady-state window opens after this */
+	uint32_t cooldown_ms; /* --cooldown-ms: ... and closes this long before --duration */
+	double timeout;	      /* seconds: per-room watchdog */
 	uint32_t inflight;
 	uint32_t page_size;
 	uint32_t pages;
@@ -225,6 +238,14 @@ struct bench {
 	/* the engine contract (kvx.h): rooms whose engine was never told how they ended, and
 	 * terminal events that came twice, per side */
 	uint64_t untold_decode, untold_prefill, dup_decode, dup_prefill;
+	/* the steady-state window (--duration runs): it opens at the first decode SUCCESS at or
+	 * after t_warm (t_win0, not counted) and ends at the last one counted (t_win1), at the
+	 * latest t_cool */
+	int64_t t_warm, t_cool;
+	int64_t t_win0, t_win1; /* ns, 0: none yet */
+	uint64_t win_rooms, win_bytes;
+	struct samples win_lat; /* open -> decode SUCCESS, rooms counted in the window */
+	int64_t check_ns;	/* fill, poison and verify time inside the window */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -337,6 +358,10 @@ usage(FILE *f)
 		"  --decode SOCK      engine socket of the decode (destination) kvxd\n"
 		"  --rooms N          rooms to run (default 64; with --duration: an upper bound)\n"
 		"  --duration SEC     open rooms until SEC seconds have passed, then finish\n"
+		"  --warmup-ms MS     with --duration: the steady-state window (window_* in the\n"
+		"                     report) opens at the first room done MS ms or more after\n"
+		"                     the start (default 0) and ends at --duration\n"
+		"  --cooldown-ms MS   ... or MS ms before it (default 0)\n"
 		"  --inflight K       rooms in flight (default 8, at most %d)\n"
 		"  --page-size B      page size in bytes, a multiple of 64 (default 4096)\n"
 		"  --pages P          pages per room (default 16, at most %d)\n"
@@ -458,6 +483,8 @@ enum {
 	OPT_SURVIVE_PREFILL_LOSS,
 	OPT_DROP_PREFILL_ENGINE_MS,
 	OPT_LAST_CHUNK_DELAY_MS,
+	OPT_WARMUP_MS,
+	OPT_COOLDOWN_MS,
 };
 
 /* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
@@ -485,6 +512,8 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"survive-prefill-loss", no_argument, NULL, OPT_SURVIVE_PREFILL_LOSS},
 		{"drop-prefill-engine-ms", required_argument, NULL, OPT_DROP_PREFILL_ENGINE_MS},
 		{"last-chunk-delay-ms", required_argument, NULL, OPT_LAST_CHUNK_DELAY_MS},
+		{"warmup-ms", required_argument, NULL, OPT_WARMUP_MS},
+		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -581,6 +610,12 @@ parse_opts(int argc, char **argv, struct opts *o)
 			o->last_chunk_delay_ms = (uint32_t)v;
 			break;
 		}
+		case OPT_WARMUP_MS:
+			r = parse_u32("warmup-ms", optarg, 0, 3600000, &o->warmup_ms);
+			break;
+		case OPT_COOLDOWN_MS:
+			r = parse_u32("cooldown-ms", optarg, 0, 3600000, &o->cooldown_ms);
+			break;
 		case 'h':
 			return 1;
 		default:
@@ -595,6 +630,12 @@ parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (!o->prefill || !o->decode) {
 		fprintf(stderr, "kvx-bench: --prefill and --decode are required\n");
+		return -EINVAL;
+	}
+	if ((o->warmup_ms || o->cooldown_ms) &&
+	    !(o->duration > 0 && (double)o->warmup_ms + o->cooldown_ms < o->duration * 1e3)) {
+		fprintf(stderr, "kvx-bench: --warmup-ms and --cooldown-ms need a --duration longer "
+				"than both\n");
 		return -EINVAL;
 	}
 	if (o->chunks > o->pages) {
@@ -703,6 +744,15 @@ slot_find(struct bench *b, uint64_t room)
 		if (b->slots[i].phase == SLOT_ACTIVE && b->slots[i].room == room)
 			return &b->slots[i];
 	return NULL;
+}
+
+/* The bench's own fill, poison and verify work that began at t0 (ns) is done: count its time if
+ * it began inside the steady-state window. */
+static void
+check_time(struct bench *b, int64_t t0)
+{
+	if (b->t_win0 && t0 >= b->t_win0 && t0 < b->t_cool)
+		b->check_ns += now_ns() - t0;
 }
 
 static int
@@ -862,7 +912,7 @@ room_start(struct bench *b, uint32_t s)
 	const char *sources[1] = {kvx_node_name(b->pre.c)};
 	uint64_t room = b->next_room++;
 	uint32_t i, j, buf, off, n;
-	int64_t gen;
+	int64_t gen, t0;
 	int r;
 
 	sl->dec_ends = sl->pre_ends = 0;
@@ -880,6 +930,7 @@ room_start(struct bench *b, uint32_t s)
 			sl->dst[k] = t;
 		}
 	}
+	t0 = now_ns();
 	for (buf = 0; buf < b->o.bufs; buf++) {
 		for (i = 0; i < P; i++) {
 			page_fill(page_addr(b, &b->pre, buf, s * P + i), ps,
@@ -887,6 +938,7 @@ room_start(struct bench *b, uint32_t s)
 			memset(page_addr(b, &b->dec, buf, sl->dst[i]), POISON, ps);
 		}
 	}
+	check_time(b, t0);
 	abort_plan(b, sl);
 
 	b->opened++;
@@ -960,6 +1012,7 @@ room_start(struct bench *b, uint32_t s)
 static uint64_t
 room_verify(struct bench *b, const struct slot *sl)
 {
+	int64_t t0 = now_ns();
 	uint64_t bad = 0;
 	uint32_t buf, i;
 
@@ -967,6 +1020,7 @@ room_verify(struct bench *b, const struct slot *sl)
 		for (i = 0; i < b->o.pages; i++)
 			bad += page_verify(page_addr(b, &b->dec, buf, sl->dst[i]), b->o.page_size,
 					   pattern_seed(sl->room, i, buf));
+	check_time(b, t0);
 	return bad;
 }
 
@@ -974,18 +1028,21 @@ room_verify(struct bench *b, const struct slot *sl)
 static void
 canary_fill(struct bench *b, const struct slot *sl)
 {
+	int64_t t0 = now_ns();
 	uint32_t buf, i;
 
 	for (buf = 0; buf < b->o.bufs; buf++)
 		for (i = 0; i < b->o.pages; i++)
 			page_fill(page_addr(b, &b->dec, buf, sl->dst[i]), b->o.page_size,
 				  canary_seed(sl->room, i, buf));
+	check_time(b, t0);
 }
 
 /* After the quarantine: any byte that is not the canary was written after RELEASED. */
 static void
 canary_check(struct bench *b, const struct slot *sl)
 {
+	int64_t t0 = now_ns();
 	uint64_t bad = 0;
 	uint32_t buf, i;
 
@@ -993,6 +1050,7 @@ canary_check(struct bench *b, const struct slot *sl)
 		for (i = 0; i < b->o.pages; i++)
 			bad += page_verify(page_addr(b, &b->dec, buf, sl->dst[i]), b->o.page_size,
 					   canary_seed(sl->room, i, buf));
+	check_time(b, t0);
 	b->canary_checked += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
 	if (bad) {
 		b->canary_changed += bad;
@@ -1097,6 +1155,25 @@ busy:
 	return 0;
 }
 
+/* A room's decode SUCCESS seen at `now` (the time its event batch was read): count it in the
+ * steady-state window if it falls inside.  Returns 0 or -ENOMEM. */
+static int
+window_count(struct bench *b, const struct slot *sl, int64_t now)
+{
+	if (!(b->o.duration > 0 && now >= b->t_warm && now <= b->t_cool))
+		return 0;
+	if (!b->t_win0) {
+		b->t_win0 = now; /* the window opens: this batch is its start, not counted */
+		return 0;
+	}
+	if (now == b->t_win0)
+		return 0;
+	b->win_rooms++;
+	b->win_bytes += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
+	b->t_win1 = now;
+	return samples_push(&b->win_lat, (uint64_t)(now - sl->t_open));
+}
+
 static int
 on_decode_success(struct bench *b, struct slot *sl, int64_t now)
 {
@@ -1114,7 +1191,7 @@ on_decode_success(struct bench *b, struct slot *sl, int64_t now)
 	sl->dec_success = true;
 	b->ok++;
 	b->bytes += (uint64_t)b->o.pages * b->o.page_size * b->o.bufs;
-	if (samples_push(&b->lat, (uint64_t)(now - sl->t_open)) < 0)
+	if (samples_push(&b->lat, (uint64_t)(now - sl->t_open)) < 0 || window_count(b, sl, now) < 0)
 		return -ENOMEM;
 	bad = room_verify(b, sl);
 	if (bad) {
@@ -1358,6 +1435,8 @@ run(struct bench *b)
 	b->t_drop = b->t_start + (int64_t)b->o.drop_prefill_ms * 1000000;
 	if (b->o.duration > 0)
 		b->t_stop = b->t_start + (int64_t)(b->o.duration * NSEC);
+	b->t_warm = b->t_start + (int64_t)b->o.warmup_ms * 1000000;
+	b->t_cool = b->t_stop - (int64_t)b->o.cooldown_ms * 1000000;
 	for (;;) {
 		now = now_ns();
 		for (s = 0; s < b->o.inflight && may_open(b, now); s++) {
@@ -1444,7 +1523,11 @@ report(struct bench *b, double secs)
 	double mbps = secs > 0 ? (double)b->bytes / secs / 1e6 : 0;
 	double rps = secs > 0 ? (double)b->ok / secs : 0;
 	uint64_t msg = b->writes ? (b->write_bytes + b->writes / 2) / b->writes : 0;
-	double p50, p99, a50, a99, l50, l99;
+	double p50, p99, a50, a99, l50, l99, w50, w99;
+	double wsecs = b->t_win1 > b->t_win0 ? (double)(b->t_win1 - b->t_win0) / 1e9 : 0;
+	double wmbps = wsecs > 0 ? (double)b->win_bytes / wsecs / 1e6 : 0;
+	double wrps = wsecs > 0 ? (double)b->win_rooms / wsecs : 0;
+	double wcheck = (double)b->check_ns / 1e9;
 	double loss_us = b->prefill_lost && b->t_last_loss_release > b->t_loss
 				 ? (double)(b->t_last_loss_release - b->t_loss) / 1e3
 				 : 0;
@@ -1461,6 +1544,10 @@ report(struct bench *b, double secs)
 		qsort(b->loss_lat.v, b->loss_lat.n, sizeof(*b->loss_lat.v), cmp_u64);
 	l50 = pct_us(&b->loss_lat, 50);
 	l99 = pct_us(&b->loss_lat, 99);
+	if (b->win_lat.n)
+		qsort(b->win_lat.v, b->win_lat.n, sizeof(*b->win_lat.v), cmp_u64);
+	w50 = pct_us(&b->win_lat, 50);
+	w99 = pct_us(&b->win_lat, 99);
 	if (b->o.json) {
 		printf("{\"rooms\": %" PRIu64 ", \"failed_decode\": %" PRIu64
 		       ", \"failed_prefill\": %" PRIu64 ", \"timed_out\": %" PRIu64
@@ -1487,6 +1574,15 @@ report(struct bench *b, double secs)
 			       ", \"loss_release_p50_us\": %.1f, \"loss_release_p99_us\": %.1f",
 			       b->prefill_lost ? "true" : "false", loss_us, b->rooms_at_loss, l50,
 			       l99);
+		if (b->o.duration > 0)
+			printf(", \"MB_bytes\": 1000000, \"warmup_ms\": %u, \"cooldown_ms\": %u"
+			       ", \"window_seconds\": %.6f, \"window_rooms\": %" PRIu64
+			       ", \"window_bytes\": %" PRIu64
+			       ", \"window_MBps\": %.3f, \"window_rooms_per_s\": %.3f"
+			       ", \"window_lat_p50_us\": %.1f, \"window_lat_p99_us\": %.1f"
+			       ", \"window_check_s\": %.3f",
+			       b->o.warmup_ms, b->o.cooldown_ms, wsecs, b->win_rooms, b->win_bytes,
+			       wmbps, wrps, w50, w99, wcheck);
 		printf(", \"untold_decode\": %" PRIu64 ", \"untold_prefill\": %" PRIu64
 		       ", \"duplicate_events_decode\": %" PRIu64
 		       ", \"duplicate_events_prefill\": %" PRIu64,
@@ -1508,9 +1604,16 @@ report(struct bench *b, double secs)
 		       b->opened, b->failed_decode, b->failed_prefill, b->timed_out);
 		printf("bytes %" PRIu64 "  seconds %.3f  msg_bytes %" PRIu64 "\n", b->bytes, secs,
 		       msg);
-		printf("MB/s %.2f  GB/s %.4f  rooms/s %.1f\n", mbps, mbps / 1e3, rps);
+		printf("MB/s %.2f  GB/s %.4f  rooms/s %.1f  (MB = 10^6 B; the whole run)\n", mbps,
+		       mbps / 1e3, rps);
 		printf("latency_us p50 %.1f  p99 %.1f  (open -> decode SUCCESS, %zu rooms)\n", p50,
 		       p99, b->lat.n);
+		if (b->o.duration > 0)
+			printf("window MB/s %.2f  rooms/s %.1f  latency_us p50 %.1f  p99 %.1f  "
+			       "(%" PRIu64 " rooms, %" PRIu64 " bytes in %.3f s, %u ms warm-up and "
+			       "%u ms cool-down left out; %.3f s of it filling and verifying)\n",
+			       wmbps, wrps, w50, w99, b->win_rooms, b->win_bytes, wsecs,
+			       b->o.warmup_ms, b->o.cooldown_ms, wcheck);
 		printf("verified=%s (%" PRIu64 " mismatched bytes)\n",
 		       b->mismatched ? "FAIL" : "ok", b->mismatched);
 		if (b->o.abort_ratio > 0 || b->released || b->protocol_errors) {
@@ -1615,5 +1718,6 @@ out:
 	free(b.lat.v);
 	free(b.abort_lat.v);
 	free(b.loss_lat.v);
+	free(b.win_lat.v);
 	return rc;
 }

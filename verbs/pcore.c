@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "verbs/pcore.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -280,6 +281,17 @@ wr_get(struct kvxd_qpc *q)
 }
 
 static void
+out_append(struct kvxd_qpc *q, struct kvxd_wr *w)
+{
+	w->next_out = NULL;
+	if (q->out_tail)
+		q->out_tail->next_out = w;
+	else
+		q->out_head = w;
+	q->out_tail = w;
+}
+
+static void
 wr_put(struct kvxd_qpc *q, struct kvxd_wr *w)
 {
 	w->room = NULL;
@@ -327,9 +339,6 @@ qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
 
 /* ---- posting ------------------------------------------------------------------------------- */
 
-/* Build the WRs of one chunk into q->chain.  Contiguous runs (source and destination pages
- * both consecutive) merge into one WRITE per buffer.  Returns WRs added, 0 if the send queue
- * lacks room (nothing added), or -EINVAL if the chunk does not fit the room. */
 /* The length of the run of pages starting at chunk index i (source and destination both
  * consecutive), at most max_pages long. */
 static uint32_t
@@ -343,62 +352,68 @@ run_at(const struct kvxd_chunk *ch, const struct kvxd_meta *m, uint32_t i, uint3
 	return run;
 }
 
-/* Build the WRs of one chunk into q->chain.  Contiguous runs (source and destination pages
- * both consecutive) merge into one WRITE per buffer, split at KVXD_WR_MAX_BYTES.  Every count
- * and length is computed in 64 bits.  Returns WRs added, 0 if the send queue lacks room
- * (nothing added), or -E2BIG if the chunk needs more WRs than the send queue can ever hold. */
+/*
+ * Build as much of one chunk as the send queue has room for into q->chain, from where the room
+ * left off (post_b, post_i): a chunk larger than the send queue goes in parts over several
+ * iterations, never refused for its size.  Contiguous runs (source and destination pages both
+ * consecutive) merge into one WRITE per buffer, split at KVXD_WR_MAX_BYTES; every count and
+ * length is computed in 64 bits.  Only the part's last WR is signalled (its completion retires
+ * the part); the chunk's last WR carries the room's immediate if it is the last chunk.
+ * Returns WRs added (0: the send queue is full); *done: the whole chunk is built.
+ */
 static int
 chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
-	    const struct kvxd_chunk *ch)
+	    const struct kvxd_chunk *ch, bool *done)
 {
 	const struct kvxd_meta *m = r->meta;
 	const struct kvxd_pool *p = ch->pool;
 	uint64_t ps = m->page_size;
 	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
-	uint64_t nruns = 0, nwr;
+	uint64_t room_left = (uint64_t)q->sq_depth - q->sq_used - (uint64_t)q->chain_n;
 	int base = q->chain_n;
 	bool corrupt = false;
 
-	for (uint32_t i = 0; i < ch->npages; i += run_at(ch, m, i, max_run))
-		nruns++;
-	nwr = nruns * m->nbufs;
-	if (nwr > q->sq_depth)
-		return -E2BIG;
-	if ((uint64_t)q->sq_used + (uint64_t)q->chain_n + nwr > q->sq_depth)
+	*done = false;
+	if (q->sq_used + (uint64_t)q->chain_n >= q->sq_depth)
 		return 0;
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
+	while (r->post_b < m->nbufs && room_left > 0) {
+		uint32_t i = r->post_i, run = run_at(ch, m, i, max_run);
+		uint64_t b = r->post_b, s = ch->pages[i], d = m->pages[ch->dst_offset + i];
+		struct kvxd_wr *w = wr_get(q);
+		struct kvx_vx_write *x;
 
-	for (uint32_t b = 0; b < m->nbufs; b++) {
-		uint32_t i = 0;
-
-		while (i < ch->npages) {
-			uint32_t run = run_at(ch, m, i, max_run);
-			uint64_t s = ch->pages[i], d = m->pages[ch->dst_offset + i];
-			struct kvxd_wr *w;
-			struct kvx_vx_write *x;
-
-			w = wr_get(q);
-			w->room = r;
-			x = &q->chain[q->chain_n++];
-			*x = (struct kvx_vx_write){
-				.wr_id = (uint64_t)(uintptr_t)w,
-				.laddr = (uint64_t)(uintptr_t)(p->base +
-							       ((uint64_t)b * p->npages + s) * ps),
-				.len = (uint32_t)(run * ps), /* <= KVXD_WR_MAX_BYTES */
-				.lkey = p->lkey,
-				.raddr = m->addr + ((uint64_t)b * m->pool_npages + d) * ps,
-				.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
-			};
-			stat_add(&c->st.bytes_posted, x->len);
-			i += run;
+		w->room = r;
+		x = &q->chain[q->chain_n++];
+		*x = (struct kvx_vx_write){
+			.wr_id = (uint64_t)(uintptr_t)w,
+			.laddr = (uint64_t)(uintptr_t)(p->base + (b * p->npages + s) * ps),
+			.len = (uint32_t)(run * ps), /* <= KVXD_WR_MAX_BYTES */
+			.lkey = p->lkey,
+			.raddr = m->addr + (b * m->pool_npages + d) * ps,
+			.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
+		};
+		stat_add(&c->st.bytes_posted, x->len);
+		room_left--;
+		r->post_i += run;
+		if (r->post_i >= ch->npages) {
+			r->post_i = 0;
+			r->post_b++;
 		}
 	}
-	if (ch->last) {
-		struct kvx_vx_write *x = &q->chain[q->chain_n - 1];
+	q->chain[q->chain_n - 1].signaled = true;
+	if (r->post_b >= m->nbufs) {
+		*done = true;
+		r->post_b = r->post_i = 0;
+		if (ch->last) {
+			struct kvx_vx_write *x = &q->chain[q->chain_n - 1];
 
-		x->with_imm = true;
-		x->imm = m->token | m->src_idx;
+			x->with_imm = true;
+			x->imm = m->token | m->src_idx;
+		}
+	} else {
+		stat_add(&c->st.chunk_parts, 1);
 	}
 	atomic_store_explicit(&r->wr_posted,
 			      atomic_load_explicit(&r->wr_posted, memory_order_relaxed) +
@@ -439,6 +454,7 @@ ready_drain(struct kvxd_core *c)
 			struct kvxd_chunk *ch = r->pend_head;
 			struct kvxd_qpc *q = c->qpc_by_peer[r->meta->peer];
 			char why[KVXD_REASON_MAX];
+			bool done;
 			int n;
 
 			if (!q || q->errored || q->closing || q->epoch != r->meta->epoch)
@@ -449,23 +465,16 @@ ready_drain(struct kvxd_core *c)
 				prefill_check_drained(c, r);
 				break;
 			}
-			n = chunk_build(c, r, q, ch);
-			if (n < 0) {
-				stat_add(&c->st.chunks_too_big, 1);
-				room_fail(c, r, n,
-					  "chunk %u needs more WRs than the send queue holds",
-					  ch->index);
-				break;
-			}
-			if (n == 0)
-				break; /* send queue full: retry after completions */
+			n = chunk_build(c, r, q, ch, &done);
+			if (n > 0 && r->fsm.state < KVX_ROOM_TRANSFERRING)
+				room_set(c, r, KVX_ROOM_TRANSFERRING);
+			if (!done)
+				break; /* send queue full: continue after completions */
 			r->pend_head = ch->next;
 			if (!r->pend_head)
 				r->pend_tail = NULL;
 			if (ch->last)
 				r->last_posted = true;
-			if (r->fsm.state < KVX_ROOM_TRANSFERRING)
-				room_set(c, r, KVX_ROOM_TRANSFERRING);
 			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
 			moved++;
 		}
@@ -485,6 +494,8 @@ flush_chains(struct kvxd_core *c)
 			rc = kvx_vx->post_write_chain(q->qp, q->chain, q->chain_n, &posted);
 			q->sq_used += posted;
 			stat_add(&c->st.wr_posted, posted);
+			for (int i = 0; i < posted; i++)
+				out_append(q, (struct kvxd_wr *)(uintptr_t)q->chain[i].wr_id);
 			if (rc) {
 				/* The rest never reached the QP: fail their rooms and uncount them
 				 * (each WR undoes only its own contribution). */
@@ -530,6 +541,27 @@ flush_chains(struct kvxd_core *c)
 
 /* ---- completions --------------------------------------------------------------------------- */
 
+/* One posted WR is done: off the out list, its slot free, its room credited. */
+static void
+wr_retire(struct kvxd_qpc *q, struct kvxd_wr *w)
+{
+	struct kvx_pcore_room *r = w->room;
+
+	q->out_head = w->next_out;
+	if (!q->out_head)
+		q->out_tail = NULL;
+	q->sq_used--;
+	wr_put(q, w);
+	atomic_store_explicit(&r->wr_done,
+			      atomic_load_explicit(&r->wr_done, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/*
+ * A send completion retires its WR and, first, every unsignalled WR posted before it on that
+ * QP (in order: they completed, successfully, before it).  Each retired WR credits its own
+ * room; a room whose WRs all completed may succeed or drain.
+ */
 static void
 on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 {
@@ -537,11 +569,19 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 	struct kvxd_qpc *q = w->qpc;
 	struct kvx_pcore_room *r = w->room;
 
-	q->sq_used--;
-	wr_put(q, w);
-	atomic_store_explicit(&r->wr_done,
-			      atomic_load_explicit(&r->wr_done, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	while (q->out_head && q->out_head != w) {
+		struct kvxd_wr *done = q->out_head;
+		struct kvx_pcore_room *dr = done->room;
+
+		wr_retire(q, done);
+		stat_add(&c->st.wr_credited, 1);
+		if (dr != r) {
+			prefill_check_done(c, dr);
+			prefill_check_drained(c, dr);
+		}
+	}
+	assert(q->out_head == w);
+	wr_retire(q, w);
 	if (wc->status == KVX_VX_WC_SUCCESS) {
 		stat_add(&c->st.wc_ok, 1);
 		prefill_check_done(c, r);

@@ -110,6 +110,8 @@ struct kvx_pcore_room {
 	struct kvxd_qpc *err_qpc;	   /* prefill: the QP its errored WRs were on */
 	struct kvx_pcore_room *drain_next; /* prefill: in the core's drain-wait list */
 	bool in_drain, drained_sent;
+	uint32_t post_b, post_i; /* prefill: where the chunk at pend_head continues (buffer,
+				  * page): a chunk larger than the send queue goes in parts */
 };
 
 enum kvxd_tag_kind { KVXD_TAG_SEND = 1, KVXD_TAG_RECV = 2 };
@@ -120,6 +122,7 @@ struct kvxd_wr {
 	uint8_t kind; /* KVXD_TAG_SEND; first member: wr_id points here */
 	struct kvx_pcore_room *room;
 	struct kvxd_qpc *qpc;
+	struct kvxd_wr *next_out; /* posted, in send-queue order (qpc->out_head) */
 	int next_free;
 };
 
@@ -132,7 +135,10 @@ struct kvxd_qpc {
 	uint32_t epoch; /* its session: set by the control core before QP_ADD (and again by
 			 * QP_ACTIVATE, same value); the owning core reads it */
 	uint32_t sq_depth, rq_depth;
-	uint32_t sq_used;   /* send WRs posted, not completed */
+	uint32_t sq_used;   /* send WRs posted, not completed (= on the out list) */
+	/* posted WRs in send-queue order: a completion retires every WR up to its own (only a
+	 * chunk part's last WR is signalled; completions come in order on an RC QP) */
+	struct kvxd_wr *out_head, *out_tail;
 	uint32_t rq_posted; /* receives posted, not completed */
 	uint32_t rq_deficit;
 	bool errored, closing, quiesce_sent;
@@ -185,7 +191,7 @@ struct kvxd_msg {
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
-		imm_not_owner, chunks_too_big;
+		imm_not_owner, chunks_too_big, wr_credited, chunk_parts;
 };
 
 struct kvxd_core {

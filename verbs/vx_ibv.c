@@ -493,7 +493,7 @@ ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, i
 				.num_sge = 1,
 				.opcode = x->with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM
 						      : IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED,
+				.send_flags = x->signaled ? IBV_SEND_SIGNALED : 0,
 				.imm_data = htonl(x->imm),
 				.wr.rdma = {.remote_addr = x->raddr, .rkey = x->rkey},
 			};

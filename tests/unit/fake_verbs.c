@@ -382,6 +382,8 @@ fake_vx_qp_in_error(struct kvx_vx_qp *q)
 
 /* Execute one write now: data lands, the requester completes, an immediate consumes one of
  * the responder's receives.  Returns the completion status. */
+static uint64_t send_cqes; /* send completions generated (signalled or failed) */
+
 static uint32_t
 execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 {
@@ -410,12 +412,22 @@ execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 static void
 complete(struct kvx_vx_qp *q, const struct kvx_vx_write *w, uint32_t status)
 {
-	cq_push(q->cq, w->wr_id, status, KVX_VX_WC_WRITE, 0, q->qpn);
+	/* like a device: an unsignalled WR completes silently unless it fails */
+	if (w->signaled || status != KVX_VX_WC_SUCCESS) {
+		cq_push(q->cq, w->wr_id, status, KVX_VX_WC_WRITE, 0, q->qpn);
+		send_cqes++;
+	}
 	if (status != KVX_VX_WC_SUCCESS) {
 		q->state = QPS_ERR;
 		if (!defer_flush)
 			flush_all(q);
 	}
+}
+
+uint64_t
+fake_vx_send_cqes(void)
+{
+	return send_cqes;
 }
 
 void

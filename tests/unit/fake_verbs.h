@@ -36,6 +36,8 @@ int fake_vx_release(struct kvx_vx_qp *qp, int n);
 int fake_vx_fail_next(struct kvx_vx_qp *qp, uint32_t status);
 int fake_vx_held(struct kvx_vx_qp *qp);
 /* Stuck mode: a QP that goes to error keeps its held writes unflushed until fake_vx_flush(). */
+/* Send completions the fake generated so far (signalled WRs and failed ones). */
+uint64_t fake_vx_send_cqes(void);
 void fake_vx_defer_flush(bool on);
 void fake_vx_flush(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */

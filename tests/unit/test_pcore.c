@@ -43,6 +43,62 @@ test_room_success_and_merge(void **state)
 	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 0);
 }
 
+/* Selective signalling: one completion per chunk (its last WR); the WRs before it are retired
+ * and credited by that completion, none early. */
+static void
+test_one_completion_per_chunk(void **state)
+{
+	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7}; /* 4 runs x 3 buffers = 12 WRs */
+	struct kvx_pcore_room *d = decode_room(20, dst, 4), *p = prefill_room(d, dst, 4);
+	uint64_t cqes = fake_vx_send_cqes();
+
+	for (int i = 0; i < 4; i++)
+		fill(src[i], (uint8_t)(0x20 + i));
+	submit(p, 0, src, 4, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+	for (int i = 0; i < 4; i++)
+		assert_true(landed(dst[i], (uint8_t)(0x20 + i)));
+	assert_int_equal(fake_vx_writes_executed(), 12);
+	assert_int_equal(fake_vx_send_cqes() - cqes, 1);
+	assert_int_equal(atomic_load(&E.pf.core.st.wr_credited), 11);
+	assert_int_equal(atomic_load(&p->wr_posted), atomic_load(&p->wr_done));
+	assert_int_equal(E.pf.qpc->sq_used, 0);
+}
+
+/* A chunk that needs more WRs than the send queue holds (32 scattered pages x 3 buffers = 96
+ * WRs, send queue 64) goes in parts over several iterations, each part's last WR signalled,
+ * and every byte lands (before: refused, the room FAILED). */
+static void
+test_chunk_larger_than_the_send_queue_goes_in_parts(void **state)
+{
+	uint32_t src[32], dst[32];
+	struct kvx_pcore_room *d, *p;
+	uint64_t cqes = fake_vx_send_cqes();
+
+	for (uint32_t i = 0; i < 32; i++) {
+		src[i] = 2 * i;	    /* no two consecutive: one WR per page and buffer */
+		dst[i] = 63 - 2 * i;
+		fill(src[i], (uint8_t)i);
+	}
+	d = decode_room(21, dst, 32);
+	p = prefill_room(d, dst, 32);
+	submit(p, 0, src, 32, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+	for (uint32_t i = 0; i < 32; i++)
+		assert_true(landed(dst[i], (uint8_t)i));
+	assert_int_equal(fake_vx_writes_executed(), 96);
+	assert_int_equal(atomic_load(&E.pf.core.st.chunk_parts), 1); /* 64, then 32 */
+	assert_int_equal(fake_vx_send_cqes() - cqes, 2);
+	assert_int_equal(atomic_load(&E.pf.core.st.chunks_too_big), 0);
+	assert_int_equal(atomic_load(&p->wr_posted), 96);
+	assert_int_equal(atomic_load(&p->wr_posted), atomic_load(&p->wr_done));
+	assert_int_equal(count_msgs(KVXD_MSG_CHUNK_FREE), 1);
+}
+
 static void
 test_chunks_wait_for_meta(void **state)
 {
@@ -102,10 +158,14 @@ test_error_counts_until_siblings_flush(void **state)
 	assert_int_equal(atomic_load(&p->wr_posted) - atomic_load(&p->wr_done), 12);
 	assert_int_equal(fake_vx_release(E.pf.qpc->qp, 3), 3);
 	run();
-	assert_int_equal(atomic_load(&p->wr_posted) - atomic_load(&p->wr_done), 9);
-	/* one errored WR: the room fails, its WRs stay counted until the siblings flush */
+	/* unsignalled: they completed silently, and stay counted until a completion retires
+	 * them (never credited early) */
+	assert_int_equal(atomic_load(&p->wr_posted) - atomic_load(&p->wr_done), 12);
+	/* one errored WR: its completion retires the three before it (they succeeded); the room
+	 * fails, its WRs stay counted until the siblings flush */
 	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_RETRY_EXC_ERR), 0);
 	run();
+	assert_int_equal(atomic_load(&E.pf.core.st.wr_credited), 3);
 	assert_non_null(find_event(p, KVX_ROOM_FAILED));
 	assert_int_equal(atomic_load(&p->wr_posted), atomic_load(&p->wr_done));
 	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
@@ -217,6 +277,9 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_room_success_and_merge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_completion_per_chunk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_larger_than_the_send_queue_goes_in_parts,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunks_wait_for_meta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wr_error_fails_room_and_quiesces_qp, setup,
 						teardown),

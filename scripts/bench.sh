@@ -1,0 +1,259 @@
+#!/bin/bash
+# bench.sh BUILD_DIR: kvx against perftest, in one boot of the Soft-RoCE VM (scripts/kvx-vm).
+#
+# For each shape below, kvx-bench and its perftest reference (same message size, same direction
+# rxe0 -> rxe1) run interleaved, RUNS times each: kvx, ref, kvx, ref, ...  Each kvx run gets two
+# fresh kvxd (prefill on rxe0, decode on rxe1), stopped before the reference runs (an idle kvxd
+# still takes CPU from the 2 vCPUs).  Both are timed over the same steady-state window:
+# ib_write_bw -D SECONDS counts only what it moves between a margin after its start and a margin
+# before its end (by default SECONDS/4 in whole seconds: 2 s of 10), and kvx-bench --duration
+# SECONDS --warmup-ms M --cooldown-ms M, with that margin M, counts only the rooms that end in
+# between (every room is still verified: see bench/kvx_bench.c).  bench.json has both windows'
+# lengths (perftest's: its iterations over its rate).  ib_write_lat runs LAT_ITERS exchanges and
+# reports their median (t_typical), half a round trip.  Bytes are in 10^6 B/s
+# on both sides: perftest's "MB/sec" is MiB/s and is converted.  Around every kvx run the
+# utime + stime of each kvxd (/proc/PID/stat, all threads) is read: CPU seconds per 10^9 B of
+# the run's verified rooms.
+#
+# Prints, per shape, `bench-cpu: shape=NAME prefill=X decode=Y unit=cpu_s/GB` (medians), then
+# one line per shape, last:
+#   bench: shape=NAME kvx=X ref=Y unit=U ratio=MIN/MEDIAN/MAX
+# kvx and ref are the medians of the runs; each ratio is kvx / ref of one interleaved pair.  For
+# `lat` lower is better (kvx: open -> SUCCESS seen by decode, p50; ref: ib_write_lat's median).
+# Every run goes to BUILD_DIR/bench.json; the logs stay in BUILD_DIR/vm-logs/bench/.
+# Exits 1 if a run failed (a kvx-bench error, a byte that did not verify, no perftest result).
+#
+# Env: KVX_BENCH_SECONDS (whole seconds per run, at least 4; 10), KVX_BENCH_RUNS (3),
+# KVX_BENCH_LAT_ITERS (ib_write_lat exchanges, 2000), KVX_BENCH_SHAPES (all, in table order),
+# KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500).
+# Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS SHAPE...`.
+set -euo pipefail
+
+# NAME       REF  BYTES    METRIC  kvx-bench shape (4 KiB pages)
+SHAPES='
+64k          bw   65536    MBps    --inflight 8 --pages 16 --bufs 4
+64k-scatter  bw   65536    MBps    --inflight 8 --pages 16 --bufs 4 --scatter
+1m           bw   1048576  MBps    --inflight 8 --pages 256 --bufs 4
+1page        bw   4096     per_s   --inflight 32 --pages 1 --bufs 1
+lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
+'
+# METRIC: MBps  kvx window_MBps vs ib_write_bw's average (MiB/s -> 10^6 B/s)
+#         per_s kvx window_rooms_per_s vs ib_write_bw's messages/s (a 1-page room is one message)
+#         us    kvx window_lat_p50_us vs ib_write_lat's t_typical (its median)
+
+shape_row() { awk -v n="$1" '$1 == n' <<<"$SHAPES"; }
+
+# ---- inside the VM --------------------------------------------------------------------------
+if [ "${1:-}" = --vm ]; then
+	secs=$2 margin=$3 runs=$4 lat_iters=$5
+	shift 5
+	# lib.sh's helpers expect plain bash (they test and wait with failing commands)
+	set +e +o pipefail
+	. "$KVX_SRC/tests/vm/lib.sh"
+	g0=$(gid_index rxe0) || fail "rxe0 has no RoCE v2 GID"
+	g1=$(gid_index rxe1) || fail "rxe1 has no RoCE v2 GID"
+	clk=$(getconf CLK_TCK)
+	# utime + stime of a process, all threads, in clock ticks (fields 14 and 15 of
+	# /proc/PID/stat, counted after the ")" that ends the command name)
+	ticks() {
+		local st
+		read -r st <"/proc/$1/stat"
+		st=${st##*) }
+		awk '{ print $12 + $13 }' <<<"$st"
+	}
+	# kvx_up TAG / kvx_down TAG: the two nodes of one kvx run (configs/prefill.ini and
+	# decode.ini, like kvxd_start, under names of their own: start_bg takes each name once)
+	kvx_up() {
+		local n
+		for n in prefill decode; do
+			start_bg "$n-$1" "$KVXD" -c "$KVX_SRC/configs/$n.ini"
+		done
+		wait_peer decode prefill 30
+		wait_peer prefill decode 30
+		pp=$(bg_pid "prefill-$1")
+		dp=$(bg_pid "decode-$1")
+	}
+	kvx_down() {
+		stop_bg "decode-$1"
+		stop_bg "prefill-$1"
+	}
+	cpu_mark() { echo "$(ticks "$pp") $(ticks "$dp")"; }
+	# cpu_write FILE BEFORE: kvxd ticks since BEFORE, and the kvx-bench exit code
+	cpu_write() {
+		local a b c d
+		read -r a b <<<"$2"
+		read -r c d <<<"$(cpu_mark)"
+		echo "prefill_ticks=$((c - a)) decode_ticks=$((d - b)) clk_tck=$clk rc=$3" >"$1"
+	}
+	for shape in "$@"; do
+		read -r name ref bytes metric kargs <<<"$(shape_row "$shape")"
+		[ -n "${name:-}" ] || fail "unknown shape $shape"
+		for i in $(seq 1 "$runs"); do
+			out=$KVX_LOGDIR/$name-kvx$i
+			vm_log "$name: kvx run $i: kvx-bench $kargs"
+			kvx_up "$name-$i"
+			before=$(cpu_mark)
+			rc=0
+			# shellcheck disable=SC2086
+			"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
+				--json --duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
+				$kargs \
+				>"$out.json" 2>"$out.err" || rc=$?
+			cpu_write "$out.cpu" "$before" "$rc"
+			vm_log "$name: kvx run $i: exit $rc, $(cat "$out.cpu")"
+			kvx_down "$name-$i"
+
+			out=$KVX_LOGDIR/$name-ref$i
+			if [ "$ref" = lat ]; then
+				cmd=(ib_write_lat -s "$bytes" -n "$lat_iters")
+			else
+				cmd=(ib_write_bw -s "$bytes" -D "$secs")
+			fi
+			vm_log "$name: ref run $i: ${cmd[*]}"
+			# the reference: server on rxe1, client on rxe0 (rxe0 -> rxe1, like kvx)
+			start_bg "$name-ref$i-srv" "${cmd[@]}" -d rxe1 -x "$g1"
+			wait_for_port 18515 30 || fail "$name: ${cmd[0]} server does not listen"
+			start_bg "$name-ref$i-cli" "${cmd[@]}" -d rxe0 -x "$g0" 10.77.0.2
+			rc=0
+			wait_bg "$name-ref$i-cli" 120 || rc=$?
+			wait_bg "$name-ref$i-srv" 30 || fail "$name: ${cmd[0]} server did not end"
+			echo "rc=$rc" >"$out.rc"
+		done
+	done
+	exit 0
+fi
+
+# ---- on the host ----------------------------------------------------------------------------
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$here/build}" && pwd)
+secs=${KVX_BENCH_SECONDS:-10}
+if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 4 ]; then
+	echo "bench: KVX_BENCH_SECONDS must be whole seconds, at least 4" >&2
+	exit 2
+fi
+# ib_write_bw's default margin at each end of -D SECONDS (perftest: duration / 4, whole seconds)
+margin=$((secs / 4))
+margin=$((margin * 1000))
+runs=${KVX_BENCH_RUNS:-3}
+lat_iters=${KVX_BENCH_LAT_ITERS:-2000}
+tmo=${KVX_BENCH_VM_TIMEOUT:-1500}
+read -r -a shapes <<<"${KVX_BENCH_SHAPES:-$(awk 'NF { printf "%s ", $1 }' <<<"$SHAPES")}"
+for s in "${shapes[@]}"; do
+	[ -n "$(shape_row "$s")" ] || { echo "bench: unknown shape $s" >&2; exit 2; }
+done
+logs=$build/vm-logs/bench
+json=$build/bench.json
+
+if [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
+	"$here/scripts/kvx-vm" --build "$build" --timeout "$tmo" "$here/scripts/bench.sh" --vm \
+		"$secs" "$margin" "$runs" "$lat_iters" "${shapes[@]}"
+fi
+
+# jnum FILE KEY: a scalar of kvx-bench's one-line JSON (empty if absent)
+jnum() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" 2>/dev/null | head -n 1; }
+# kv FILE KEY: KEY=value from a .cpu file
+kv() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"; }
+# perftest's result row (after the "#bytes" header): "ITERATIONS COLUMN"
+row() { awk -v c="$2" '/^ *#bytes/ { getline; print $2, $c; exit }' "$1" 2>/dev/null; }
+calc() { awk "BEGIN { printf \"%.${1}f\", $2 }"; }
+# median and spread of numbers on stdin: "MIN MEDIAN MAX" (median of an even count: the mean of
+# the middle two)
+stats() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (!NR) { print "nan nan nan"; exit }
+		m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		print v[1], m, v[NR] }'
+}
+
+status=0
+runs_json=()
+shapes_json=()
+cpu_lines=()
+lines=()
+for s in "${shapes[@]}"; do
+	read -r name ref bytes metric _ <<<"$(shape_row "$s")"
+	kvx_vals=() ref_vals=() ratios=() pcpu=() dcpu=()
+	for i in $(seq 1 "$runs"); do
+		k=$logs/$name-kvx$i.json
+		kc=$logs/$name-kvx$i.cpu
+		case $metric in
+		MBps) kval=$(jnum "$k" window_MBps) unit=1e6B/s ;;
+		per_s) kval=$(jnum "$k" window_rooms_per_s) unit=rooms/s_vs_msgs/s ;;
+		us) kval=$(jnum "$k" window_lat_p50_us) unit=us_p50 ;;
+		esac
+		krc=$(kv "$kc" rc 2>/dev/null || true)
+		kbytes=$(jnum "$k" bytes)
+		if [ "${krc:-x}" != 0 ] || [ "$(jnum "$k" verified)" != ok ] || [ -z "$kval" ] ||
+			[ "$(calc 6 "${kval:-0}")" = "$(calc 6 0)" ]; then
+			echo "bench: $name kvx run $i failed (exit ${krc:-?}): $(cat "$k" "${k%.json}.err" 2>/dev/null)" >&2
+			status=1
+			kval=nan
+		fi
+		ticks_p=$(kv "$kc" prefill_ticks 2>/dev/null || echo 0)
+		ticks_d=$(kv "$kc" decode_ticks 2>/dev/null || echo 0)
+		clk=$(kv "$kc" clk_tck 2>/dev/null || echo 100)
+		gb=$(calc 9 "${kbytes:-0} / 1e9")
+		if [ "$(calc 9 "$gb")" != "$(calc 9 0)" ]; then
+			pc=$(calc 3 "$ticks_p / $clk / $gb")
+			dc=$(calc 3 "$ticks_d / $clk / $gb")
+		else
+			pc=nan dc=nan
+		fi
+		pcpu+=("$pc") dcpu+=("$dc")
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"kvx-bench\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
+
+		r=$logs/$name-ref$i-cli.log
+		rc=$logs/$name-ref$i.rc
+		if [ "$ref" = lat ]; then
+			read -r iters raw < <(row "$r" 5) || true
+			rval=${raw:-}
+			rwin=null
+			tool=ib_write_lat
+		else
+			read -r iters raw < <(row "$r" 4) || true
+			tool=ib_write_bw
+			if [ -n "${raw:-}" ]; then
+				# perftest's MB/sec is MiB/s
+				if [ "$metric" = per_s ]; then
+					rval=$(calc 1 "$raw * 1048576 / $bytes")
+				else
+					rval=$(calc 3 "$raw * 1.048576")
+				fi
+				# the time its count covers: its middle window
+				rwin=$(awk -v n="$iters" -v b="$bytes" -v m="$raw" \
+					'BEGIN { if (m > 0) printf "%.3f", n * b / (m * 1048576); else print "null" }')
+			fi
+		fi
+		if [ "$(kv "$rc" rc 2>/dev/null || echo x)" != 0 ] || [ -z "${raw:-}" ] ||
+			[ "$(calc 6 "${raw:-0}")" = "$(calc 6 0)" ]; then
+			echo "bench: $name $tool run $i gave no result: $(tail -n 5 "$r" 2>/dev/null)" >&2
+			status=1
+			rval=nan rwin=null iters=0 raw=0
+		fi
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$tool\", \"value\": ${rval/nan/null}, \"unit\": \"$unit\", \"bytes\": $bytes, \"iterations\": ${iters:-0}, \"perftest_column\": ${raw:-0}, \"window_seconds\": $rwin}")
+		kvx_vals+=("$kval") ref_vals+=("$rval")
+		if [ "$kval" != nan ] && [ "$rval" != nan ]; then
+			ratios+=("$(calc 3 "$kval / $rval")")
+		fi
+	done
+	read -r _ kmed _ < <(printf '%s\n' "${kvx_vals[@]}" | grep -v nan | stats)
+	read -r _ rmed _ < <(printf '%s\n' "${ref_vals[@]}" | grep -v nan | stats)
+	read -r rmin rmid rmax < <(printf '%s\n' "${ratios[@]}" | grep . | stats)
+	read -r _ pmed _ < <(printf '%s\n' "${pcpu[@]}" | grep -v nan | stats)
+	read -r _ dmed _ < <(printf '%s\n' "${dcpu[@]}" | grep -v nan | stats)
+	cpu_lines+=("bench-cpu: shape=$name prefill=$pmed decode=$dmed unit=cpu_s/GB")
+	lines+=("bench: shape=$name kvx=$kmed ref=$rmed unit=$unit ratio=$rmin/$rmid/$rmax")
+	shapes_json+=("{\"shape\": \"$name\", \"unit\": \"$unit\", \"kvx_median\": ${kmed/nan/null}, \"ref_median\": ${rmed/nan/null}, \"ratio_min\": ${rmin/nan/null}, \"ratio_median\": ${rmid/nan/null}, \"ratio_max\": ${rmax/nan/null}, \"prefill_cpu_s_per_GB_median\": ${pmed/nan/null}, \"decode_cpu_s_per_GB_median\": ${dmed/nan/null}}")
+done
+
+{
+	printf '{"seconds": %s, "margin_ms": %s, "runs_per_shape": %s, "lat_iters": %s,\n' \
+		"$secs" "$margin" "$runs" "$lat_iters"
+	printf ' "units": {"1e6B/s": "10^6 bytes per second", "rooms/s_vs_msgs/s": "kvx rooms/s vs ib_write_bw 4 KiB messages/s", "us_p50": "microseconds, median", "cpu_s_per_GB": "kvxd utime+stime per 10^9 B of verified rooms"},\n'
+	printf ' "shapes": [\n  %s\n ],\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${shapes_json[*]}")"
+	printf ' "runs": [\n  %s\n ]}\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${runs_json[*]}")"
+} >"$json"
+
+echo "bench: every run in $json; logs in $logs"
+printf '%s\n' "${cpu_lines[@]}" "${lines[@]}"
+exit "$status"
