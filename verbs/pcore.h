@@ -135,7 +135,7 @@ struct kvxd_qpc {
 	uint32_t epoch; /* its session: set by the control core before QP_ADD (and again by
 			 * QP_ACTIVATE, same value); the owning core reads it */
 	uint32_t sq_depth, rq_depth;
-	uint32_t sq_used;   /* send WRs posted, not completed (= on the out list) */
+	uint32_t sq_used; /* send WRs posted, not completed (= on the out list) */
 	/* posted WRs in send-queue order: a completion retires every WR up to its own (only a
 	 * chunk part's last WR is signalled; completions come in order on an RC QP) */
 	struct kvxd_wr *out_head, *out_tail;

@@ -62,10 +62,10 @@ struct kvx_vx_write {
 	uint64_t raddr;
 	uint32_t rkey;
 	bool with_imm;
-	uint32_t imm;	/* host order */
-	bool signaled;	/* false: a completion only if it fails (or is flushed); a later
-			 * signalled WR's completion retires it (an RC send queue completes in
-			 * order) */
+	uint32_t imm;  /* host order */
+	bool signaled; /* false: a completion only if it fails (or is flushed); a later
+			* signalled WR's completion retires it (an RC send queue completes in
+			* order) */
 };
 
 /* What the far side needs and what we need of it to connect an RC QP. */

@@ -78,7 +78,7 @@ test_chunk_larger_than_the_send_queue_goes_in_parts(void **state)
 	uint64_t cqes = fake_vx_send_cqes();
 
 	for (uint32_t i = 0; i < 32; i++) {
-		src[i] = 2 * i;	    /* no two consecutive: one WR per page and buffer */
+		src[i] = 2 * i; /* no two consecutive: one WR per page and buffer */
 		dst[i] = 63 - 2 * i;
 		fill(src[i], (uint8_t)i);
 	}
