@@ -87,6 +87,7 @@
 #define ROOM_BASE_MASK ((1ULL << 62) - 1)
 #define POISON 0xdb
 #define INFLIGHT_MAX 4096
+#define GATHER_MAX 16 /* kvxd's scatter-gather entries per WRITE (KVX_VX_MAX_SGE) */
 #define BUFS_MAX 4096
 #define PAGE_SIZE_MAX (16u << 20)
 #define CANARY_TAG 0x63616e617279ULL /* "canary" */
@@ -110,6 +111,7 @@ struct opts {
 	uint32_t chunks;
 	uint32_t bufs;
 	bool scatter;
+	bool scatter_src;
 	bool allow_failures;
 	bool json;
 	bool seed_set;
@@ -182,6 +184,7 @@ struct slot {
 	bool pre_submitted;
 	int64_t t_pre_wait;
 	uint32_t *dst; /* pages[P]: destination pool page of room page i */
+	uint32_t *src; /* pages[P]: source pool page of room page i */
 };
 
 /* Latency samples, ns. */
@@ -368,7 +371,9 @@ usage(FILE *f)
 		"  --chunks C         chunks per room (default 1, at most P)\n"
 		"  --bufs NB          buffers per pool (default 4)\n"
 		"  --scatter          random destination page order per room\n"
-		"  --seed S           seed of the room ids and --scatter (default: random)\n"
+		"  --scatter-src      random source page order per room (destination pages stay\n"
+		"                     consecutive: kvxd gathers them into one WRITE per buffer)\n"
+		"  --seed S           seed of the room ids and the scatters (default: random)\n"
 		"  --allow-failures   failed rooms do not fail the run (timeouts and bad bytes "
 		"do)\n"
 		"  --timeout SEC      a room not done SEC s after its open counts as timed out "
@@ -473,6 +478,7 @@ enum {
 	OPT_CHUNKS,
 	OPT_BUFS,
 	OPT_SCATTER,
+	OPT_SCATTER_SRC,
 	OPT_SEED,
 	OPT_ALLOW_FAILURES,
 	OPT_JSON,
@@ -502,6 +508,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"chunks", required_argument, NULL, OPT_CHUNKS},
 		{"bufs", required_argument, NULL, OPT_BUFS},
 		{"scatter", no_argument, NULL, OPT_SCATTER},
+		{"scatter-src", no_argument, NULL, OPT_SCATTER_SRC},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"allow-failures", no_argument, NULL, OPT_ALLOW_FAILURES},
 		{"json", no_argument, NULL, OPT_JSON},
@@ -581,6 +588,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_SCATTER:
 			o->scatter = true;
+			break;
+		case OPT_SCATTER_SRC:
+			o->scatter_src = true;
 			break;
 		case OPT_SEED:
 			r = parse_u64("seed", optarg, 0, UINT64_MAX, &o->seed);
@@ -901,6 +911,19 @@ abort_plan(struct bench *b, struct slot *sl)
 	sl->t_abort_due = (int64_t)(delay % (b->o.abort_delay_us + 1)) * 1000;
 }
 
+/* A random permutation of v[0..n) (Fisher-Yates over the run's xorshift stream). */
+static void
+shuffle(struct bench *b, uint32_t *v, uint32_t n)
+{
+	for (uint32_t i = n ? n - 1 : 0; i > 0; i--) {
+		uint32_t k = (uint32_t)(xorshift64(&b->rng) % (i + 1));
+		uint32_t t = v[i];
+
+		v[i] = v[k];
+		v[k] = t;
+	}
+}
+
 /* Fill, poison, open on decode, submit on prefill, aborting on decode where planned.  Returns 0
  * (the slot is ACTIVE, or the open was refused by decode and counted as a failed room) or
  * -errno (fatal). */
@@ -911,7 +934,7 @@ room_start(struct bench *b, uint32_t s)
 	const uint32_t P = b->o.pages, C = b->o.chunks, ps = b->o.page_size;
 	const char *sources[1] = {kvx_node_name(b->pre.c)};
 	uint64_t room = b->next_room++;
-	uint32_t i, j, buf, off, n;
+	uint32_t i, j, buf, off, n, sge;
 	int64_t gen, t0;
 	int r;
 
@@ -920,20 +943,15 @@ room_start(struct bench *b, uint32_t s)
 	sl->pre_submitted = false;
 	sl->t_pre_wait = 0;
 	for (i = 0; i < P; i++)
-		sl->dst[i] = s * P + i;
-	if (b->o.scatter) {
-		for (i = P - 1; i > 0; i--) {
-			uint32_t k = (uint32_t)(xorshift64(&b->rng) % (i + 1));
-			uint32_t t = sl->dst[i];
-
-			sl->dst[i] = sl->dst[k];
-			sl->dst[k] = t;
-		}
-	}
+		sl->dst[i] = sl->src[i] = s * P + i;
+	if (b->o.scatter)
+		shuffle(b, sl->dst, P);
+	if (b->o.scatter_src)
+		shuffle(b, sl->src, P);
 	t0 = now_ns();
 	for (buf = 0; buf < b->o.bufs; buf++) {
 		for (i = 0; i < P; i++) {
-			page_fill(page_addr(b, &b->pre, buf, s * P + i), ps,
+			page_fill(page_addr(b, &b->pre, buf, sl->src[i]), ps,
 				  pattern_seed(room, i, buf));
 			memset(page_addr(b, &b->dec, buf, sl->dst[i]), POISON, ps);
 		}
@@ -979,11 +997,19 @@ room_start(struct bench *b, uint32_t s)
 				return r;
 		}
 		n = P / C + (j < P % C ? 1 : 0);
-		for (i = 0; i < n; i++) {
-			b->src[i] = s * P + off + i;
-			/* kvxd merges pages contiguous on both sides into one WRITE per buffer */
-			if (i == 0 || sl->dst[off + i] != sl->dst[off + i - 1] + 1)
+		for (i = 0, sge = 0; i < n; i++) {
+			b->src[i] = sl->src[off + i];
+			/* kvxd builds one WRITE per run of consecutive destination pages and
+			 * buffer, gathering the source pages in runs of consecutive pages, up to
+			 * GATHER_MAX entries per WRITE */
+			if (i == 0 || sl->dst[off + i] != sl->dst[off + i - 1] + 1) {
 				b->writes += b->o.bufs;
+				sge = 1;
+			} else if (sl->src[off + i] != sl->src[off + i - 1] + 1 &&
+				   ++sge > GATHER_MAX) {
+				b->writes += b->o.bufs;
+				sge = 1;
+			}
 		}
 		b->write_bytes += (uint64_t)n * ps * b->o.bufs;
 		if (j == C - 1 && b->o.last_chunk_delay_ms) {
@@ -1329,7 +1355,7 @@ last_chunk(struct bench *b, struct slot *sl, uint32_t s)
 	if (b->prefill_lost)
 		return 0;
 	for (uint32_t i = 0; i < n; i++)
-		b->src[i] = s * P + off + i;
+		b->src[i] = sl->src[off + i];
 	sl->pre_submitted = true;
 	r = kvx_chunk_submit(b->pre.c, sl->room, C - 1, b->pre.pool, b->src, n, off, true);
 	if (r < 0 && prefill_loss(b, r, "chunk submit"))
@@ -1593,9 +1619,9 @@ report(struct bench *b, double secs)
 		       b->pre.c ? kvx_node_name(b->pre.c) : "(dropped)", b->pre.path,
 		       kvx_node_name(b->dec.c), b->dec.path);
 		printf("  inflight %u  page_size %u  pages %u  chunks %u  bufs %u  scatter %s  "
-		       "seed %" PRIu64 "\n",
+		       "scatter_src %s  seed %" PRIu64 "\n",
 		       b->o.inflight, b->o.page_size, b->o.pages, b->o.chunks, b->o.bufs,
-		       b->o.scatter ? "yes" : "no", b->o.seed);
+		       b->o.scatter ? "yes" : "no", b->o.scatter_src ? "yes" : "no", b->o.seed);
 		if (b->o.abort_ratio > 0)
 			printf("  abort_ratio %g  abort_delay_us %" PRIu64 "  settle_ms %u\n",
 			       b->o.abort_ratio, b->o.abort_delay_us, b->o.settle_ms);
@@ -1681,7 +1707,8 @@ main(int argc, char **argv)
 		goto out;
 	for (s = 0; s < b.o.inflight; s++) {
 		b.slots[s].dst = calloc(b.o.pages, sizeof(uint32_t));
-		if (!b.slots[s].dst)
+		b.slots[s].src = calloc(b.o.pages, sizeof(uint32_t));
+		if (!b.slots[s].dst || !b.slots[s].src)
 			goto out;
 	}
 	if (side_open(&b, &b.pre) < 0 || side_open(&b, &b.dec) < 0)
@@ -1711,8 +1738,10 @@ out:
 	side_close(&b.dec);
 	side_close(&b.pre);
 	if (b.slots)
-		for (s = 0; s < b.o.inflight; s++)
+		for (s = 0; s < b.o.inflight; s++) {
 			free(b.slots[s].dst);
+			free(b.slots[s].src);
+		}
 	free(b.slots);
 	free(b.src);
 	free(b.lat.v);

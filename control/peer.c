@@ -282,7 +282,8 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 
 	for (int c = 0; c < d->ncores; c++) {
 		struct kvx_vx_qp_attr a;
-		struct kvxd_qpc *q = kvx_pcore_qpc_alloc(d->cfg.sq_depth, d->cfg.rq_depth);
+		struct kvxd_qpc *q =
+			kvx_pcore_qpc_alloc(d->cfg.sq_depth, d->cfg.rq_depth, d->dev_info.max_sge);
 		struct kvxd_msg add = {.type = KVXD_MSG_QP_ADD, .qpc = q};
 		uint64_t *ids;
 		int posted;

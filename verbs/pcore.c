@@ -234,18 +234,23 @@ drain_recheck(struct kvxd_core *c)
 /* ---- QP contexts --------------------------------------------------------------------------- */
 
 struct kvxd_qpc *
-kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth)
+kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth, uint32_t max_sge)
 {
-	struct kvxd_qpc *q = calloc(1, sizeof(*q));
+	struct kvxd_qpc *q;
 
+	if (max_sge < 1 || max_sge > KVX_VX_MAX_SGE)
+		return NULL;
+	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
+	q->max_sge = max_sge;
 	q->recv_tag = KVXD_TAG_RECV;
 	q->sq_depth = sq_depth;
 	q->rq_depth = rq_depth;
 	q->wrs = calloc(sq_depth, sizeof(*q->wrs));
 	q->chain = calloc(sq_depth, sizeof(*q->chain));
-	if (!q->wrs || !q->chain) {
+	q->sges = calloc((size_t)sq_depth * max_sge, sizeof(*q->sges));
+	if (!q->wrs || !q->chain || !q->sges) {
 		kvx_pcore_qpc_free(q);
 		return NULL;
 	}
@@ -265,6 +270,7 @@ kvx_pcore_qpc_free(struct kvxd_qpc *q)
 		return;
 	free(q->wrs);
 	free(q->chain);
+	free(q->sges);
 	free(q);
 }
 
@@ -339,17 +345,39 @@ qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
 
 /* ---- posting ------------------------------------------------------------------------------- */
 
-/* The length of the run of pages starting at chunk index i (source and destination both
- * consecutive), at most max_pages long. */
+/*
+ * One WRITE from chunk index i of buffer b: destination pages consecutive (at most max_pages),
+ * the source pages gathered in runs of consecutive pages into at most q->max_sge entries of sg.
+ * Returns the pages it covers (>= 1); *nsge: the entries used.  Lengths fit 32 bits: a WRITE
+ * covers at most KVXD_WR_MAX_BYTES.
+ */
 static uint32_t
-run_at(const struct kvxd_chunk *ch, const struct kvxd_meta *m, uint32_t i, uint32_t max_pages)
+wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kvxd_meta *m,
+	  uint64_t b, uint32_t i, uint32_t max_pages, struct kvx_vx_sge *sg, uint32_t *nsge)
 {
-	uint32_t s = ch->pages[i], d = m->pages[ch->dst_offset + i], run = 1;
+	const struct kvxd_pool *p = ch->pool;
+	uint64_t ps = m->page_size;
+	uint32_t d = m->pages[ch->dst_offset + i], n = 0, k = 0;
 
-	while (run < max_pages && i + run < ch->npages && ch->pages[i + run] == s + run &&
-	       m->pages[ch->dst_offset + i + run] == d + run)
-		run++;
-	return run;
+	while (i + n < ch->npages && n < max_pages) {
+		uint64_t s = ch->pages[i + n];
+
+		if (n && m->pages[ch->dst_offset + i + n] != d + n)
+			break; /* the destination run ends: the next WRITE starts there */
+		if (n && ch->pages[i + n - 1] + 1 == s) {
+			sg[k - 1].len += (uint32_t)ps; /* the source run goes on */
+		} else {
+			if (k == q->max_sge)
+				break;
+			sg[k++] = (struct kvx_vx_sge){
+				.addr = (uint64_t)(uintptr_t)(p->base + (b * p->npages + s) * ps),
+				.len = (uint32_t)ps,
+				.lkey = p->lkey};
+		}
+		n++;
+	}
+	*nsge = k;
+	return n;
 }
 
 /*
@@ -366,7 +394,6 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 	    const struct kvxd_chunk *ch, bool *done)
 {
 	const struct kvxd_meta *m = r->meta;
-	const struct kvxd_pool *p = ch->pool;
 	uint64_t ps = m->page_size;
 	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
 	uint64_t room_left = (uint64_t)q->sq_depth - q->sq_used - (uint64_t)q->chain_n;
@@ -379,22 +406,23 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
 	while (r->post_b < m->nbufs && room_left > 0) {
-		uint32_t i = r->post_i, run = run_at(ch, m, i, max_run);
-		uint64_t b = r->post_b, s = ch->pages[i], d = m->pages[ch->dst_offset + i];
 		struct kvxd_wr *w = wr_get(q);
+		struct kvx_vx_sge *sg = &q->sges[(size_t)(w - q->wrs) * q->max_sge];
+		uint64_t b = r->post_b, d = m->pages[ch->dst_offset + r->post_i];
+		uint32_t nsge, run = wr_gather(q, ch, m, b, r->post_i, max_run, sg, &nsge);
 		struct kvx_vx_write *x;
 
 		w->room = r;
 		x = &q->chain[q->chain_n++];
 		*x = (struct kvx_vx_write){
 			.wr_id = (uint64_t)(uintptr_t)w,
-			.laddr = (uint64_t)(uintptr_t)(p->base + (b * p->npages + s) * ps),
-			.len = (uint32_t)(run * ps), /* <= KVXD_WR_MAX_BYTES */
-			.lkey = p->lkey,
+			.sg = sg,
+			.nsge = nsge,
 			.raddr = m->addr + (b * m->pool_npages + d) * ps,
 			.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
 		};
-		stat_add(&c->st.bytes_posted, x->len);
+		stat_add(&c->st.bytes_posted, run * ps);
+		stat_add(&c->st.sge_posted, nsge);
 		room_left--;
 		r->post_i += run;
 		if (r->post_i >= ch->npages) {

@@ -144,6 +144,8 @@ struct kvxd_qpc {
 	bool errored, closing, quiesce_sent;
 	struct kvxd_wr *wrs;
 	int free_head;
+	uint32_t max_sge;
+	struct kvx_vx_sge *sges; /* max_sge per WR slot: valid while that WR is outstanding */
 	struct kvx_vx_write *chain;
 	int chain_n;
 	struct kvxd_qpc *next;
@@ -191,7 +193,7 @@ struct kvxd_msg {
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
-		imm_not_owner, chunks_too_big, wr_credited, chunk_parts;
+		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted;
 };
 
 struct kvxd_core {
@@ -243,7 +245,9 @@ int kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m);
 /* Control core: move what the inbox takes from the overflow ring.  Returns messages still
  * waiting. */
 uint32_t kvx_pcore_flush(struct kvxd_core *c);
-struct kvxd_qpc *kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth);
+/* A QP context for a send queue of sq_depth WRs of up to max_sge scatter-gather entries each
+ * (1 .. KVX_VX_MAX_SGE: the QP's own limit, kvx_vx_dev_info.max_sge). */
+struct kvxd_qpc *kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth, uint32_t max_sge);
 void kvx_pcore_qpc_free(struct kvxd_qpc *q);
 
 static inline uint64_t

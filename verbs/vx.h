@@ -27,7 +27,19 @@ struct kvx_vx_dev_info {
 	uint8_t gid[16];
 	uint32_t active_mtu; /* bytes */
 	int numa_node;	     /* -1 if unknown */
+	uint32_t max_sge;    /* scatter-gather entries per send WR, at most KVX_VX_MAX_SGE */
 	char name[64];
+};
+
+/* Scatter-gather entries a WRITE may gather from (the QPs are created with this many, or
+ * with the device's limit if it is lower: kvx_vx_dev_info.max_sge). */
+#define KVX_VX_MAX_SGE 16
+
+/* One local buffer of a WRITE (the layout of struct ibv_sge). */
+struct kvx_vx_sge {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t lkey;
 };
 
 enum kvx_vx_wc_status {
@@ -53,12 +65,13 @@ struct kvx_vx_wc {
 	const char *status_str; /* ibv_wc_status_str() text for the log */
 };
 
-/* One RDMA WRITE: local [laddr, laddr+len) under lkey to raddr under rkey. */
+/* One RDMA WRITE: the local buffers sg[0..nsge) gathered in order, to raddr under rkey.  sg
+ * must stay valid until the WR completes (a device reads it at post time, the fake backend's
+ * hold mode later). */
 struct kvx_vx_write {
 	uint64_t wr_id;
-	uint64_t laddr;
-	uint32_t len;
-	uint32_t lkey;
+	const struct kvx_vx_sge *sg;
+	uint32_t nsge; /* 1 .. the QP's max_sge */
 	uint64_t raddr;
 	uint32_t rkey;
 	bool with_imm;
@@ -112,8 +125,9 @@ struct kvx_vx_ops {
 	/* Move to the error state: a responder in error accepts no further writes (the fence). */
 	int (*qp_to_err)(struct kvx_vx_qp *qp);
 
-	/* Post n writes as one chain (one doorbell), every WR signalled.  Returns 0, or -errno
-	 * with *posted = how many of the chain's head were accepted. */
+	/* Post n writes as one chain (one doorbell); a WR raises a completion if it is signalled
+	 * or fails.  Returns 0, or -errno with *posted = how many of the chain's head were
+	 * accepted. */
 	int (*post_write_chain)(struct kvx_vx_qp *qp, const struct kvx_vx_write *w, int n,
 				int *posted);
 	/* Post n zero-length receives (for WRITE_WITH_IMM) with the given wr_ids.  Returns 0, or

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,15 @@ struct kvx_vx_dev {
 	struct ibv_pd *pd;
 	uint8_t port;
 	uint8_t gid_index;
+	uint32_t max_sge; /* min(KVX_VX_MAX_SGE, the device's max_sge) */
 	char name[64];
 };
+
+/* struct kvx_vx_sge is passed to the device as struct ibv_sge, without a copy. */
+_Static_assert(sizeof(struct kvx_vx_sge) == sizeof(struct ibv_sge), "sge size");
+_Static_assert(offsetof(struct kvx_vx_sge, addr) == offsetof(struct ibv_sge, addr), "sge addr");
+_Static_assert(offsetof(struct kvx_vx_sge, len) == offsetof(struct ibv_sge, length), "sge len");
+_Static_assert(offsetof(struct kvx_vx_sge, lkey) == offsetof(struct ibv_sge, lkey), "sge lkey");
 
 struct kvx_vx_mr {
 	struct ibv_mr *mr;
@@ -86,12 +94,30 @@ ibv_dev_open(const char *name, uint8_t port, uint8_t gid_index, struct kvx_vx_de
 		KVX_ERR("ibv_alloc_pd(%s): %s", name, strerror(-rc));
 		goto err_close;
 	}
+	{
+		struct ibv_device_attr da;
+
+		rc = ibv_query_device(d->ctx, &da);
+		if (rc) {
+			rc = -rc;
+			KVX_ERR("ibv_query_device(%s): %s", name, strerror(-rc));
+			goto err_pd;
+		}
+		if (da.max_sge < 1) {
+			rc = -EINVAL;
+			KVX_ERR("RDMA device %s reports max_sge %d", name, da.max_sge);
+			goto err_pd;
+		}
+		d->max_sge = da.max_sge < KVX_VX_MAX_SGE ? (uint32_t)da.max_sge : KVX_VX_MAX_SGE;
+	}
 	d->port = port;
 	d->gid_index = gid_index;
 	snprintf(d->name, sizeof(d->name), "%s", name);
 	*out = d;
 	return 0;
 
+err_pd:
+	ibv_dealloc_pd(d->pd);
 err_close:
 	ibv_close_device(d->ctx);
 err_free:
@@ -137,6 +163,7 @@ ibv_dev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
 	memcpy(info->gid, gid.raw, 16);
 	info->active_mtu = 128u << pa.active_mtu;
 	info->numa_node = -1;
+	info->max_sge = d->max_sge;
 	snprintf(info->name, sizeof(info->name), "%s", d->name);
 	return 0;
 }
@@ -336,7 +363,7 @@ ibv_qp_create_(struct kvx_vx_dev *d, struct kvx_vx_cq *cq, uint32_t sq_depth, ui
 		.recv_cq = cq->cq,
 		.cap = {.max_send_wr = sq_depth,
 			.max_recv_wr = rq_depth,
-			.max_send_sge = 1,
+			.max_send_sge = d->max_sge,
 			.max_recv_sge = 1},
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
@@ -474,7 +501,6 @@ static int
 ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *posted)
 {
 	struct ibv_send_wr wr[64], *bad = NULL;
-	struct ibv_sge sge[64];
 	int done = 0;
 
 	*posted = 0;
@@ -484,13 +510,12 @@ ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, i
 		for (int i = 0; i < m; i++) {
 			const struct kvx_vx_write *x = &w[done + i];
 
-			sge[i] = (struct ibv_sge){
-				.addr = x->laddr, .length = x->len, .lkey = x->lkey};
 			wr[i] = (struct ibv_send_wr){
 				.wr_id = x->wr_id,
 				.next = i + 1 < m ? &wr[i + 1] : NULL,
-				.sg_list = &sge[i],
-				.num_sge = 1,
+				/* the device only reads the list */
+				.sg_list = (struct ibv_sge *)(uintptr_t)x->sg,
+				.num_sge = (int)x->nsge,
 				.opcode = x->with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM
 						      : IBV_WR_RDMA_WRITE,
 				.send_flags = x->signaled ? IBV_SEND_SIGNALED : 0,

@@ -47,6 +47,7 @@ static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
 static struct kvx_vx_qp *qps[FAKE_MAX_QP];
 static uint32_t next_key = 0x100, next_qpn = 0x11;
 static bool hold_mode, defer_flush;
+static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
 static struct {
 	char op[32];
@@ -62,6 +63,7 @@ fake_vx_install(void)
 	memset(qps, 0, sizeof(qps));
 	memset(fail_script, 0, sizeof(fail_script));
 	hold_mode = defer_flush = false;
+	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
 }
 
@@ -134,6 +136,7 @@ fdev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
 	info->gid[10] = info->gid[11] = 0xff;
 	info->active_mtu = 1024;
 	info->numa_node = -1;
+	info->max_sge = fake_max_sge;
 	snprintf(info->name, sizeof(info->name), "%s", d->name);
 	return 0;
 }
@@ -384,24 +387,47 @@ fake_vx_qp_in_error(struct kvx_vx_qp *q)
  * the responder's receives.  Returns the completion status. */
 static uint64_t send_cqes; /* send completions generated (signalled or failed) */
 
+/* A local buffer lies inside a registered MR under its lkey. */
+static bool
+local_ok(const struct kvx_vx_sge *sg)
+{
+	for (int i = 0; i < FAKE_MAX_MR; i++)
+		if (mrs[i] && mrs[i]->lkey == sg->lkey &&
+		    sg->addr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
+		    sg->addr + sg->len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
+			return true;
+	return false;
+}
+
 static uint32_t
 execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 {
 	struct kvx_vx_qp *r = qp_by_num(q->remote_qpn);
 	struct kvx_vx_mr *m = NULL;
 
+	uint64_t len = 0, off = 0;
+
 	if (!r || r->state == QPS_ERR || r->state < QPS_RTR)
 		return KVX_VX_WC_RETRY_EXC_ERR;
+	for (uint32_t k = 0; k < w->nsge; k++) {
+		if (!local_ok(&w->sg[k]))
+			return KVX_VX_WC_OTHER_ERR; /* local protection */
+		len += w->sg[k].len;
+	}
 	for (int i = 0; i < FAKE_MAX_MR; i++)
 		if (mrs[i] && mrs[i]->rkey == w->rkey &&
 		    w->raddr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
-		    w->raddr + w->len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
+		    w->raddr + len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
 			m = mrs[i];
 	if (!m)
 		return KVX_VX_WC_REM_ACCESS_ERR;
 	if (w->with_imm && r->recv_head == r->recv_tail)
-		return KVX_VX_WC_OTHER_ERR; /* RNR */
-	memcpy((void *)(uintptr_t)w->raddr, (void *)(uintptr_t)w->laddr, w->len);
+		return KVX_VX_WC_OTHER_ERR;	 /* RNR */
+	for (uint32_t k = 0; k < w->nsge; k++) { /* gathered in order */
+		memcpy((void *)(uintptr_t)(w->raddr + off), (void *)(uintptr_t)w->sg[k].addr,
+		       w->sg[k].len);
+		off += w->sg[k].len;
+	}
 	writes_executed++;
 	if (w->with_imm)
 		cq_push(r->cq, r->recv_ids[r->recv_head++ % 1024], KVX_VX_WC_SUCCESS,
@@ -422,6 +448,12 @@ complete(struct kvx_vx_qp *q, const struct kvx_vx_write *w, uint32_t status)
 		if (!defer_flush)
 			flush_all(q);
 	}
+}
+
+void
+fake_vx_set_max_sge(uint32_t n)
+{
+	fake_max_sge = n;
 }
 
 uint64_t
@@ -451,6 +483,8 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 	if (rc)
 		return rc;
 	for (int i = 0; i < n; i++) {
+		if (w[i].nsge < 1 || w[i].nsge > fake_max_sge)
+			return -EINVAL; /* like a device: the bad WR and the rest are refused */
 		if (q->state == QPS_ERR) {
 			cq_push(q->cq, w[i].wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
 		} else if (hold_mode) {

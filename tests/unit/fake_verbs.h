@@ -38,6 +38,8 @@ int fake_vx_held(struct kvx_vx_qp *qp);
 /* Stuck mode: a QP that goes to error keeps its held writes unflushed until fake_vx_flush(). */
 /* Send completions the fake generated so far (signalled WRs and failed ones). */
 uint64_t fake_vx_send_cqes(void);
+/* The scatter-gather entries a WR may have (default KVX_VX_MAX_SGE; reset by install). */
+void fake_vx_set_max_sge(uint32_t n);
 void fake_vx_defer_flush(bool on);
 void fake_vx_flush(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */

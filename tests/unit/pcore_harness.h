@@ -55,7 +55,8 @@ static __attribute__((unused)) void
 connect_qpcs(int peer, uint32_t epoch, struct kvxd_qpc **pfq, struct kvxd_qpc **dcq)
 {
 	struct kvx_vx_qp_attr a = {.port = 1};
-	struct kvxd_qpc *pf = kvx_pcore_qpc_alloc(64, 64), *dc = kvx_pcore_qpc_alloc(64, 64);
+	struct kvxd_qpc *pf = kvx_pcore_qpc_alloc(64, 64, KVX_VX_MAX_SGE),
+			*dc = kvx_pcore_qpc_alloc(64, 64, KVX_VX_MAX_SGE);
 	uint64_t ids[64];
 	int posted;
 

@@ -99,6 +99,60 @@ test_chunk_larger_than_the_send_queue_goes_in_parts(void **state)
 	assert_int_equal(count_msgs(KVXD_MSG_CHUNK_FREE), 1);
 }
 
+/* Scattered source pages whose destination pages are consecutive go in one WRITE per buffer,
+ * gathered from one scatter-gather entry per source run (9, 10, 11 are one entry), every byte
+ * in its place (before: one WRITE per page). */
+static void
+test_scattered_sources_gather_into_one_write(void **state)
+{
+	uint32_t src[8] = {40, 3, 17, 9, 10, 11, 50, 1}, dst[8];
+	struct kvx_pcore_room *d, *p;
+
+	for (uint32_t i = 0; i < 8; i++) {
+		dst[i] = 4 + i;
+		fill(src[i], (uint8_t)(0x40 + 3 * i));
+	}
+	d = decode_room(22, dst, 8);
+	p = prefill_room(d, dst, 8);
+	submit(p, 0, src, 8, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+	for (uint32_t i = 0; i < 8; i++)
+		assert_true(landed(dst[i], (uint8_t)(0x40 + 3 * i)));
+	assert_int_equal(fake_vx_writes_executed(), NB);
+	assert_int_equal(atomic_load(&E.pf.core.st.sge_posted), 6 * NB);
+	assert_int_equal(atomic_load(&E.pf.core.st.bytes_posted), 8ull * PS * NB);
+}
+
+/* A gather never exceeds the QP's scatter-gather limit: with 4 entries, 10 scattered source
+ * pages to 10 consecutive destination pages take 3 WRITEs per buffer (4 + 4 + 2), every byte in
+ * its place (the device refuses a WR with more entries than the QP was created with). */
+static void
+test_gather_is_capped_by_the_qp_limit(void **state)
+{
+	uint32_t src[10], dst[10];
+	struct kvx_pcore_room *d, *p;
+
+	fake_vx_set_max_sge(4);
+	E.pf.qpc->max_sge = 4;
+	for (uint32_t i = 0; i < 10; i++) {
+		src[i] = 60 - 3 * i;
+		dst[i] = 20 + i;
+		fill(src[i], (uint8_t)(0x70 + i));
+	}
+	d = decode_room(23, dst, 10);
+	p = prefill_room(d, dst, 10);
+	submit(p, 0, src, 10, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
+	for (uint32_t i = 0; i < 10; i++)
+		assert_true(landed(dst[i], (uint8_t)(0x70 + i)));
+	assert_int_equal(fake_vx_writes_executed(), 3 * NB);
+	assert_int_equal(atomic_load(&E.pf.core.st.sge_posted), 10 * NB);
+}
+
 static void
 test_chunks_wait_for_meta(void **state)
 {
@@ -214,9 +268,10 @@ test_stale_immediate_is_counted_not_applied(void **state)
 {
 	uint32_t dst[2] = {2, 3};
 	struct kvx_pcore_room *d = decode_room(14, dst, 2);
-	struct kvx_vx_write w = {.laddr = (uint64_t)(uintptr_t)E.pf.mem,
-				 .lkey = E.pf.pool.lkey,
-				 .len = 8,
+	struct kvx_vx_sge sg = {
+		.addr = (uint64_t)(uintptr_t)E.pf.mem, .len = 8, .lkey = E.pf.pool.lkey};
+	struct kvx_vx_write w = {.sg = &sg,
+				 .nsge = 1,
 				 .raddr = (uint64_t)(uintptr_t)E.dc.mem,
 				 .rkey = E.dc.pool.rkey,
 				 .with_imm = true,
@@ -280,6 +335,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_one_completion_per_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_larger_than_the_send_queue_goes_in_parts,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scattered_sources_gather_into_one_write, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_gather_is_capped_by_the_qp_limit, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_chunks_wait_for_meta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wr_error_fails_room_and_quiesces_qp, setup,
 						teardown),

@@ -1,8 +1,10 @@
 #!/bin/bash
 # test_transfer.sh: prefill kvxd on rxe0 and decode kvxd on rxe1 move 64 rooms of 16 pages x 4
 # buffers, 8 rooms in flight, every destination byte verified by kvx-bench; then 64 more with
-# scattered (non-contiguous) destination pages and 4 chunks per room.  Afterwards no room is
-# left in either table and no WR is outstanding.
+# scattered (non-contiguous) destination pages and 4 chunks per room; then 64 with scattered
+# source pages and consecutive destination pages, which kvxd gathers into one WRITE per buffer
+# (scatter-gather entries on real verbs: exactly 4 WRs per room).  Afterwards no room is left in
+# either table and no WR is outstanding.
 . "$(dirname "$0")/lib.sh"
 
 kvxd_start prefill
@@ -33,6 +35,11 @@ bench contiguous.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 40
 check "$KVX_LOGDIR/contiguous.json" 64
 bench scattered.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096 --chunks 4 --scatter
 check "$KVX_LOGDIR/scattered.json" 64
+wr0=$(metric prefill core_wr_posted_total)
+bench gathered.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096 --scatter-src
+check "$KVX_LOGDIR/gathered.json" 64
+wrs=$(($(metric prefill core_wr_posted_total) - wr0))
+[ "$wrs" = 256 ] || fail "64 gathered rooms x 4 buffers took $wrs WRs, not 256"
 
 for n in prefill decode; do
 	left=$(ctl $n rooms | awk '/^rooms / { print $2 }')
