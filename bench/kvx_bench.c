@@ -79,7 +79,7 @@
 
 #define NSEC 1000000000LL
 #define WATCHDOG_S 60 /* default --timeout: beyond kvxd's default waiting timeout (30 s) */
-#define CLOSE_RETRY_NS (20 * 1000000LL) /* kvx_room_close said -EBUSY: try again after this */
+#define CLOSE_RETRY_NS (2 * 1000000LL) /* kvx_room_close said -EBUSY: try again after this */
 #define POLL_MAX_MS 100
 #define PRE_TELL_WAIT_NS (5000 * 1000000LL) /* decode is done: prefill's end may lag this */
 #define EVENT_BATCH 64
@@ -241,6 +241,7 @@ struct bench {
 	/* the engine contract (kvx.h): rooms whose engine was never told how they ended, and
 	 * terminal events that came twice, per side */
 	uint64_t untold_decode, untold_prefill, dup_decode, dup_prefill;
+	uint64_t close_busy; /* kvx_room_close answered -EBUSY (retried after CLOSE_RETRY_NS) */
 	/* the steady-state window (--duration runs): it opens at the first decode SUCCESS at or
 	 * after t_warm (t_win0, not counted) and ends at the last one counted (t_win1), at the
 	 * latest t_cool */
@@ -1144,7 +1145,8 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 		if (!sl->t_pre_wait)
 			sl->t_pre_wait = now + PRE_TELL_WAIT_NS;
 		if (now < sl->t_pre_wait) {
-			sl->t_retry = now + CLOSE_RETRY_NS;
+			/* prefill's event settles the slot at once; this is the deadline */
+			sl->t_retry = sl->t_pre_wait;
 			return 0;
 		}
 		b->untold_prefill++;
@@ -1177,6 +1179,7 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 	b->active--;
 	return 0;
 busy:
+	b->close_busy++;
 	sl->t_retry = now + CLOSE_RETRY_NS;
 	return 0;
 }
@@ -1292,6 +1295,7 @@ on_event(struct bench *b, bool decode, const struct kvx_event *ev, int64_t now)
 				fail_log(b, sl->room, "prefill", ev, 0);
 			}
 		}
+		sl->t_retry = 0; /* it may have waited for this event (or a close retry: early) */
 		return slot_settle(b, sl, now);
 	}
 	if (ev->state == KVX_STATE_SUCCESS) {
@@ -1611,8 +1615,9 @@ report(struct bench *b, double secs)
 			       wmbps, wrps, w50, w99, wcheck);
 		printf(", \"untold_decode\": %" PRIu64 ", \"untold_prefill\": %" PRIu64
 		       ", \"duplicate_events_decode\": %" PRIu64
-		       ", \"duplicate_events_prefill\": %" PRIu64,
-		       b->untold_decode, b->untold_prefill, b->dup_decode, b->dup_prefill);
+		       ", \"duplicate_events_prefill\": %" PRIu64 ", \"close_busy\": %" PRIu64,
+		       b->untold_decode, b->untold_prefill, b->dup_decode, b->dup_prefill,
+		       b->close_busy);
 		printf("}\n");
 	} else {
 		printf("kvx-bench: prefill %s (%s) -> decode %s (%s)\n",
