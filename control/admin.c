@@ -152,6 +152,15 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		C("engine_refused_total", c->engine_refused);
 		C("engine_admin_denied_total", c->admin_denied);
 		C("engine_queue_overflows_total", c->engine_queue_overflows);
+		/* chunk memory (kvxd_chunk_alloc, core/slab.h): in steady state only hits grow;
+		 * misses and big ones were malloc'd, released ones free()'d past the bound */
+		C("chunk_cache_hits_total", d->chunks.st.hits);
+		C("chunk_cache_misses_total", d->chunks.st.misses);
+		C("chunk_cache_big_total", d->chunks.st.big);
+		C("chunk_cache_released_total", d->chunks.st.released);
+		C("chunk_alloc_failed_total", d->chunks.st.failed);
+		C("chunk_cache_bytes", d->chunks.st.cached_bytes);
+		C("chunks_live", d->chunks.st.live);
 #define CAP(key, v)                                                                        \
 	P("kvx_engine_cap_refused_total{node=\"%s\",cap=\"" key "\"} %llu\n", d->cfg.name, \
 	  (unsigned long long)(v))

@@ -649,7 +649,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 			kvxd_room_tell(d, r, &ev);
 		}
 	}
-	ch = malloc(sizeof(*ch) + sizeof(uint32_t) * m->npages);
+	ch = kvxd_chunk_alloc(d, m->npages); /* no malloc once the cache is warm */
 	if (!ch) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
@@ -664,8 +664,8 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	msg.room = &r->pc;
 	msg.ptr = ch;
 	if (kvx_pcore_try_send(&d->cores[r->pc.core], &msg)) { /* back-pressure */
-		kvxd_pool_put(pool);
-		free(ch);
+		/* the chunk, and its pool reference */
+		kvxd_chunk_free(d, ch);
 		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");
 	}
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The daemon's shared state (control/kvxd.h): its clock and its epoll registrations.  Layer 0
- * of control/ (see control/README.md): it calls nothing above it.  Thread: the control core.
+ * The daemon's shared state (control/kvxd.h): its clock, its epoll registrations, pool
+ * references and the chunk cache.  Layer 0 of control/ (see control/README.md): it calls
+ * nothing above it.  Thread: the control core.
  */
 #include <errno.h>
 #include <sys/epoll.h>
@@ -47,4 +48,36 @@ kvxd_pool_put(struct kvxd_pool *p)
 {
 	if (p)
 		atomic_fetch_sub(&p->refs, 1);
+}
+
+/* the engine layer refuses a chunk of more pages, so every chunk has a size class */
+_Static_assert(KVX_MAX_ROOM_PAGES <= (1u << (KVX_SLAB_CLASSES_MAX - 1)),
+	       "a chunk of KVX_MAX_ROOM_PAGES pages needs a size class");
+
+int
+kvxd_chunk_cache_init(struct kvxd *d)
+{
+	return kvx_slab_init(&d->chunks, sizeof(struct kvxd_chunk), sizeof(uint32_t),
+			     KVX_MAX_ROOM_PAGES, KVXD_CHUNK_CACHE_BYTES);
+}
+
+void
+kvxd_chunk_cache_fini(struct kvxd *d)
+{
+	kvx_slab_fini(&d->chunks);
+}
+
+struct kvxd_chunk *
+kvxd_chunk_alloc(struct kvxd *d, uint32_t npages)
+{
+	return kvx_slab_alloc(&d->chunks, npages);
+}
+
+void
+kvxd_chunk_free(struct kvxd *d, struct kvxd_chunk *ch)
+{
+	if (!ch)
+		return;
+	kvxd_pool_put(ch->pool);
+	kvx_slab_free(&d->chunks, ch);
 }

@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "core/engine_proto.h"
 #include "core/room_table.h"
+#include "core/slab.h"
 #include "core/wire.h"
 #include "verbs/pcore.h"
 #include "verbs/vx.h"
@@ -31,6 +32,11 @@
 #define KVXD_MAX_POOLS 256
 #define KVXD_BYE_REPLACE 1 /* BYE reason: replacing QPs after an error */
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
+/* Freed chunks kept for reuse (kvxd_chunk_alloc), at most this many bytes, headers included;
+ * past it a freed chunk goes back to free().  4 MiB keeps e.g. 13000 chunks of 64 pages, or 255
+ * of the largest (KVX_MAX_ROOM_PAGES pages, 16 KiB each): more than a node has in flight at
+ * once between its control core and its polling cores, in steady state. */
+#define KVXD_CHUNK_CACHE_BYTES (4ull << 20)
 
 enum kvxd_fd_kind {
 	KVXD_FD_TCP_LISTEN = 1,
@@ -250,6 +256,10 @@ struct kvxd {
 	int live_qpcs; /* handed to polling cores, not yet retired */
 	uint64_t start_ms;
 	struct kvxd_timer_heap room_timers; /* one deadline per room (control/rooms.h) */
+	/* the memory of struct kvxd_chunk (kvxd_chunk_alloc): size classes of 1, 2, 4 ...
+	 * KVX_MAX_ROOM_PAGES pages, KVXD_CHUNK_CACHE_BYTES cached; its counters (st) are shown
+	 * with ctr by the "counters" command */
+	struct kvx_slab chunks;
 	struct kvxd_counters ctr;
 };
 
@@ -263,5 +273,22 @@ void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
 
 /* A room or chunk no longer points at the pool. */
 void kvxd_pool_put(struct kvxd_pool *p);
+
+/*
+ * Chunks (struct kvxd_chunk, verbs/pcore.h), allocated and freed by the control core only:
+ * engines submit them (control/engine.c), polling cores give them back (KVXD_MSG_CHUNK_FREE).
+ * Their memory comes from d->chunks, a size-class cache (core/slab.h), so that in steady state
+ * a chunk costs no malloc and no free.  Thread: the control core; nothing here blocks.
+ */
+/* Set d->chunks up (start-up, before any chunk): 0 or -errno (core/slab.h). */
+int kvxd_chunk_cache_init(struct kvxd *d);
+/* free() the cached chunks (teardown, after every chunk came back); later frees go to free(). */
+void kvxd_chunk_cache_fini(struct kvxd *d);
+/* A chunk with room for npages pages, its fields unset; NULL when out of memory (counted in
+ * d->chunks.st.failed: the caller refuses the chunk with -ENOMEM). */
+struct kvxd_chunk *kvxd_chunk_alloc(struct kvxd *d, uint32_t npages);
+/* Give back a chunk kvxd_chunk_alloc() returned (NULL: nothing): its pool reference (ch->pool,
+ * may be NULL) is dropped and its memory cached or freed. */
+void kvxd_chunk_free(struct kvxd *d, struct kvxd_chunk *ch);
 
 #endif /* KVX_CONTROL_KVXD_H */

@@ -166,15 +166,18 @@ main(int argc, char **argv)
 			KVX_WARN("cannot pin the control core to cpu %d: %s", d->cfg.control_cpu,
 				 strerror(errno));
 	}
-	rc = signals_block(d);
+	rc = kvxd_chunk_cache_init(d);
 	if (rc)
 		goto err;
+	rc = signals_block(d);
+	if (rc)
+		goto err_fini_chunks;
 	/* the engine socket first: refuse to start (another kvxd, a file that is not ours at the
 	 * path, an unknown admin_group) before touching the device; engines that connect this
 	 * early wait in the backlog */
 	rc = kvxd_engine_listen(d);
 	if (rc)
-		goto err;
+		goto err_fini_chunks;
 	rcu_register_thread();
 	set_thread_call_rcu_data(create_call_rcu_data(0, d->cfg.control_cpu));
 
@@ -235,7 +238,7 @@ main(int argc, char **argv)
 	rc = kvxd_run(d);
 
 	/* reverse order: cores, the QPs they still hold, rooms, engines and pools (memory
-	 * registrations), CQs, tables, device */
+	 * registrations), CQs, tables, device, the chunk cache */
 err_stop_cores:
 	for (int i = 0; i < ncores; i++)
 		kvx_pcore_stop(&d->cores[i]);
@@ -258,6 +261,8 @@ err_close_dev:
 err_rcu:
 	rcu_unregister_thread();
 	kvxd_engine_unlisten(d);
+err_fini_chunks:
+	kvxd_chunk_cache_fini(d); /* every chunk came back: kvxd_shutdown_release() */
 err:
 	if (rc) {
 		KVX_ERR("kvxd stopped: %s", strerror(-rc));

@@ -89,13 +89,9 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		d->ctr.rooms_freed++;
 		kvxd_room_free_deferred(r);
 		break;
-	case KVXD_MSG_CHUNK_FREE: {
-		struct kvxd_chunk *ch = m->ptr;
-
-		kvxd_pool_put(ch->pool);
-		free(ch);
+	case KVXD_MSG_CHUNK_FREE: /* to the chunk cache, its pool reference dropped */
+		kvxd_chunk_free(d, m->ptr);
 		break;
-	}
 	case KVXD_MSG_META_FREE:
 		free(m->ptr);
 		break;

@@ -442,8 +442,7 @@ free_room_walk(struct kvx_room_table_node *n, void *arg)
 			struct kvxd_chunk *ch = r->pc.pend_head;
 
 			r->pc.pend_head = ch->next;
-			kvxd_pool_put(ch->pool);
-			free(ch);
+			kvxd_chunk_free(d, ch);
 		}
 		call_rcu(&r->rcu, room_free_rcu);
 	}

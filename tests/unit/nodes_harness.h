@@ -85,6 +85,7 @@ node_init(struct kvxd *d, const char *name)
 	d->auth.len[0] = 32;
 	memset(d->auth.key[0], 0x5a, 32);
 	d->tcp_fd = d->eng_fd = d->sig_fd = -1;
+	assert_int_equal(kvxd_chunk_cache_init(d), 0);
 	assert_int_equal(kvx_vx->dev_open(name, 1, 1, &d->dev), 0);
 	assert_int_equal(kvx_vx->dev_query(d->dev, &d->dev_info), 0);
 	d->by_id = kvx_room_table_create(16);
@@ -221,6 +222,7 @@ nodes_teardown(void)
 		close(d->epfd);
 		for (int k = 0; k < d->npeers; k++)
 			free(d->peers[k].pend_status);
+		kvxd_chunk_cache_fini(d);
 	}
 }
 

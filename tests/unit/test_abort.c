@@ -126,9 +126,10 @@ static void
 submit(uint64_t id, uint32_t n)
 {
 	struct kvxd_room *r = room(&B, id, KVX_ROOM_PREFILL);
-	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * n);
+	struct kvxd_chunk *ch = kvxd_chunk_alloc(&B, n); /* B's loop frees it (CHUNK_FREE) */
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = &r->pc, .ptr = ch};
 
+	assert_non_null(ch);
 	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .last = true};
 	for (uint32_t i = 0; i < n; i++)
 		ch->pages[i] = i;

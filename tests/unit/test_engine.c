@@ -1346,6 +1346,72 @@ test_decode_engine_loss_propagates(void **state)
 	eng_close(&eb);
 }
 
+/* ---- no malloc on the chunk path (issue 9) ------------------------------------------------ */
+
+#define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
+
+static uint64_t
+chunk_allocs(const struct kvxd *d)
+{
+	return d->chunks.st.hits + d->chunks.st.misses + d->chunks.st.big;
+}
+
+/* b's engine submits BURST chunks to room id (the last one ends the room when last); the
+ * nodes step until b took all of them and every one came back from its core. */
+static void
+chunk_burst(struct eng *eb, uint64_t id, int pool, bool last)
+{
+	uint64_t want = chunk_allocs(&B) + BURST;
+
+	for (uint32_t i = 0; i < BURST; i++)
+		eng_chunk_x(eb, id, pool, 1 + i % 16, 0, last && i == BURST - 1);
+	for (int i = 0; i < MAX_STEPS && (chunk_allocs(&B) != want || B.chunks.st.live); i++)
+		pump_once();
+	assert_int_equal(chunk_allocs(&B), want);
+	assert_int_equal(B.chunks.st.live, 0);
+}
+
+/* Once the chunk cache is warm, submitting chunks calls no malloc: N more chunks are N hits
+ * and not one miss (nor a big chunk, nor a cached chunk given back to free()), as the counters
+ * command shows too; and they did move (the room succeeds, nothing skipped). */
+static void
+test_chunks_warm_cache_no_malloc(void **state)
+{
+	struct eng ea, eb;
+	struct kvx_slab_stats warm;
+	int pa, pb;
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 600, pa, 16, NULL), 0);
+	PUMP_UNTIL(prefill_known(600));
+	chunk_burst(&eb, 600, pb, false); /* warm-up */
+	chunk_burst(&eb, 600, pb, false);
+	warm = B.chunks.st;
+	assert_true(warm.misses > 0);
+	assert_int_equal(counter(&eb, "kvx_chunk_cache_misses_total{node=\"b\"}"),
+			 (long long)warm.misses);
+	for (int k = 0; k < 10; k++)
+		chunk_burst(&eb, 600, pb, k == 9);
+	assert_int_equal(B.chunks.st.misses, warm.misses); /* no malloc */
+	assert_int_equal(B.chunks.st.big, warm.big);
+	assert_int_equal(B.chunks.st.released, warm.released); /* no free() either */
+	assert_int_equal(B.chunks.st.failed, 0);
+	assert_int_equal(B.chunks.st.hits, warm.hits + 10 * BURST);
+	assert_int_equal(B.chunks.st.cached_bytes, warm.cached_bytes);
+	assert_int_equal(counter(&eb, "kvx_chunk_cache_misses_total{node=\"b\"}"),
+			 (long long)warm.misses);
+	assert_int_equal(counter(&eb, "kvx_chunk_cache_hits_total{node=\"b\"}"),
+			 (long long)(warm.hits + 10 * BURST));
+	assert_int_equal(counter(&eb, "kvx_chunks_live{node=\"b\"}"), 0);
+	assert_true(counter(&eb, "kvx_chunk_cache_bytes{node=\"b\"}") > 0);
+	for (int i = 0; i < MAX_STEPS && !eng_event(&ea, 600, KVX_STATE_SUCCESS); i++)
+		pump_once();
+	assert_non_null(eng_event(&ea, 600, KVX_STATE_SUCCESS));
+	assert_int_equal(atomic_load(&B.cores[0].st.chunks_skipped), 0);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 /* kvxd stops (SIGTERM) while an engine still has rooms: the rooms are freed first
  * (kvxd_shutdown_release), then the engines closed; an engine's room list must not point at a
  * freed room (ASan reports the use after free). */
@@ -1382,6 +1448,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shutdown_with_an_engine_holding_rooms, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_chunks_warm_cache_no_malloc, setup, teardown),
 		T(test_listen_keeps_a_regular_file),
 		T(test_listen_keeps_a_symlink),
 		T(test_listen_does_not_steal_a_live_socket),
