@@ -194,8 +194,19 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	kvx_rcu_offline();
 	n = epoll_wait(d->epfd, ev, 64, timeout_ms);
 	kvx_rcu_online();
-	for (int c = 0; c < d->ncores; c++)
-		kvx_mbox_park_done(d->cores[c].outbox);
+	{
+		bool woken[KVX_MAX_CORES] = {false};
+
+		for (int i = 0; i < n; i++) {
+			const struct kvxd_fd *f = ev[i].data.ptr;
+
+			if (f->kind == KVXD_FD_OUTBOX)
+				woken[(struct kvxd_core *)f->ptr - d->cores] = true;
+		}
+		/* an outbox's eventfd is read only when epoll reported it */
+		for (int c = 0; c < d->ncores; c++)
+			kvx_mbox_park_done(d->cores[c].outbox, woken[c]);
+	}
 	for (int i = 0; i < n; i++)
 		dispatch(d, ev[i].data.ptr, ev[i].events);
 	drain_outboxes(d);

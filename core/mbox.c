@@ -141,12 +141,12 @@ kvx_mbox_park_prepare(struct kvx_mbox *m)
 }
 
 void
-kvx_mbox_park_done(struct kvx_mbox *m)
+kvx_mbox_park_done(struct kvx_mbox *m, bool woken)
 {
 	uint64_t v;
 
 	atomic_store_explicit(&m->parked, 0, memory_order_relaxed);
-	if (read(m->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (woken && read(m->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		KVX_WARN("eventfd read: %s", strerror(errno));
 }
 

@@ -6,7 +6,10 @@
  * announced that it is parked, so a busy consumer costs the producer nothing but a store.
  *
  * Park protocol (consumer): kvx_mbox_park_prepare(); re-check every work source; if still idle,
- * block on kvx_mbox_fd() (readable when woken); kvx_mbox_park_done() afterwards.
+ * block on kvx_mbox_fd() (readable when woken); kvx_mbox_park_done() afterwards, saying whether
+ * the wait reported the fd readable: only then is it read (a wake-up that lands after the wait
+ * keeps the fd readable, and the next park returns at once: never lost, and no read that finds
+ * nothing).
  *
  * Threads: one producer thread and one consumer thread per mailbox, fixed for its lifetime.
  * Never blocks, never allocates (except create).  Pairing: the producer's release store of
@@ -39,7 +42,8 @@ bool kvx_mbox_empty(const struct kvx_mbox *m);
 /* Consumer parking. */
 int kvx_mbox_fd(const struct kvx_mbox *m);
 void kvx_mbox_park_prepare(struct kvx_mbox *m);
-void kvx_mbox_park_done(struct kvx_mbox *m);
+/* woken: the wait reported kvx_mbox_fd() readable (it is drained now); false: not touched. */
+void kvx_mbox_park_done(struct kvx_mbox *m, bool woken);
 /* Any thread: wake the consumer if it is parked (e.g. to stop it). */
 void kvx_mbox_kick(struct kvx_mbox *m);
 
