@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "core/shring.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { REC_MSG = 0x6d5a, REC_PAD = 0x7061 }; /* a zeroed header is neither */
+
+/* The shared header: one cache line per writer, so neither side's stores bounce the other's
+ * line.  Only tail, head and parked are ever read by the other side. */
+struct kvx_shring_shared {
+	_Alignas(64) _Atomic uint64_t tail; /* producer: bytes published */
+	_Alignas(64) _Atomic uint64_t head; /* consumer: bytes consumed */
+	_Alignas(64) _Atomic uint32_t parked;
+	_Alignas(64) uint8_t data[];
+};
+
+struct rec_hdr {
+	uint32_t len;  /* payload bytes */
+	uint32_t kind; /* REC_MSG or REC_PAD */
+};
+
+_Static_assert(sizeof(struct rec_hdr) == KVX_SHRING_REC_HDR, "record header");
+_Static_assert(sizeof(struct kvx_shring_shared) == 192, "shared header: three lines");
+
+static bool
+size_ok(uint64_t size)
+{
+	return size >= KVX_SHRING_MIN && size <= KVX_SHRING_MAX && !(size & (size - 1));
+}
+
+static uint64_t
+rec_bytes(uint64_t len)
+{
+	return (KVX_SHRING_REC_HDR + len + 7) & ~(uint64_t)7;
+}
+
+size_t
+kvx_shring_map_bytes(uint64_t size)
+{
+	return size_ok(size) ? sizeof(struct kvx_shring_shared) + (size_t)size : 0;
+}
+
+int
+kvx_shring_format(void *mem, uint64_t size)
+{
+	if (!mem || !size_ok(size))
+		return -EINVAL;
+	memset(mem, 0, kvx_shring_map_bytes(size));
+	return 0;
+}
+
+int
+kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int efd,
+		  bool producer)
+{
+	memset(r, 0, sizeof(*r));
+	if (!mem || !size_ok(size) || map_len < kvx_shring_map_bytes(size) || efd < 0)
+		return -EINVAL;
+	r->sh = mem;
+	r->data = r->sh->data;
+	r->size = size;
+	r->mask = size - 1;
+	r->efd = efd;
+	r->producer = producer;
+	/* a ring is attached empty (formatted by its creator before either side uses it): both
+	 * indices start at 0 privately, whatever the shared header says by now */
+	return 0;
+}
+
+uint32_t
+kvx_shring_max_msg(const struct kvx_shring *r)
+{
+	return (uint32_t)(r->size / 4 - KVX_SHRING_REC_HDR);
+}
+
+/* ---- producer ------------------------------------------------------------------------------ */
+
+/* The consumer's head, checked: it never goes backwards and never passes what we published. */
+static int
+load_head(struct kvx_shring *r)
+{
+	uint64_t h = atomic_load_explicit(&r->sh->head, memory_order_acquire);
+
+	if (h < r->other || h > r->pos) {
+		r->broken = true;
+		return -EPROTO;
+	}
+	r->other = h;
+	return 0;
+}
+
+uint64_t
+kvx_shring_room(struct kvx_shring *r)
+{
+	if (r->broken || load_head(r))
+		return 0;
+	return r->size - (r->pos - r->other);
+}
+
+int
+kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len)
+{
+	uint64_t need = rec_bytes(len), off = r->pos & r->mask, to_end = r->size - off;
+	uint64_t pad = need > to_end ? to_end : 0; /* the record would cross the end */
+	struct rec_hdr h = {.len = len, .kind = REC_MSG};
+
+	if (r->broken)
+		return -EPROTO;
+	if (len == 0 || len > kvx_shring_max_msg(r))
+		return -EMSGSIZE;
+	if (r->size - (r->pos - r->other) < pad + need) {
+		if (load_head(r))
+			return -EPROTO;
+		if (r->size - (r->pos - r->other) < pad + need) {
+			r->full++;
+			return -ENOBUFS;
+		}
+	}
+	if (pad) {
+		struct rec_hdr p = {.len = (uint32_t)(pad - KVX_SHRING_REC_HDR), .kind = REC_PAD};
+
+		memcpy(r->data + off, &p, sizeof(p));
+		r->pos += pad;
+		off = 0;
+	}
+	memcpy(r->data + off, &h, sizeof(h));
+	memcpy(r->data + off + KVX_SHRING_REC_HDR, msg, len);
+	r->pos += need;
+	/* seq_cst: ordered before the parked load in kvx_shring_notify (pairs with the consumer's
+	 * parked store and tail load) */
+	atomic_store_explicit(&r->sh->tail, r->pos, memory_order_seq_cst);
+	return 0;
+}
+
+bool
+kvx_shring_notify(struct kvx_shring *r)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load_explicit(&r->sh->parked, memory_order_seq_cst))
+		return false;
+	/* EAGAIN: the counter is saturated, the consumer is woken anyway */
+	(void)!write(r->efd, &one, sizeof(one));
+	r->wakes++;
+	return true;
+}
+
+/* ---- consumer ------------------------------------------------------------------------------ */
+
+/* The producer's tail, checked: never behind what we consumed, never more than the ring
+ * ahead of it. */
+static int
+load_tail(struct kvx_shring *r, memory_order mo)
+{
+	uint64_t t = atomic_load_explicit(&r->sh->tail, mo);
+
+	if (t < r->pos || t - r->pos > r->size) {
+		r->broken = true;
+		return -EPROTO;
+	}
+	r->other = t;
+	return 0;
+}
+
+ssize_t
+kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
+{
+	struct rec_hdr h;
+	uint64_t off, to_end;
+
+	if (r->broken)
+		return -EPROTO;
+	if (r->pos == r->other && (load_tail(r, memory_order_acquire) || r->pos == r->other))
+		return r->broken ? -EPROTO : 0;
+	off = r->pos & r->mask;
+	to_end = r->size - off;
+	memcpy(&h, r->data + off, sizeof(h)); /* once: the producer may rewrite it */
+	if (h.kind == REC_PAD) {
+		/* a pad runs exactly to the end, and the producer published past it */
+		if ((uint64_t)h.len + KVX_SHRING_REC_HDR != to_end || r->other - r->pos <= to_end)
+			goto bad;
+		r->pos += to_end;
+		off = 0;
+		to_end = r->size;
+		memcpy(&h, r->data, sizeof(h));
+	}
+	if (h.kind != REC_MSG || h.len == 0 || h.len > kvx_shring_max_msg(r) || h.len > cap ||
+	    rec_bytes(h.len) > to_end || rec_bytes(h.len) > r->other - r->pos)
+		goto bad;
+	memcpy(buf, r->data + off + KVX_SHRING_REC_HDR, h.len);
+	r->pos += rec_bytes(h.len);
+	atomic_store_explicit(&r->sh->head, r->pos, memory_order_release);
+	return h.len;
+bad:
+	r->broken = true;
+	return -EPROTO;
+}
+
+bool
+kvx_shring_empty(struct kvx_shring *r)
+{
+	if (r->broken)
+		return false; /* not empty: the caller's next get reports the break */
+	if (r->pos != r->other)
+		return false;
+	/* seq_cst: after the parked store of park_prepare (pairs with the producer) */
+	if (load_tail(r, memory_order_seq_cst))
+		return false;
+	return r->pos == r->other;
+}
+
+void
+kvx_shring_park_prepare(struct kvx_shring *r)
+{
+	atomic_store_explicit(&r->sh->parked, 1, memory_order_seq_cst);
+}
+
+void
+kvx_shring_park_done(struct kvx_shring *r, bool woken)
+{
+	uint64_t v;
+
+	atomic_store_explicit(&r->sh->parked, 0, memory_order_relaxed);
+	if (woken)
+		(void)!read(r->efd, &v, sizeof(v));
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A single-producer/single-consumer ring of variable-length messages in memory shared by two
+ * processes (a memfd that libkvx and kvxd both map): the engine session's submission ring
+ * (engine -> kvxd) and event ring (kvxd -> engine) of DESIGN.md section 6.  It carries the
+ * engine protocol's own messages (core/engine_proto.h), so what arrives through a ring is
+ * checked exactly like what arrives through the socket.
+ *
+ * Shared layout: a header of three cache lines (the producer's tail, the consumer's head, the
+ * consumer's parked flag), then `size` data bytes (a power of two).  Records are 8-byte aligned:
+ * an 8-byte header (payload length, kind) and the payload; a record never wraps: a producer
+ * that does not have room before the end writes a pad record up to the end and goes on at 0.
+ *
+ * Trust: the other process may write anything into the shared pages at any time.  Each side
+ * keeps its own index privately and only publishes it; it reads the other side's index once
+ * per call and checks it against its own (a consumer never reads past a tail that is more than
+ * `size` ahead, a producer never trusts a head that goes backwards or passes its tail), copies a
+ * record's header and payload out before it looks at them, and checks every length against the
+ * ring and the caller's buffer, in 64 bits.  A violation is -EPROTO, sticky: the caller ends the
+ * session.  The geometry comes from the side that created the ring through a trusted channel
+ * (the HELLO reply), never from the shared header.
+ *
+ * Wake-ups: a consumer that is about to block announces it (park_prepare), checks the ring once
+ * more, and blocks on its eventfd; a producer that published writes the eventfd only when the
+ * consumer announced it (kvx_shring_notify, once per batch).  Same protocol as core/mbox.h:
+ * a wake-up is never lost, and a busy consumer costs the producer no syscall.
+ *
+ * Threads: one producer thread and one consumer thread per ring (each in its own process or
+ * not).  Never blocks, never allocates.
+ */
+#ifndef KVX_CORE_SHRING_H
+#define KVX_CORE_SHRING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KVX_SHRING_MIN (4u << 10)
+#define KVX_SHRING_MAX (1u << 30)
+#define KVX_SHRING_REC_HDR 8u
+
+/* One side's view of a ring.  Private to its process. */
+struct kvx_shring {
+	struct kvx_shring_shared *sh; /* the mapping (header, then data) */
+	uint8_t *data;
+	uint64_t size, mask;
+	uint64_t pos;	/* producer: bytes published; consumer: bytes consumed */
+	uint64_t other; /* the other side's index as last seen (checked) */
+	int efd;	/* the consumer's eventfd (the producer writes it) */
+	bool producer;
+	bool broken;	/* -EPROTO was returned: the other side is not to be trusted */
+	uint64_t wakes; /* producer: eventfd writes */
+	uint64_t full;	/* producer: puts refused for room */
+};
+
+/* Bytes to map for a ring of `size` data bytes (0 if size is not a power of two within
+ * [KVX_SHRING_MIN, KVX_SHRING_MAX]). */
+size_t kvx_shring_map_bytes(uint64_t size);
+
+/* Creator: lay out an empty ring in mem (kvx_shring_map_bytes(size) bytes, page aligned).
+ * Returns 0 or -EINVAL. */
+int kvx_shring_format(void *mem, uint64_t size);
+
+/* Attach one side to a mapping of map_len bytes holding a ring of `size` data bytes (known
+ * from the creator, never read from the mapping).  efd: the consumer's eventfd (the consumer
+ * blocks on it, the producer writes it).  Returns 0 or -EINVAL. */
+int kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int efd,
+		      bool producer);
+
+/* The largest payload a ring of this size takes (a quarter of it, so that a pad never starves
+ * a record). */
+uint32_t kvx_shring_max_msg(const struct kvx_shring *r);
+
+/* Producer: copy one message in and publish it.  Returns 0; -ENOBUFS when there is no room now
+ * (nothing written; try again after the consumer moved on); -EMSGSIZE when len is 0 or larger
+ * than kvx_shring_max_msg(); -EPROTO when the consumer's index is impossible. */
+int kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len);
+/* Producer: after a batch of puts, wake the consumer if it announced that it parks.  Returns
+ * true if it wrote the eventfd. */
+bool kvx_shring_notify(struct kvx_shring *r);
+/* Producer: bytes free now (a lower bound), 0 after -EPROTO. */
+uint64_t kvx_shring_room(struct kvx_shring *r);
+
+/* Consumer: copy the next message out into buf (cap bytes).  Returns its length (> 0), 0 when
+ * the ring is empty, or -EPROTO when what the producer wrote is impossible (an index more than
+ * the ring ahead, a record that crosses the end or is longer than what was published, an
+ * unknown kind, a message longer than cap or than kvx_shring_max_msg()). */
+ssize_t kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap);
+/* Consumer: is there nothing published that it has not read? */
+bool kvx_shring_empty(struct kvx_shring *r);
+/* Consumer parking (see above).  woken: the wait reported the eventfd readable (drained now). */
+void kvx_shring_park_prepare(struct kvx_shring *r);
+void kvx_shring_park_done(struct kvx_shring *r, bool woken);
+
+#endif /* KVX_CORE_SHRING_H */
