@@ -5,7 +5,7 @@
 #   LIBDIR/pkgconfig/kvx.pc and the systemd unit kvxd@.service (packaging/install-files.cmake)
 #   share/doc/kvx/README.md, share/doc/kvx/examples/*.ini
 # Nothing goes to /etc: a node's /etc/kvx/NAME.ini is the administrator's, written from the
-# examples.
+# examples.  `make package` builds a .deb of the same files with CPack.
 include(GNUInstallDirs)
 
 set_target_properties(kvx PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
@@ -26,3 +26,41 @@ install(CODE "
 	set(KVX_DOCDIR \"${CMAKE_INSTALL_DOCDIR}\")
 	include(\"${CMAKE_SOURCE_DIR}/packaging/install-files.cmake\")
 ")
+
+# The .deb (`make package`, or `cpack -G DEB` in the build tree): every file above, with
+# prefix /usr, the unit in /lib/systemd/system.  DESTDIR staging (CPACK_SET_DESTDIR) makes the
+# install run with CMAKE_INSTALL_PREFIX=/usr, which install-files.cmake reads.  Depends comes
+# from dpkg-shlibdeps over the packaged binaries (what they actually link), plus the package's
+# own shlibs for libkvx; the verbs providers are loaded with dlopen(), hence Recommends.
+set(KVX_DEB_MAINTAINER "kvx maintainers <kvx@localhost>" CACHE STRING
+	"the .deb's Maintainer field")
+set(CPACK_GENERATOR DEB)
+set(CPACK_SOURCE_GENERATOR "")
+set(CPACK_PACKAGE_NAME kvx)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+	"RDMA KV-cache transfer sidecar for disaggregated LLM serving")
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${KVX_DEB_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# (CPack puts the summary first and indents these lines)
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+	"kvxd moves KV-cache pages from prefill engines to decode engines over RDMA;
+engines attach to it through libkvx. This package holds kvxd, kvxctl,
+kvx-bench, libkvx with its headers and pkg-config file, the systemd unit
+template kvxd@.service and example configurations.")
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers")
+# our own postinst and postrm replace CPack's, which would only run ldconfig: the triggers file
+# does that
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/postinst
+	${CMAKE_SOURCE_DIR}/packaging/deb/postrm ${CMAKE_SOURCE_DIR}/packaging/deb/triggers)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)
