@@ -5,7 +5,9 @@
 #   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
 #               fuzz target, then plain; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
-# Both install what is missing (Debian 12, root).
+#   make package   build, then the .deb (CPack): build/kvx_VERSION_ARCH.deb
+#   make install   build, then cmake --install (PREFIX=/usr/local by default; DESTDIR honoured)
+# They install what is missing (Debian 12, root).
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
@@ -24,7 +26,7 @@ BENCH_SHAPES     ?=
 BENCH_VM_TIMEOUT ?= 1500
 
 .PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench format format-check \
-	clean
+	package install clean
 
 all: build
 
@@ -85,6 +87,18 @@ bench: build
 		KVX_BENCH_LAT_ITERS=$(BENCH_LAT_ITERS) KVX_BENCH_SHAPES="$(BENCH_SHAPES)" \
 		KVX_BENCH_VM_TIMEOUT=$(BENCH_VM_TIMEOUT) \
 		scripts/bench.sh $(BUILD)
+
+# The .deb (packaging/install.cmake): the programs, libkvx, headers, kvx.pc, the unit in
+# /lib/systemd/system, the example configs; Depends from dpkg-shlibdeps.
+package: build
+	@cmake --build $(BUILD) --target package
+	@ls -l $(BUILD)/*.deb
+
+# cmake --install; PREFIX (empty: the configured prefix, /usr/local by default) and DESTDIR.
+# Into the live system (no DESTDIR, as root), ldconfig then finds the new libkvx.
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

@@ -61,6 +61,7 @@
  * 2 on a usage error.
  */
 #include "kvx/kvx.h"
+#include "kvx/version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -399,6 +400,7 @@ usage(FILE *f)
 		"  --last-chunk-delay-ms MS\n"
 		"                     submit each room's last chunk MS ms after the others\n"
 		"  --json             print the result as one JSON object\n"
+		"  --version          kvx-bench's version and the loaded libkvx's\n"
 		"  -h, --help         this help\n",
 		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
 }
@@ -492,9 +494,10 @@ enum {
 	OPT_LAST_CHUNK_DELAY_MS,
 	OPT_WARMUP_MS,
 	OPT_COOLDOWN_MS,
+	OPT_VERSION,
 };
 
-/* Returns 0, 1 (--help: exit 0) or -EINVAL (usage error). */
+/* Returns 0, 1 (--help: exit 0), 2 (--version: exit 0) or -EINVAL (usage error). */
 static int
 parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -523,6 +526,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"warmup-ms", required_argument, NULL, OPT_WARMUP_MS},
 		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	int opt, r = 0;
@@ -629,6 +633,8 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			return 1;
+		case OPT_VERSION:
+			return 2;
 		default:
 			return -EINVAL; /* getopt printed why */
 		}
@@ -1688,6 +1694,10 @@ main(int argc, char **argv)
 	r = parse_opts(argc, argv, &b.o);
 	if (r == 1) {
 		usage(stdout);
+		return 0;
+	}
+	if (r == 2) {
+		printf("kvx-bench %s (libkvx %s)\n", KVX_VERSION_STRING, kvx_version());
 		return 0;
 	}
 	if (r < 0) {

@@ -3,12 +3,14 @@
  * kvxctl: operator commands to the local kvxd over its engine socket.
  *
  *   kvxctl [-s SOCKET] CMD [ARGS...]
+ *   kvxctl --version     its version and the version of the libkvx it loaded
  *
  * CMD and ARGS are joined with single spaces and sent as one admin command (kvx_admin); the
  * reply text goes to stdout.  Exit 0 on success, 1 on an error (the message goes to stderr),
  * 2 on a usage error.
  */
 #include "kvx/kvx.h"
+#include "kvx/version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,13 +27,19 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: kvxctl [-s SOCKET] CMD [ARGS...]\n"
 		   "  -s SOCKET  kvxd engine socket (default " DEFAULT_SOCKET ")\n"
-		   "  -h         this help\n"
+		   "  -h, --help this help\n"
+		   "  --version  kvxctl's version and the loaded libkvx's\n"
 		   "commands (kvxd): peers, rooms, counters, fault NAME:N, ...\n");
 }
 
 int
 main(int argc, char **argv)
 {
+	static const struct option lo[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
 	const char *sock = DEFAULT_SOCKET;
 	static char cmd[CMD_MAX];
 	static char out[REPLY_MAX];
@@ -39,13 +47,16 @@ main(int argc, char **argv)
 	size_t used = 0, n;
 	int opt, i, r;
 
-	while ((opt = getopt(argc, argv, "+s:h")) != -1) {
+	while ((opt = getopt_long(argc, argv, "+s:h", lo, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			sock = optarg;
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("kvxctl %s (libkvx %s)\n", KVX_VERSION_STRING, kvx_version());
 			return 0;
 		default:
 			usage(stderr);

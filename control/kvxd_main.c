@@ -2,7 +2,8 @@
 /*
  * kvxd: the per-node sidecar.  `kvxd -c FILE` runs it; `kvxd --check-config -c FILE` validates
  * the file and prints the effective configuration.  Start-up acquires in order and unwinds in
- * reverse on failure; SIGTERM/SIGINT stop it cleanly (exit 0).
+ * reverse on failure; SIGTERM/SIGINT stop it cleanly (exit 0).  `kvxd --version` prints the
+ * project version (kvx/version.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include "control/peer.h"
 #include "core/fault.h"
 #include "core/log.h"
+#include "kvx/version.h"
 #include "verbs/topo.h"
 
 static void
@@ -30,7 +32,8 @@ usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kvxd -c FILE            run the node described by FILE\n"
-		"       kvxd --check-config -c FILE   validate FILE, print the effective config\n");
+		"       kvxd --check-config -c FILE   validate FILE, print the effective config\n"
+		"       kvxd --version                print the version\n");
 }
 
 static int
@@ -111,6 +114,9 @@ main(int argc, char **argv)
 			check = true;
 		else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("kvxd %s\n", KVX_VERSION_STRING);
 			return 0;
 		} else {
 			usage(stderr);

@@ -21,6 +21,7 @@
  * (errors are returned).
  */
 #include "kvx/kvx.h"
+#include "kvx/version.h"
 #include "core/engine_proto.h"
 
 #include <errno.h>
@@ -62,6 +63,12 @@ struct kvx_conn {
 	uint64_t rx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one received datagram */
 	uint64_t tx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one request being built */
 };
+
+const char *
+kvx_version(void)
+{
+	return KVX_VERSION_STRING;
+}
 
 const char *
 kvx_state_str(int state)

@@ -12,6 +12,9 @@ PKGS="$PKGS clang libclang-rt-14-dev llvm"
 # libraries and verbs userland (rxe provider, ibv_devinfo, perftest)
 PKGS="$PKGS libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
  liburcu-dev libhwloc-dev libcmocka-dev libinih-dev libssl-dev"
+# installing and packaging (make package, tests/install/): CPack's DEB generator runs
+# dpkg-shlibdeps (dpkg-dev) and file; systemd-analyze (systemd) checks the unit
+PKGS="$PKGS dpkg-dev file systemd"
 # the test VM (scripts/kvx-vm): qemu, the guest kernel and its modules, the
 # initramfs tools, and the tools the guest runs from the shared host root
 PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"

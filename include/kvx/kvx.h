@@ -25,6 +25,10 @@ extern "C" {
 
 struct kvx_conn;
 
+/* The version of the libkvx actually loaded, "MAJOR.MINOR.PATCH" (compare with
+ * KVX_VERSION_STRING of <kvx/version.h>, the headers compiled against).  Any thread. */
+const char *kvx_version(void);
+
 /* Room states, as seen by engines (same values as kvxd's enum kvx_room_state). */
 enum kvx_state {
 	KVX_STATE_BOOTSTRAPPING = 0,

@@ -77,6 +77,9 @@ expect 2 "unknown fault point 'no.such.point'" -- --check-config -c "$tmp/f.ini"
 
 expect 2 "No such file|cannot" -- --check-config -c "$tmp/missing.ini"
 
+# the project version (CMakeLists.txt's project VERSION, through kvx/version.h)
+expect 0 "^kvxd [0-9]+\.[0-9]+\.[0-9]+$" -- --version
+
 # the secret: required unless the file says auth = none, and only kvxd may read it
 base | grep -v '^secret_file' >"$tmp/nosecret.ini"
 expect 2 "secret_file: required" -- --check-config -c "$tmp/nosecret.ini"
