@@ -93,6 +93,8 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		C("peer_resets_total", c->peer_resets);
 		C("engine_msgs_total", c->engine_msgs);
 		C("engine_bad_total", c->engine_bad);
+		C("engine_rings_total", c->engine_rings);
+		C("engine_ring_wakes_total", c->engine_ring_wakes);
 		C("events_sent_total", c->events_sent);
 		C("events_dropped_total", c->events_dropped);
 		C("status_pushed_total", c->status_pushed);

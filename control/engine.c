@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,6 +34,8 @@
 #define POOL_PAGE_MAX (16u << 20)    /* bytes in one page */
 #define POOL_BYTES_MAX (64ull << 30) /* bytes in one pool */
 #define REFUSED_PER_UID_MAX 4	     /* refused sessions of one uid kept to tell them why */
+#define RING_BYTES (512u << 10)	     /* data bytes of each ring of a session (KVX_ENG_RINGS) */
+#define RING_BATCH 64		     /* requests taken from one submission ring per iteration */
 
 /* ---- credentials --------------------------------------------------------------------------- */
 
@@ -263,6 +266,7 @@ kvxd_engine_accept(struct kvxd *d)
 		}
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
+		e->sub_efd = e->evt_efd = -1;
 		CDS_INIT_LIST_HEAD(&e->rooms);
 		e->uid = cred.uid;
 		e->gid = cred.gid;
@@ -716,6 +720,14 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 			d->engines[i] = NULL;
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
+	if (e->rings) {
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_efd, NULL);
+		munmap(e->ring_map, e->ring_map_len);
+	}
+	if (e->sub_efd >= 0)
+		close(e->sub_efd);
+	if (e->evt_efd >= 0)
+		close(e->evt_efd);
 	/* Its pools go now, or when no room or chunk points at them any more (the sweep). */
 	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
 		struct kvxd_pool *p = d->pools[i];
@@ -763,6 +775,180 @@ kvxd_engine_close_all(struct kvxd *d)
 			pool_unregister(d, d->pools[i]);
 }
 
+/* ---- shared-memory rings (KVX_ENG_RINGS, core/engine_proto.h) ------------------------------ */
+
+/* The REPLY to KVX_ENG_RINGS, with its three fds, straight onto the socket (nothing waits in
+ * the queue before it: checked by the caller). */
+static int
+rings_reply(struct kvxd_engine *e, uint64_t seq, const int fds[3])
+{
+	struct kvx_eng_reply r = {.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(r), .seq = seq},
+				  .value = RING_BYTES};
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm;
+
+	memset(&ctl, 0, sizeof(ctl));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+	if (sendmsg(e->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(r))
+		return errno ? -errno : -EMSGSIZE;
+	return 0;
+}
+
+/* KVX_ENG_RINGS: make the session's two rings (a sealed memfd, two eventfds), map them, hand
+ * them to the engine.  On any failure the session stays on the socket. */
+static void
+rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, size_t len)
+{
+	size_t one = kvx_shring_map_bytes(RING_BYTES), total = 2 * one;
+	int fds[3] = {-1, -1, -1}, rc;
+	void *map = MAP_FAILED;
+
+	if (len != sizeof(struct kvx_eng_rings)) {
+		kvxd_engine_reply(d, e, seq, -EBADMSG, 0, "bad RINGS length");
+		return;
+	}
+	if (e->rings) {
+		kvxd_engine_reply(d, e, seq, -EALREADY, 0, "the session has rings");
+		return;
+	}
+	if (e->outq_head) {
+		kvxd_engine_reply(d, e, seq, -EBUSY, 0, "replies wait for the socket");
+		return;
+	}
+	fds[0] = memfd_create("kvx-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || ftruncate(fds[0], (off_t)total) ||
+	    fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
+	    (map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)) ==
+		    MAP_FAILED) {
+		rc = -errno;
+		goto fail;
+	}
+	kvx_shring_format(map, RING_BYTES);
+	kvx_shring_format((uint8_t *)map + one, RING_BYTES);
+	kvx_shring_attach(&e->sub, map, one, RING_BYTES, fds[1], false);
+	kvx_shring_attach(&e->evt, (uint8_t *)map + one, one, RING_BYTES, fds[2], true);
+	/* the engine starts parked (it reads the ring only after its eventfd said so) */
+	kvx_shring_park_prepare(&e->evt);
+	rc = rings_reply(e, seq, fds);
+	if (rc)
+		goto fail;
+	close(fds[0]); /* the mapping stays */
+	e->ring_map = map;
+	e->ring_map_len = total;
+	e->sub_efd = fds[1];
+	e->evt_efd = fds[2];
+	e->rings = true;
+	e->ring_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_RING, .ptr = e};
+	kvxd_epoll_add(d, e->sub_efd, &e->ring_ev, EPOLLIN);
+	d->ctr.engine_rings++;
+	return;
+fail:
+	if (map != MAP_FAILED)
+		munmap(map, total);
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	KVX_WARN("engine %d (pid %d): no rings: %s", e->id, (int)e->pid, strerror(-rc));
+	kvxd_engine_reply(d, e, seq, rc, 0, "cannot set up the rings");
+}
+
+static void handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd);
+
+/* Take up to RING_BATCH requests from each session's submission ring.  Returns how many. */
+int
+kvxd_engine_rings_poll(struct kvxd *d)
+{
+	static uint64_t buf[KVX_ENG_MSG_MAX / sizeof(uint64_t)];
+	int work = 0;
+
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		struct kvxd_engine *e = d->engines[i];
+
+		for (int k = 0;
+		     e && e->rings && k < RING_BATCH && !e->doomed && !e->close_after_flush; k++) {
+			ssize_t n = kvx_shring_get(&e->sub, buf, sizeof(buf));
+
+			if (n == 0)
+				break;
+			if (n < 0) {
+				d->ctr.engine_bad++;
+				kvxd_engine_doom(d, e, "its submission ring is corrupt");
+				break;
+			}
+			handle(d, e, (const uint8_t *)buf, (size_t)n, -1);
+			work++;
+		}
+	}
+	return work;
+}
+
+/* Before the loop blocks: announce it on every submission ring.  Returns 2 when a submission
+ * ring has requests (do not block), 1 when events wait for room in an event ring (the engine
+ * does not wake us when it reads: retry soon), else 0. */
+int
+kvxd_engine_rings_park(struct kvxd *d)
+{
+	int busy = 0;
+
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		struct kvxd_engine *e = d->engines[i];
+
+		if (!e || !e->rings || e->doomed)
+			continue;
+		kvx_shring_park_prepare(&e->sub);
+		if (!kvx_shring_empty(&e->sub))
+			busy = 2;
+		else if (e->outq_head && !busy)
+			busy = 1;
+	}
+	return busy;
+}
+
+/* After the loop woke: woken says whether epoll reported the session's submission eventfd. */
+void
+kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken)
+{
+	(void)d;
+	if (e->rings)
+		kvx_shring_park_done(&e->sub, woken);
+}
+
+/* End of an iteration: flush event queues into their rings, and wake the engines that wait
+ * for what went in (one eventfd write per session and batch, only to a parked engine). */
+void
+kvxd_engine_rings_notify(struct kvxd *d)
+{
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		struct kvxd_engine *e = d->engines[i];
+		int rc;
+
+		if (!e || !e->rings || e->doomed)
+			continue;
+		if (e->outq_head && (rc = kvxd_engine_outq_flush(d, e)))
+			kvxd_engine_doom(
+				d, e, rc == -EPROTO ? "its event ring is corrupt" : strerror(-rc));
+		if (e->evt_dirty) {
+			e->evt_dirty = false;
+			if (kvx_shring_notify(&e->evt))
+				d->ctr.engine_ring_wakes++;
+		}
+	}
+}
+
 static void
 handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd)
 {
@@ -800,6 +986,9 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		}
 		e->hello = true;
 		kvxd_engine_reply(d, e, h->seq, 0, e->id, d->cfg.name);
+		break;
+	case KVX_ENG_RINGS:
+		rings_setup(d, e, h->seq, len);
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)

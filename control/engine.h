@@ -22,6 +22,13 @@ void kvxd_engine_accept(struct kvxd *d);
 void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
 /* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
 void kvxd_engine_reap(struct kvxd *d);
+/* Shared-memory rings of the engine sessions (KVX_ENG_RINGS), driven by the loop: take the
+ * submission rings' requests; announce parking (see engine.c); after the wait;
+ * flush event queues into their rings and wake parked engines. */
+int kvxd_engine_rings_poll(struct kvxd *d);
+int kvxd_engine_rings_park(struct kvxd *d);
+void kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken);
+void kvxd_engine_rings_notify(struct kvxd *d);
 void kvxd_engine_close_all(struct kvxd *d);
 /* Unregister pools whose engine went away once nothing points at them. */
 void kvxd_pool_sweep(struct kvxd *d);

@@ -51,19 +51,48 @@ kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
 		 (unsigned)e->uid, why);
 }
 
-/* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
+/* One whole message into the session's event ring.  Returns its length, -EAGAIN (no room
+ * now) or -errno (the ring is broken: the engine wrote an impossible head). */
+static ssize_t
+ring_send(struct kvxd_engine *e, const void *buf, uint32_t len)
+{
+	int rc = kvx_shring_put(&e->evt, buf, len);
+
+	if (rc == 0) {
+		e->evt_dirty = true;
+		return len;
+	}
+	return rc == -ENOBUFS ? -EAGAIN : rc;
+}
+
+/* One whole message out: the event ring once the session has rings, else the socket.  Returns
+ * its length, -EAGAIN (no room now) or -errno. */
+static ssize_t
+send_one(struct kvxd_engine *e, const void *buf, uint32_t len)
+{
+	ssize_t n;
+
+	if (e->rings)
+		return ring_send(e, buf, len);
+	n = send(e->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+	return n;
+}
+
+/* Send what waits, in order, as far as the socket (or the event ring) takes it.  0, or -errno
+ * (session broken). */
 int
 kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 {
 	while (e->outq_head) {
 		struct kvxd_outmsg *m = e->outq_head;
-		ssize_t n = send(e->fd, m->data, m->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = send_one(e, m->data, m->len);
 
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-				break;
-			return -errno;
-		}
+		if (n == -EAGAIN)
+			break;
+		if (n < 0)
+			return (int)n;
 		if ((size_t)n != m->len)
 			return -EMSGSIZE; /* SEQPACKET: whole or nothing */
 		if (m->event)
@@ -74,7 +103,8 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 			e->outq_tail = NULL;
 		free(m);
 	}
-	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head ? EPOLLOUT : 0));
+	/* with rings, room in the event ring is seen by retrying each loop iteration */
+	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head && !e->rings ? EPOLLOUT : 0));
 	if (!e->outq_head && e->close_after_flush)
 		kvxd_engine_doom(d, e, "session refused");
 	return 0;
@@ -95,17 +125,19 @@ kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t
 	if (e->doomed)
 		return -ENOTCONN;
 	if (!e->outq_head) {
-		ssize_t n = send(e->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = send_one(e, buf, len);
 
 		if (n == (ssize_t)len) {
 			if (event)
 				d->ctr.events_sent++;
 			return 0;
 		}
-		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			int rc = n >= 0 ? -EMSGSIZE : -errno;
+		if (n != -EAGAIN) {
+			int rc = n >= 0 ? -EMSGSIZE : (int)n;
 
-			kvxd_engine_doom(d, e, strerror(-rc));
+			kvxd_engine_doom(d, e,
+					 e->rings && rc == -EPROTO ? "its event ring is corrupt"
+								   : strerror(-rc));
 			return rc;
 		}
 	}
@@ -136,7 +168,7 @@ kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t
 		e->outq_head = m;
 	e->outq_tail = m;
 	e->outq_bytes += len;
-	if (m == e->outq_head)
+	if (m == e->outq_head && !e->rings)
 		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "core/engine_proto.h"
 #include "core/room_table.h"
+#include "core/shring.h"
 #include "core/slab.h"
 #include "core/wire.h"
 #include "verbs/pcore.h"
@@ -44,6 +45,7 @@ enum kvxd_fd_kind {
 	KVXD_FD_PEER,
 	KVXD_FD_PENDING,
 	KVXD_FD_ENGINE,
+	KVXD_FD_ENGINE_RING, /* an engine session's submission-ring eventfd (ptr: the session) */
 	KVXD_FD_OUTBOX,
 	KVXD_FD_SIGNAL,
 };
@@ -197,15 +199,23 @@ struct kvxd_engine {
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	uint64_t outq_bytes;
+	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
+	bool rings;
+	bool evt_dirty;		    /* put into the event ring since the last notify */
+	struct kvx_shring sub, evt; /* kvxd consumes sub and produces evt */
+	void *ring_map;
+	size_t ring_map_len;
+	int sub_efd, evt_efd;
+	struct kvxd_fd ring_ev;
 };
 
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
-		events_sent, events_dropped, status_pushed, status_queued, status_dropped,
-		status_evicted, status_received, rooms_opened, rooms_closed, waiting_timeouts,
-		qp_replaced, aborts, releases, abort_release_ms_sum, acks_received, acks_stale,
-		acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones, fences,
-		session_fences;
+		engine_rings, engine_ring_wakes, events_sent, events_dropped, status_pushed,
+		status_queued, status_dropped, status_evicted, status_received, rooms_opened,
+		rooms_closed, waiting_timeouts, qp_replaced, aborts, releases, abort_release_ms_sum,
+		acks_received, acks_stale, acks_unknown, acks_sent, acks_unsent, aborts_received,
+		tombstones, fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;

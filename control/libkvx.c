@@ -12,6 +12,15 @@
  * signalled while the queue holds events, so it is readable whenever kvx_event_read() has
  * something to return, including events queued while a request waited for its reply.
  *
+ * Rings (KVX_ENG_RINGS, core/engine_proto.h): after HELLO, libkvx asks kvxd for the session's
+ * shared-memory rings (unless KVX_RINGS=0 is in the environment, or kvxd refuses: then the
+ * socket carries everything as before).  With rings, requests without an fd go into the
+ * submission ring (kvxd's eventfd is written only when kvxd announced that it blocks), replies
+ * and events come out of the event ring, whose eventfd is in kvx_conn_fd()'s set; libkvx always
+ * counts as parked there, so kvxd writes that eventfd once per batch it puts in, and never a
+ * wake-up is lost.  libkvx checks what kvxd writes into the rings like any datagram
+ * (core/shring.h checks the indices and records).
+ *
  * Every argument is checked before anything is sent: a bad argument returns -EINVAL and leaves
  * the session untouched.  Once kvxd has gone away every call returns -ECONNRESET (queued
  * events are still delivered first).  The socket is never blocked on: every send and receive
@@ -23,6 +32,7 @@
 #include "kvx/kvx.h"
 #include "kvx/version.h"
 #include "core/engine_proto.h"
+#include "core/shring.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -31,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,8 +52,9 @@
 #define REQ_TIMEOUT_MS 10000
 #define PAGE_SIZE_MAX (16u << 20)
 #define EVQ_INIT 64
-#define EVQ_MAX (1u << 20) /* events queued and not yet read: beyond this, -ENOBUFS */
-#define RX_FDS_MAX 8	   /* fds kvxd never sends; any that arrive are closed */
+#define EVQ_MAX (1u << 20)  /* events queued and not yet read: beyond this, -ENOBUFS */
+#define RX_FDS_MAX 8	    /* fds kvxd sends (only with the RINGS reply); any others are closed */
+#define RING_FULL_WAIT_MS 1 /* the submission ring is full: look again after this */
 
 /* How long a request waits for its reply (and a send for room); the unit tests shorten it. */
 static int req_timeout_ms = REQ_TIMEOUT_MS;
@@ -60,6 +72,15 @@ struct kvx_conn {
 	uint32_t q_head;
 	uint32_t q_len;
 	char node[KVX_NAME_MAX];
+	/* KVX_ENG_RINGS */
+	bool rings;
+	struct kvx_shring sub, evt; /* we produce sub, consume evt */
+	void *ring_map;
+	size_t ring_map_len;
+	int sub_efd, evt_efd;
+	int want_fds;	/* fds the next received datagram may carry (the RINGS reply) */
+	int got_fds[3]; /* what it carried */
+	int ngot_fds;
 	uint64_t rx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one received datagram */
 	uint64_t tx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one request being built */
 };
@@ -196,10 +217,10 @@ conn_reset(struct kvx_conn *c)
 	return c->err;
 }
 
-/* Receive one datagram into c->rx without blocking.  Returns its size (> 0), -EAGAIN,
- * -ECONNRESET (kvxd closed; sticky), -EBADMSG (truncated) or another -errno. */
+/* Receive one datagram from the socket into c->rx without blocking.  Returns its size (> 0),
+ * -EAGAIN, -ECONNRESET (kvxd closed; sticky), -EBADMSG (truncated) or another -errno. */
 static int
-recv_one(struct kvx_conn *c)
+sock_recv(struct kvx_conn *c)
 {
 	union {
 		char buf[CMSG_SPACE(RX_FDS_MAX * sizeof(int))];
@@ -225,7 +246,8 @@ recv_one(struct kvx_conn *c)
 			return conn_reset(c);
 		return -errno;
 	}
-	/* kvxd sends no fds: close any so that a confused peer cannot leak them into us */
+	/* kvxd sends fds only with the RINGS reply (want_fds of them): close any others so that
+	 * a confused peer cannot leak them into us */
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -235,7 +257,10 @@ recv_one(struct kvx_conn *c)
 				int fd;
 
 				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-				close(fd);
+				if (nfd == (size_t)c->want_fds && c->ngot_fds < c->want_fds)
+					c->got_fds[c->ngot_fds++] = fd;
+				else
+					close(fd);
 			}
 		}
 	}
@@ -244,6 +269,54 @@ recv_one(struct kvx_conn *c)
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		return -EBADMSG;
 	return (int)n;
+}
+
+/* The next message from kvxd into c->rx without blocking: out of the event ring once the
+ * session has rings (the socket is then read only when a wait saw it readable), else off the
+ * socket.  Returns its size (> 0), -EAGAIN or -errno (-EPROTO: the ring is corrupt; sticky). */
+static int
+recv_one(struct kvx_conn *c)
+{
+	ssize_t n;
+
+	if (!c->rings)
+		return sock_recv(c);
+	n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
+	if (n > 0)
+		return (int)n;
+	if (n < 0) {
+		c->err = -EPROTO;
+		return c->err;
+	}
+	return -EAGAIN;
+}
+
+/* With rings: block until the event ring may have something, the socket is readable (kvxd
+ * went away), or the deadline (-1: none).  Reads the event ring's eventfd when it was reported.
+ * A datagram on the socket is received into c->rx: returns its size (> 0); else 0 (look at
+ * the ring again) or -errno (-ETIMEDOUT at the deadline). */
+static int
+ring_wait(struct kvx_conn *c, int64_t deadline)
+{
+	struct pollfd p[2] = {{.fd = c->evt_efd, .events = POLLIN},
+			      {.fd = c->fd, .events = POLLIN}};
+	uint64_t v;
+	int r;
+
+	if (!kvx_shring_empty(&c->evt))
+		return 0;
+	r = poll(p, 2, remaining_ms(deadline)); /* once even at the deadline: is kvxd there? */
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	if (p[0].revents & POLLIN)
+		(void)!read(c->evt_efd, &v, sizeof(v));
+	if (p[1].revents) {
+		r = sock_recv(c);
+		return r == -EAGAIN ? 0 : r;
+	}
+	return 0;
 }
 
 /*
@@ -305,6 +378,34 @@ drain(struct kvx_conn *c, uint32_t room)
 	return 0;
 }
 
+/* With rings: put one request into the submission ring and wake kvxd if it blocks.  While the
+ * ring is full, takes what kvxd sends meanwhile (kvxd may wait for room in the event ring) and
+ * looks again every RING_FULL_WAIT_MS, up to the deadline. */
+static int
+ring_send(struct kvx_conn *c, const void *buf, size_t len, int64_t deadline)
+{
+	for (;;) {
+		int r = kvx_shring_put(&c->sub, buf, (uint32_t)len);
+
+		if (r == 0) {
+			kvx_shring_notify(&c->sub);
+			return 0;
+		}
+		if (r != -ENOBUFS) {
+			if (r == -EPROTO)
+				c->err = -EPROTO;
+			return r;
+		}
+		kvx_shring_notify(&c->sub); /* what is in it already */
+		r = drain(c, EVQ_MAX);
+		if (r < 0)
+			return r;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		poll(NULL, 0, RING_FULL_WAIT_MS);
+	}
+}
+
 /* Send one datagram (with fd as SCM_RIGHTS when fd >= 0).  While the socket is full, waits for
  * room up to the request timeout, draining incoming events meanwhile (kvxd may itself be
  * blocked sending to us). */
@@ -322,6 +423,8 @@ send_msg(struct kvx_conn *c, const void *buf, size_t len, int fd)
 	ssize_t n;
 	int r;
 
+	if (c->rings && fd < 0)
+		return ring_send(c, buf, len, deadline);
 	if (fd >= 0) {
 		struct cmsghdr *cm;
 
@@ -372,6 +475,11 @@ wait_reply(struct kvx_conn *c, uint64_t seq)
 
 	for (;;) {
 		n = recv_one(c);
+		if (n == -EAGAIN && c->rings) {
+			n = ring_wait(c, deadline);
+			if (n == 0)
+				continue;
+		}
 		if (n == -EAGAIN) {
 			if (now_ms() >= deadline)
 				return -ETIMEDOUT; /* even if poll keeps saying "ready" */
@@ -431,6 +539,85 @@ tx_msg(struct kvx_conn *c, size_t fixed)
 	return c->tx;
 }
 
+/* ---- rings ---- */
+
+static void
+rings_free(struct kvx_conn *c)
+{
+	if (c->ring_map)
+		munmap(c->ring_map, c->ring_map_len);
+	if (c->sub_efd >= 0)
+		close(c->sub_efd);
+	if (c->evt_efd >= 0)
+		close(c->evt_efd);
+	c->ring_map = NULL;
+	c->sub_efd = c->evt_efd = -1;
+	c->rings = false;
+}
+
+/* Ask kvxd for the session's rings (KVX_ENG_RINGS).  Returns 0 with the rings in use, 0 on the
+ * socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or -errno when
+ * the session broke. */
+static int
+rings_setup(struct kvx_conn *c)
+{
+	const char *env = getenv("KVX_RINGS");
+	const struct kvx_eng_reply *rep;
+	struct epoll_event ee = {.events = EPOLLIN};
+	struct stat st;
+	uint64_t size;
+	size_t one;
+	int r;
+
+	if (env && strcmp(env, "0") == 0)
+		return 0;
+	tx_msg(c, sizeof(struct kvx_eng_rings));
+	c->want_fds = 3;
+	c->ngot_fds = 0;
+	r = request(c, KVX_ENG_RINGS, sizeof(struct kvx_eng_rings), -1, &rep);
+	c->want_fds = 0;
+	if (r < 0)
+		goto out;
+	if (rep->status < 0) {
+		r = 0; /* the socket it is */
+		goto out;
+	}
+	size = (uint64_t)rep->value;
+	one = kvx_shring_map_bytes(size);
+	r = -EBADMSG;
+	if (c->ngot_fds != 3 || !one || fstat(c->got_fds[0], &st) ||
+	    (uint64_t)st.st_size < 2 * (uint64_t)one)
+		goto out;
+	c->ring_map = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
+	if (c->ring_map == MAP_FAILED) {
+		c->ring_map = NULL;
+		r = -errno;
+		goto out;
+	}
+	c->ring_map_len = 2 * one;
+	c->sub_efd = c->got_fds[1];
+	c->evt_efd = c->got_fds[2];
+	c->got_fds[1] = c->got_fds[2] = -1;
+	if (kvx_shring_attach(&c->sub, c->ring_map, one, size, c->sub_efd, true) ||
+	    kvx_shring_attach(&c->evt, (uint8_t *)c->ring_map + one, one, size, c->evt_efd, false))
+		goto out;
+	ee.data.fd = c->evt_efd;
+	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->evt_efd, &ee) < 0) {
+		r = -errno;
+		goto out;
+	}
+	c->rings = true;
+	r = 0;
+out:
+	for (int i = 0; i < c->ngot_fds; i++)
+		if (c->got_fds[i] >= 0 && (i == 0 || !c->rings))
+			close(c->got_fds[i]);
+	c->ngot_fds = 0;
+	if (!c->rings)
+		rings_free(c);
+	return r;
+}
+
 /* ---- API ---- */
 
 struct kvx_conn *
@@ -456,6 +643,7 @@ kvx_connect(const char *path)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
+	c->sub_efd = c->evt_efd = -1;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		r = -errno;
@@ -505,9 +693,13 @@ kvx_connect(const char *path)
 		r = -EBADMSG;
 		goto err_close_pfd;
 	}
+	r = rings_setup(c);
+	if (r < 0)
+		goto err_close_pfd;
 	return c;
 
 err_close_pfd:
+	rings_free(c);
 	close(c->pfd);
 err_close_efd:
 	close(c->efd);
@@ -527,6 +719,7 @@ kvx_disconnect(struct kvx_conn *c)
 
 	if (!c)
 		return;
+	rings_free(c);
 	close(c->pfd);
 	close(c->efd);
 	close(c->fd);
@@ -719,6 +912,12 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 	if (!c || !ev || max <= 0)
 		return -EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	if (c->rings && !c->err) {
+		uint64_t v;
+
+		/* first: a batch kvxd puts after this read writes it again */
+		(void)!read(c->evt_efd, &v, sizeof(v));
+	}
 	for (;;) {
 		if (!c->err && !c->pending_err) {
 			r = drain(c, (uint32_t)max);
@@ -734,6 +933,16 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 		}
 		if (c->err)
 			return c->err;
+		if (c->rings) {
+			r = ring_wait(c, deadline);
+			if (r == -ETIMEDOUT)
+				return 0;
+			if (r > 0)
+				r = dispatch(c, r, 0);
+			if (r < 0 && r != -ECONNRESET)
+				c->pending_err = r;
+			continue;
+		}
 		if (timeout_ms == 0 || (deadline >= 0 && now_ms() >= deadline))
 			return 0;
 		p.fd = c->fd;

@@ -155,6 +155,8 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 		break;
 	case KVXD_FD_OUTBOX:
 		break; /* drained every iteration */
+	case KVXD_FD_ENGINE_RING:
+		break; /* read after the wait (kvxd_engine_ring_unpark), taken every iteration */
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
 
@@ -177,6 +179,9 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	kvx_rcu_quiescent();
 	if (drain_outboxes(d))
 		timeout_ms = 0;
+	if (kvxd_engine_rings_poll(d))
+		timeout_ms = 0;
+	kvxd_engine_rings_notify(d);
 	for (int c = 0; c < d->ncores; c++)
 		if (kvx_pcore_flush(&d->cores[c]))
 			timeout_ms = timeout_ms > 1 ? 1 : timeout_ms; /* retry soon */
@@ -185,6 +190,14 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	for (int c = 0; c < d->ncores; c++)
 		if (!kvx_mbox_empty(d->cores[c].outbox))
 			timeout_ms = 0;
+	switch (kvxd_engine_rings_park(d)) {
+	case 2: /* a submission ring has requests */
+		timeout_ms = 0;
+		break;
+	case 1: /* events wait for room in an event ring */
+		timeout_ms = timeout_ms > 1 ? 1 : timeout_ms;
+		break;
+	}
 	next = kvxd_rooms_next_due(d);
 	if (kvxd_peer_next_due(d) < next)
 		next = kvxd_peer_next_due(d);
@@ -203,6 +216,15 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 			if (f->kind == KVXD_FD_OUTBOX)
 				woken[(struct kvxd_core *)f->ptr - d->cores] = true;
 		}
+		for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+			struct kvxd_engine *e = d->engines[i];
+			bool w = false;
+
+			for (int k = 0; e && e->rings && k < n; k++)
+				w |= ev[k].data.ptr == &e->ring_ev;
+			if (e)
+				kvxd_engine_ring_unpark(d, e, w);
+		}
 		/* an outbox's eventfd is read only when epoll reported it */
 		for (int c = 0; c < d->ncores; c++)
 			kvx_mbox_park_done(d->cores[c].outbox, woken[c]);
@@ -210,6 +232,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	for (int i = 0; i < n; i++)
 		dispatch(d, ev[i].data.ptr, ev[i].events);
 	drain_outboxes(d);
+	kvxd_engine_rings_poll(d);
 	tick(d, kvxd_now_ms());
 	kvxd_engine_reap(d); /* sessions doomed above: nothing holds them any more */
 }

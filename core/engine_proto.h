@@ -38,6 +38,7 @@ enum kvx_eng_type {
 	KVX_ENG_ROOM_CLOSE = 6, /* reply status */
 	KVX_ENG_ADMIN = 7,	/* reply text */
 	KVX_ENG_ROOM_ABORT = 8, /* decode; reply value = the abort generation */
+	KVX_ENG_RINGS = 9,	/* after HELLO: move to shared-memory rings (see below) */
 	KVX_ENG_REPLY = 64,	/* kvxd -> engine */
 	KVX_ENG_EVENT = 65,	/* kvxd -> engine */
 };
@@ -53,6 +54,23 @@ struct kvx_eng_hello {
 	struct kvx_eng_hdr hdr;
 	uint32_t version; /* KVX_ENG_VERSION */
 	uint32_t pad;
+};
+
+/*
+ * KVX_ENG_RINGS: kvxd answers with a REPLY (value = the data bytes of each ring) carrying three
+ * fds: a sealed memfd (it cannot shrink or grow) holding two core/shring rings, the submission
+ * ring (engine -> kvxd) at offset 0 and the event ring (kvxd -> engine) right after it
+ * (kvx_shring_map_bytes(value) each), then the eventfd kvxd blocks on (the engine writes it for
+ * the submission ring) and the eventfd the engine blocks on (kvxd writes it for the event ring).
+ * From that reply on, kvxd sends every REPLY and EVENT through the event ring, and the engine
+ * sends every request that carries no fd through the submission ring (the same messages, checked
+ * the same way); the socket stays for requests with an fd (POOL_REG) and tells each side that
+ * the other went away.  The engine's side of the event ring starts parked: kvxd writes its
+ * eventfd after a batch unless the engine announced that it is reading the ring.  Refused with
+ * -EALREADY when the session already has rings, -EBUSY while replies wait for the socket.
+ */
+struct kvx_eng_rings {
+	struct kvx_eng_hdr hdr;
 };
 
 struct kvx_eng_pool_reg {

@@ -58,6 +58,8 @@ struct fake {
 	int bad_in; /* malformed requests received */
 	uint64_t last_seq;
 	uint8_t last[KVX_ENG_MSG_MAX];
+	uint8_t hello[64]; /* the last HELLO */
+	size_t hello_len;
 	size_t last_len;
 	int nfds;
 	struct stat fd_st;
@@ -174,6 +176,8 @@ request_ok(const uint8_t *buf, size_t n)
 		return n == sizeof(struct kvx_eng_room_abort);
 	case KVX_ENG_ADMIN:
 		return n > sizeof(struct kvx_eng_admin);
+	case KVX_ENG_RINGS:
+		return n == sizeof(struct kvx_eng_rings);
 	case KVX_ENG_ROOM_OPEN: {
 		const struct kvx_eng_room_open *m = (const void *)buf;
 
@@ -237,6 +241,10 @@ fake_serve(void *arg)
 		f->last_seq = h->seq;
 		memcpy(f->last, buf, (size_t)n);
 		f->last_len = (size_t)n;
+		if (h->type == KVX_ENG_HELLO && (size_t)n <= sizeof(f->hello)) {
+			memcpy(f->hello, buf, (size_t)n);
+			f->hello_len = (size_t)n;
+		}
 		if (fd >= 0) {
 			f->nfds++;
 			fstat(fd, &f->fd_st);
@@ -285,6 +293,10 @@ fake_serve(void *arg)
 		case KVX_ENG_HELLO:
 			status = f->hello_status;
 			snprintf(text, sizeof(text), "%s", f->node);
+			break;
+		case KVX_ENG_RINGS: /* this fake is a kvxd without rings */
+			status = -EOPNOTSUPP;
+			snprintf(text, sizeof(text), "no rings");
 			break;
 		case KVX_ENG_ADMIN: {
 			const char *cmd = (const char *)buf + sizeof(struct kvx_eng_admin);
@@ -422,17 +434,23 @@ static void
 test_connect_learns_node_name(void **state)
 {
 	struct fixture *fx = *state;
-	const struct kvx_eng_hello *m = (const void *)fx->f.last;
+	const struct kvx_eng_hello *m = (const void *)fx->f.hello;
+	const struct kvx_eng_hdr *r = (const void *)fx->f.last;
 
 	assert_string_equal(kvx_node_name(fx->c), "kvx-test.node_1");
 	assert_true(kvx_conn_fd(fx->c) >= 0);
 	pthread_mutex_lock(&fx->f.mu);
-	assert_int_equal(fx->f.nmsgs, 1);
+	/* HELLO, then RINGS, which this kvxd refuses: the session stays on the socket */
+	assert_int_equal(fx->f.nmsgs, 2);
 	assert_int_equal(fx->f.ntype[KVX_ENG_HELLO], 1);
-	assert_int_equal(fx->f.last_len, sizeof(*m));
+	assert_int_equal(fx->f.ntype[KVX_ENG_RINGS], 1);
+	assert_int_equal(fx->f.hello_len, sizeof(*m));
 	assert_int_equal(m->version, KVX_ENG_VERSION);
 	assert_int_equal(m->hdr.seq, 1);
+	assert_int_equal(r->type, KVX_ENG_RINGS);
+	assert_int_equal(r->seq, 2);
 	pthread_mutex_unlock(&fx->f.mu);
+	assert_false(fx->c->rings);
 }
 
 static void
