@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "core/fault.h"
@@ -132,6 +133,7 @@ struct run {
 	uint32_t limbo_n, inflight_now;
 	uint64_t started, done, checked, next_token, next_id, grace_periods;
 	uint64_t wall_ns, check_ns;
+	uint64_t cpu_ns, nivcsw; /* this thread's CPU time and involuntary switches in the run */
 	bool failed;
 	char why[256];
 };
@@ -724,16 +726,31 @@ run_teardown(struct run *r)
 	return rc ? -EIO : 0;
 }
 
+/* This thread's CPU time and involuntary context switches: a run that was not on its CPU all
+ * the time (a busy host) has every figure inflated by the time it waited. */
+static void
+thread_usage(uint64_t *cpu_ns, uint64_t *nivcsw)
+{
+	struct timespec ts;
+	struct rusage ru;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	*cpu_ns = (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
+	*nivcsw = getrusage(RUSAGE_THREAD, &ru) ? 0 : (uint64_t)ru.ru_nivcsw;
+}
+
 static void
 run_loop(struct run *r)
 {
 	uint64_t start = now_ns(), deadline = start + (uint64_t)(r->o->seconds * NSEC);
 	uint32_t limbo_batch = r->inflight / 4 < LIMBO_BATCH ? r->inflight / 4 : LIMBO_BATCH;
+	uint64_t cpu0, csw0;
 	bool starting = true;
 	int stuck = 0;
 
 	if (!limbo_batch)
 		limbo_batch = 1;
+	thread_usage(&cpu0, &csw0);
 
 	while (!r->failed && (starting || r->inflight_now)) {
 		uint64_t t;
@@ -768,6 +785,9 @@ run_loop(struct run *r)
 	}
 	limbo_flush(r);
 	r->wall_ns = now_ns() - start;
+	thread_usage(&r->cpu_ns, &r->nivcsw);
+	r->cpu_ns -= cpu0;
+	r->nivcsw -= csw0;
 }
 
 /* Cross-checks of the cores' own counters after a run. */
@@ -850,6 +870,7 @@ report(const struct run *r, uint64_t wrs_per_room, double clk)
 	uint64_t drv =
 		r->wall_ns > in_cores + r->check_ns ? r->wall_ns - in_cores - r->check_ns : 0;
 	const char *verified = r->failed ? "FAILED" : "ok";
+	double cpu_share = r->wall_ns ? (double)r->cpu_ns / (double)r->wall_ns : 0.0;
 
 	if (o->json) {
 		printf("{\"tool\": \"kvx-ceiling\", \"shape\": \"%s\", \"page_size\": %u, "
@@ -881,10 +902,11 @@ report(const struct run *r, uint64_t wrs_per_room, double clk)
 		       r->dc.busy_calls, r->dc.idle_calls, r->dc.idle_ns / 1e9);
 		printf("\"driver_ns_per_room\": %.1f, \"check_ns_per_room\": %.1f, "
 		       "\"grace_periods\": %" PRIu64 ", \"wall_s\": %.6f, "
-		       "\"wall_rooms_per_s\": %.0f, \"clock_read_ns\": %.1f, \"device_split\": %s, "
-		       "\"method\": \"%s\"",
+		       "\"wall_rooms_per_s\": %.0f, \"thread_cpu_share\": %.3f, "
+		       "\"involuntary_switches\": %" PRIu64 ", \"clock_read_ns\": %.1f, "
+		       "\"device_split\": %s, \"method\": \"%s\"",
 		       per_room(drv, r->done), per_room(r->check_ns, r->done), r->grace_periods,
-		       r->wall_ns / 1e9, per_s(r->done, r->wall_ns), clk,
+		       r->wall_ns / 1e9, per_s(r->done, r->wall_ns), cpu_share, r->nivcsw, clk,
 		       o->device_split ? "true" : "false", METHOD);
 		if (r->failed)
 			printf(", \"error\": \"%s\"", r->why);
@@ -900,10 +922,11 @@ report(const struct run *r, uint64_t wrs_per_room, double clk)
 			printf(" (excl_device rooms/s=%.0f wrs/s=%.0f ns/room=%.0f)",
 			       per_s(r->done, pf_x), per_s(wrs, pf_x), per_room(pf_x, r->done));
 		printf(" decode_core rooms/s=%.0f ns/room=%.0f driver ns/room=%.0f "
-		       "check ns/room=%.0f wall rooms/s=%.0f checked=%" PRIu64 " verified=%s\n",
+		       "check ns/room=%.0f wall rooms/s=%.0f cpu_share=%.3f checked=%" PRIu64
+		       " verified=%s\n",
 		       per_s(r->done, dc_ns), per_room(dc_ns, r->done), per_room(drv, r->done),
-		       per_room(r->check_ns, r->done), per_s(r->done, r->wall_ns), r->checked,
-		       verified);
+		       per_room(r->check_ns, r->done), per_s(r->done, r->wall_ns), cpu_share,
+		       r->checked, verified);
 	}
 	if (r->failed)
 		fprintf(stderr, "kvx-ceiling: shape %s: %s\n", r->sh->name, r->why);

@@ -169,9 +169,12 @@ ceil_secs=${KVX_BENCH_CEILING_SECONDS:-2}
 ceil_ps=${KVX_BENCH_CEILING_PAGE_SIZE:-64}
 ceil_logs=$build/ceiling-logs
 ceil_json=$build/bench-ceiling.json
-# the figures of kvx-ceiling's JSON that the summary line carries (min/median/max of the runs)
+# the figures of kvx-ceiling's JSON that the summary line carries (min/median/max of the runs);
+# thread_cpu_share is the run's CPU time over its wall time: well below 1, the host was busy and
+# every time inside poll_once includes some waiting for the CPU
 CEIL_KEYS='prefill_core_rooms_per_s prefill_core_wrs_per_s prefill_core_excl_device_rooms_per_s
- prefill_core_excl_device_wrs_per_s decode_core_rooms_per_s driver_ns_per_room wall_rooms_per_s'
+ prefill_core_excl_device_wrs_per_s decode_core_rooms_per_s driver_ns_per_room wall_rooms_per_s
+ thread_cpu_share'
 if [ "$only" != vm ] && [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
 	mkdir -p "$ceil_logs"
 	# run by run, each shape in turn, so that a slow spell of the host spreads over the shapes
