@@ -481,6 +481,7 @@ limbo_flush(struct run *r)
 	if (!r->limbo_head)
 		return;
 	synchronize_rcu();
+	kvx_rcu_reclaim_begin(); /* the TSan model of the grace period (core/room_table.h) */
 	r->grace_periods++;
 	while ((s = r->limbo_head)) {
 		r->limbo_head = s->next;
@@ -488,6 +489,7 @@ limbo_flush(struct run *r)
 		r->free_head = s;
 	}
 	r->limbo_n = 0;
+	kvx_rcu_reclaim_end();
 }
 
 static struct slot *
