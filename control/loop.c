@@ -47,6 +47,7 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		/* the end of a room is told exactly once (a late engine is told when it comes,
 		 * kvxd_room_tell); other states as they happen.  Nobody to tell: an orphan goes
 		 * once it is quiescent (see tick). */
+		kvxd_room_ended(d, r, m->state); /* the histograms, once */
 		if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else
