@@ -2,7 +2,7 @@
 /*
  * The control core's event loop: epoll over listeners, peers, engines, signals and the
  * polling cores' outboxes; room deadlines from the room owner's timer heap, peer timers from
- * the peer layer.  Layer 7 of control/ (control/README.md): the top, it calls every layer.
+ * the peer layer.  Layer 9 of control/ (control/README.md): the top, it calls every layer.
  * Thread: the control core (main thread), a registered QSBR reader, offline only inside
  * epoll_wait.
  */
