@@ -41,6 +41,8 @@ enum kvxd_fd_kind {
 	KVXD_FD_ENGINE,
 	KVXD_FD_OUTBOX,
 	KVXD_FD_SIGNAL,
+	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
+	KVXD_FD_METRICS_CONN,	/* one of its connections */
 };
 
 struct kvxd_fd {
@@ -217,6 +219,10 @@ struct kvxd_counters {
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
 	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
 		cap_pinned, cap_rooms;
+	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
+	 * (over the cap), requests too large, connections closed at their deadline */
+	uint64_t http_200, http_400, http_404, http_405, http_431, http_500, http_refused_busy,
+		http_timeouts;
 };
 
 /* Where the end of a room falls in kvxd_hists.room_latency[role][...] */
@@ -276,6 +282,8 @@ struct kvxd {
 	uint64_t start_ms;
 	struct kvxd_timer_heap room_timers; /* one deadline per room (control/rooms.h) */
 	uint32_t nrooms[2];		    /* rooms in the id table, by role (control/rooms.c) */
+	struct kvxd_metrics_http *http;	    /* [metrics] listen: the endpoint, or NULL */
+	uint32_t http_conns;		    /* its open connections */
 	struct kvxd_counters ctr;
 	struct kvxd_hists hist;
 };

@@ -20,6 +20,7 @@
 #include "control/engine.h"
 #include "control/engine_io.h"
 #include "control/loop.h"
+#include "control/metrics_http.h"
 #include "control/peer.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
@@ -137,6 +138,7 @@ tick(struct kvxd *d, uint64_t now)
 		kvxd_abort_on_timer(d, r, now);
 	kvxd_peer_tick(d, now); /* after the rooms: it acts on the fences they asked for */
 	kvxd_pool_sweep(d);
+	kvxd_metrics_http_tick(d, now);
 }
 
 static void
@@ -160,6 +162,10 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 		break;
 	case KVXD_FD_OUTBOX:
 		break; /* drained every iteration */
+	case KVXD_FD_METRICS_LISTEN:
+	case KVXD_FD_METRICS_CONN:
+		kvxd_metrics_http_on_event(d, f, events);
+		break;
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
 
@@ -193,6 +199,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	next = kvxd_rooms_next_due(d);
 	if (kvxd_peer_next_due(d) < next)
 		next = kvxd_peer_next_due(d);
+	if (kvxd_metrics_http_next_due(d) < next)
+		next = kvxd_metrics_http_next_due(d);
 	now = kvxd_now_ms();
 	if (next != KVXD_TIMER_NEVER && timeout_ms > 0 && next < now + (uint64_t)timeout_ms)
 		timeout_ms = next <= now ? 0 : (int)(next - now);

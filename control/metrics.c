@@ -382,6 +382,18 @@ control_counters(struct out *o, struct kvxd *d)
 	family(o, "kvx_fault_fired_total", "counter", "fault points fired");
 	for (int f = 0; f < KVX_FAULT_COUNT; f++)
 		sample(o, L({"point", kvx_fault_name(f)}), kvx_fault_fired(f));
+	family(o, "kvx_metrics_http_responses_total", "counter",
+	       "answers of the metrics endpoint, by HTTP status");
+	sample(o, L({"code", "200"}), c->http_200);
+	sample(o, L({"code", "400"}), c->http_400);
+	sample(o, L({"code", "404"}), c->http_404);
+	sample(o, L({"code", "405"}), c->http_405);
+	sample(o, L({"code", "431"}), c->http_431);
+	sample(o, L({"code", "500"}), c->http_500);
+	COUNTER("metrics_http_refused_total", "metrics connections refused over the cap",
+		c->http_refused_busy);
+	COUNTER("metrics_http_timeouts_total", "metrics connections closed at their deadline",
+		c->http_timeouts);
 }
 
 /* Per polling core: its single-writer counters (verbs/pcore.h), read relaxed. */
@@ -498,6 +510,8 @@ gauges(struct out *o, struct kvxd *d)
 	      (uint64_t)(d->live_qpcs > 0 ? d->live_qpcs : 0));
 	GAUGE("room_timers_armed", "room deadlines in the timer heap", d->room_timers.n);
 	GAUGE("polling_cores", "polling cores", (uint64_t)d->ncores);
+	GAUGE("metrics_http_connections", "open connections of the metrics endpoint",
+	      d->http_conns);
 	n = kvxd_now_ms();
 	GAUGE("uptime_seconds", "seconds since kvxd started",
 	      d->start_ms && n > d->start_ms ? (n - d->start_ms) / 1000 : 0);
