@@ -517,14 +517,17 @@ test_checker_catches_broken_text(void **state)
 		"kvx_x{node=\"a\"} 1\n", /* no TYPE */
 		"# TYPE kvx_x counter\nkvx_y{node=\"a\"} 1\n",
 		"# TYPE kvx_x counter\nkvx_x{node=\"a\"} 1\n# TYPE kvx_x counter\n",
-		"# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
-		"kvx_h_bucket{node=\"a\",le=\"2\"} 1\nkvx_h_bucket{node=\"a\",le=\"+Inf\"} 2\n"
-		"kvx_h_sum{node=\"a\"} 1\nkvx_h_count{node=\"a\"} 2\n",
-		"# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
-		"kvx_h_bucket{node=\"a\",le=\"+Inf\"} 2\nkvx_h_sum{node=\"a\"} 1\n"
-		"kvx_h_count{node=\"a\"} 3\n",
-		"# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
-		"kvx_h_sum{node=\"a\"} 1\nkvx_h_count{node=\"a\"} 2\n",
+		/* buckets not cumulative */
+		("# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
+		 "kvx_h_bucket{node=\"a\",le=\"2\"} 1\nkvx_h_bucket{node=\"a\",le=\"+Inf\"} 2\n"
+		 "kvx_h_sum{node=\"a\"} 1\nkvx_h_count{node=\"a\"} 2\n"),
+		/* _count is not the +Inf bucket */
+		("# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
+		 "kvx_h_bucket{node=\"a\",le=\"+Inf\"} 2\nkvx_h_sum{node=\"a\"} 1\n"
+		 "kvx_h_count{node=\"a\"} 3\n"),
+		/* no +Inf bucket */
+		("# TYPE kvx_h histogram\nkvx_h_bucket{node=\"a\",le=\"1\"} 2\n"
+		 "kvx_h_sum{node=\"a\"} 1\nkvx_h_count{node=\"a\"} 2\n"),
 		"# TYPE kvx_x counter\nkvx_x{node=\"a\"} one\n",
 		"# TYPE kvx_x counter\nkvx_x 1\n",
 	};
