@@ -1,7 +1,9 @@
 # kvx: the two commands a newcomer needs (see README.md).
 #   make demo   build, boot the Soft-RoCE VM, run kvx-bench between two kvxd, compare with ib_write_bw
 #   make bench  build, one VM boot: each shape of scripts/bench.sh, kvx-bench and perftest
-#               interleaved BENCH_RUNS times each; one line per shape, every run in build/bench.json
+#               interleaved BENCH_RUNS times each; one line per shape, every run in build/bench.json;
+#               before the VM, the polling cores' software ceiling on the host (kvx-ceiling)
+#   make bench-ceiling  only that ceiling: no VM, no RDMA, any machine (build/bench-ceiling.json)
 #   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
 #               fuzz target, then plain; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
@@ -24,9 +26,13 @@ BENCH_RUNS       ?= 3
 BENCH_LAT_ITERS  ?= 2000
 BENCH_SHAPES     ?=
 BENCH_VM_TIMEOUT ?= 1500
+# BENCH_ONLY: ceiling (host only) or vm (VM only); empty: both.  BENCH_CEILING_SECONDS: seconds
+# per kvx-ceiling run (BENCH_RUNS runs of each of its shapes).
+BENCH_ONLY       ?=
+BENCH_CEILING_SECONDS ?= 2
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench format format-check \
-	package install clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench bench-ceiling \
+	format format-check package install clean
 
 all: build
 
@@ -85,8 +91,13 @@ demo: build
 bench: build
 	@KVX_BENCH_SECONDS=$(BENCH_SECONDS) KVX_BENCH_RUNS=$(BENCH_RUNS) \
 		KVX_BENCH_LAT_ITERS=$(BENCH_LAT_ITERS) KVX_BENCH_SHAPES="$(BENCH_SHAPES)" \
-		KVX_BENCH_VM_TIMEOUT=$(BENCH_VM_TIMEOUT) \
+		KVX_BENCH_VM_TIMEOUT=$(BENCH_VM_TIMEOUT) KVX_BENCH_ONLY=$(BENCH_ONLY) \
+		KVX_BENCH_CEILING_SECONDS=$(BENCH_CEILING_SECONDS) \
 		scripts/bench.sh $(BUILD)
+
+bench-ceiling: build
+	@KVX_BENCH_ONLY=ceiling KVX_BENCH_RUNS=$(BENCH_RUNS) \
+		KVX_BENCH_CEILING_SECONDS=$(BENCH_CEILING_SECONDS) scripts/bench.sh $(BUILD)
 
 # The .deb (packaging/install.cmake): the programs, libkvx, headers, kvx.pc, the unit in
 # /lib/systemd/system, the example configs; Depends from dpkg-shlibdeps.

@@ -95,6 +95,7 @@ release(struct kvxd *d, struct kvxd_room *r)
 		return; /* exactly once */
 	d->ctr.releases++;
 	d->ctr.abort_release_ms_sum += now - r->abort_ms;
+	kvx_hist_observe(&d->hist.abort_release, &kvx_hist_us, kvxd_now_us() - r->abort_us);
 	KVX_DEBUG("room %llu gen %u released after %llu ms (acked 0x%x fenced 0x%x)",
 		  (unsigned long long)r->pc.id, r->abort_gen,
 		  (unsigned long long)(now - r->abort_ms), r->ack_mask, r->fenced_mask);
@@ -167,6 +168,7 @@ kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *re
 	r->abort_gen = next_gen(r);
 	r->ack_mask = r->fenced_mask = r->fencing_mask = 0;
 	r->abort_ms = kvxd_now_ms();
+	r->abort_us = kvxd_now_us();
 	r->release_deadline_ms = r->abort_ms + d->cfg.release_ms;
 	kvxd_room_timer_arm(d, r, r->release_deadline_ms);
 	d->ctr.aborts++;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Operator commands (control/admin.h).  Layer 5 of control/ (control/README.md): it reads
+ * Operator commands (control/admin.h).  Layer 7 of control/ (control/README.md): it reads
  * every table and calls the peer layer for pause/resume.  Thread: the control core.
  */
 #include <errno.h>
@@ -10,6 +10,7 @@
 
 #include "control/abort.h"
 #include "control/admin.h"
+#include "control/metrics.h"
 #include "control/peer_io.h"
 #include "control/peer.h"
 #include "control/rooms.h"
@@ -23,8 +24,8 @@ struct rooms_walk {
 };
 
 #define ADMIN_HELP                                                                                \
-	"commands: peers | rooms | counters | help (every engine); fault NAME:N[,NAME:N] | peer " \
-	"NAME pause|resume|try (operators)\n"
+	"commands: peers | rooms | counters [json] | help (every engine); fault NAME:N[,NAME:N] " \
+	"| peer NAME pause|resume|try (operators)\n"
 
 static int
 room_line(struct kvx_room_table_node *n, void *arg)
@@ -83,138 +84,24 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		P("rooms %d\n", w.n);
 		return 0;
 	}
-	if (strcmp(cmd, "counters") == 0 || strcmp(cmd, "metrics") == 0) {
-		const struct kvxd_counters *c = &d->ctr;
+	if (strcmp(cmd, "counters") == 0 || strcmp(cmd, "metrics") == 0 ||
+	    strcmp(cmd, "counters json") == 0) {
+		/* what GET /metrics serves, without the HELP lines (or as JSON): it must fit one
+		 * reply */
+		struct kvxd_metrics_buf b = {.p = out, .cap = len};
+		int rc = kvxd_metrics_render(d,
+					     strcmp(cmd, "counters json") == 0 ? KVXD_METRICS_JSON
+									       : KVXD_METRICS_TEXT,
+					     0, &b);
 
-#define C(metric, v) P("kvx_" metric "{node=\"%s\"} %llu\n", d->cfg.name, (unsigned long long)(v))
-		C("frames_rx_total", c->frames_rx);
-		C("frames_tx_total", c->frames_tx);
-		C("frames_bad_total", c->frames_bad);
-		C("peer_resets_total", c->peer_resets);
-		C("engine_msgs_total", c->engine_msgs);
-		C("engine_bad_total", c->engine_bad);
-		C("engine_rings_total", c->engine_rings);
-		C("engine_ring_wakes_total", c->engine_ring_wakes);
-		C("events_sent_total", c->events_sent);
-		C("events_dropped_total", c->events_dropped);
-		C("status_pushed_total", c->status_pushed);
-		C("status_queued_total", c->status_queued);
-		C("status_dropped_total", c->status_dropped);
-		C("room_status_evicted_sent_total", c->status_evicted);
-		C("status_received_total", c->status_received);
-		C("rooms_opened_total", c->rooms_opened);
-		C("rooms_closed_total", c->rooms_closed);
-		C("rooms_freed_total", c->rooms_freed);
-		C("waiting_timeouts_total", c->waiting_timeouts);
-		C("qp_replaced_total", c->qp_replaced); /* recycled QPs: replaced, never reused */
-		C("journal_pending_entries", kvxd_journal_pending(d));
-		C("aborts_total", c->aborts);
-		C("releases_total", c->releases);
-		C("abort_release_ms_sum", c->abort_release_ms_sum);
-		C("aborts_received_total", c->aborts_received);
-		C("abort_acks_sent_total", c->acks_sent);
-		C("abort_acks_unsent_total", c->acks_unsent);
-		C("abort_acks_received_total", c->acks_received);
-		C("abort_acks_stale_total", c->acks_stale);
-		C("abort_acks_unknown_total", c->acks_unknown);
-		C("tombstones_total", c->tombstones);
-		C("fences_total", c->fences);
-		C("source_lost_fences_total", c->session_fences);
-		/* hostile or broken peers: every refusal, by reason */
-		C("auth_disabled", d->auth.none ? 1 : 0);
-		C("heartbeats_sent_total", c->heartbeats_sent);
-		C("peers_silent_total", c->peers_silent);
-		C("events_duplicate_suppressed_total", c->events_duplicate);
-		for (int f = 0; f < KVXD_PEER_STATE_COUNT; f++)
-			for (int t = 0; t < KVXD_PEER_STATE_COUNT; t++)
-				if (c->peer_transitions[f][t])
-					P("kvx_peer_transitions_total{node=\"%s\",from=\"%s\",to="
-					  "\"%s\"} "
-					  "%llu\n",
-					  d->cfg.name, kvxd_peer_state_str(f),
-					  kvxd_peer_state_str(t),
-					  (unsigned long long)c->peer_transitions[f][t]);
-		C("engine_lost_rooms_total", c->engine_lost_rooms);
-		C("room_meta_refused_engine_gone_total", c->meta_refused_engine_gone);
-		C("peer_conn_refused_address_total", c->conn_refused_addr);
-		C("peer_conn_refused_name_total", c->conn_refused_name);
-		C("peer_conn_refused_version_total", c->conn_refused_version);
-		C("peer_conn_refused_auth_total", c->conn_refused_auth);
-		C("peer_conn_refused_busy_total", c->conn_refused_busy);
-		C("peer_pending_expired_total", c->pending_expired);
-		C("peer_pending_evicted_total", c->pending_evicted);
-		C("peer_pending", d->npending);
-		C("peer_gid_mismatch_total", c->gid_mismatch);
-		C("room_meta_refused_owner_total", c->meta_refused_owner);
-		C("room_meta_refused_aborted_total", c->meta_refused_aborted);
-		C("room_meta_refused_cap_total", c->meta_refused_cap);
-		C("room_status_refused_owner_total", c->status_refused_owner);
-		C("aborts_not_owner_total", c->aborts_not_owner);
-		C("tombstones_refused_total", c->tombstones_refused);
-		C("engine_refused_total", c->engine_refused);
-		C("engine_admin_denied_total", c->admin_denied);
-		C("engine_queue_overflows_total", c->engine_queue_overflows);
-		/* chunk memory (kvxd_chunk_alloc, core/slab.h): in steady state only hits grow;
-		 * misses and big ones were malloc'd, released ones free()'d past the bound */
-		C("chunk_cache_hits_total", d->chunks.st.hits);
-		C("chunk_cache_misses_total", d->chunks.st.misses);
-		C("chunk_cache_big_total", d->chunks.st.big);
-		C("chunk_cache_released_total", d->chunks.st.released);
-		C("chunk_alloc_failed_total", d->chunks.st.failed);
-		C("chunk_cache_bytes", d->chunks.st.cached_bytes);
-		C("chunks_live", d->chunks.st.live);
-#define CAP(key, v)                                                                        \
-	P("kvx_engine_cap_refused_total{node=\"%s\",cap=\"" key "\"} %llu\n", d->cfg.name, \
-	  (unsigned long long)(v))
-		CAP("max_sessions_per_uid", c->cap_sessions);
-		CAP("max_pools_per_engine", c->cap_pools);
-		CAP("max_pinned_mb_per_uid", c->cap_pinned);
-		CAP("max_rooms_per_engine", c->cap_rooms);
-#undef CAP
-		C("fault_wr_corrupt_rkey_fired_total", kvx_fault_fired(KVX_FAULT_WR_CORRUPT_RKEY));
-		for (int f = 0; f < KVX_FAULT_COUNT; f++)
-			P("kvx_fault_fired_total{node=\"%s\",point=\"%s\"} %lu\n", d->cfg.name,
-			  kvx_fault_name(f), kvx_fault_fired(f));
-		for (int i = 0; i < d->ncores; i++) {
-			struct kvxd_core_stats *s = &d->cores[i].st;
-
-#define S(metric, f)                                                             \
-	P("kvx_core_" metric "{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i, \
-	  (unsigned long long)atomic_load_explicit(&s->f, memory_order_relaxed))
-			S("iterations_total", iterations);
-			S("parks_total", parks);
-			S("wr_posted_total", wr_posted);
-			S("wc_ok_total", wc_ok);
-			S("wc_error_total", wc_err);
-			S("wc_flush_total", wc_flush);
-			S("recv_imm_total", recv_imm);
-			S("bad_imm_total", bad_imm);
-			S("bytes_posted_total", bytes_posted);
-			S("rooms_success_total", rooms_success);
-			S("rooms_failed_total", rooms_failed);
-			S("outbox_full_total", outbox_full);
-			S("chunks_skipped_total", chunks_skipped);
-			S("recv_error_total", recv_err);
-			S("imm_not_owner_total", imm_not_owner);
-			S("chunks_too_big_total", chunks_too_big);
-			P("kvx_core_inbox_overflow_total{node=\"%s\",core=\"%d\"} %llu\n",
-			  d->cfg.name, i, (unsigned long long)d->cores[i].ovf_queued);
-			P("kvx_core_inbox_overflow_max{node=\"%s\",core=\"%d\"} %llu\n",
-			  d->cfg.name, i, (unsigned long long)d->cores[i].ovf_max);
-			/* WRs posted whose completion has not been reaped yet (errored groups
-			 * included: they stay counted until their QP flushed) */
-			P("kvx_core_wr_unresolved{node=\"%s\",core=\"%d\"} %llu\n", d->cfg.name, i,
-			  (unsigned long long)(atomic_load_explicit(&s->wr_posted,
-								    memory_order_relaxed) -
-					       atomic_load_explicit(&s->wc_ok,
-								    memory_order_relaxed) -
-					       atomic_load_explicit(&s->wc_err,
-								    memory_order_relaxed) -
-					       atomic_load_explicit(&s->wc_flush,
-								    memory_order_relaxed)));
-#undef S
+		if (rc) {
+			snprintf(
+				out, len,
+				"the metrics do not fit in one reply (%zu bytes): scrape [metrics] "
+				"listen instead\n",
+				len);
+			return rc;
 		}
-#undef C
 		return 0;
 	}
 	if (strcmp(cmd, "help") == 0) {

@@ -671,7 +671,9 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		/* the chunk, and its pool reference */
 		kvxd_chunk_free(d, ch);
 		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");
+		return;
 	}
+	r->bytes += (uint64_t)m->npages * pool->page_size * pool->nbufs; /* the bytes histogram */
 }
 
 static int

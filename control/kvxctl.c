@@ -3,17 +3,20 @@
  * kvxctl: operator commands to the local kvxd over its engine socket.
  *
  *   kvxctl [-s SOCKET] CMD [ARGS...]
+ *   kvxctl [-s SOCKET] --json [counters]
  *   kvxctl --version     its version and the version of the libkvx it loaded
  *
  * CMD and ARGS are joined with single spaces and sent as one admin command (kvx_admin); the
- * reply text goes to stdout.  Exit 0 on success, 1 on an error (the message goes to stderr),
- * 2 on a usage error.
+ * reply text goes to stdout.  --json prints the counters, gauges and histograms as one JSON
+ * object ("counters json"): {"node": NAME, "metrics": {NAME: {"type": T, "samples": [...]}}}.  Exit
+ * 0 on success, 1 on an error (the message goes to stderr), 2 on a usage error.
  */
 #include "kvx/kvx.h"
 #include "kvx/version.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,9 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: kvxctl [-s SOCKET] CMD [ARGS...]\n"
+		   "       kvxctl [-s SOCKET] --json [counters]\n"
 		   "  -s SOCKET  kvxd engine socket (default " DEFAULT_SOCKET ")\n"
+		   "  -j, --json the counters, gauges and histograms as JSON\n"
 		   "  -h, --help this help\n"
 		   "  --version  kvxctl's version and the loaded libkvx's\n"
 		   "commands (kvxd): peers, rooms, counters, fault NAME:N, ...\n");
@@ -35,22 +40,27 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-	static const struct option lo[] = {
+	const char *sock = DEFAULT_SOCKET;
+	static char cmd[CMD_MAX];
+	static char out[REPLY_MAX];
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *sock = DEFAULT_SOCKET;
-	static char cmd[CMD_MAX];
-	static char out[REPLY_MAX];
 	struct kvx_conn *c;
 	size_t used = 0, n;
+	bool json = false;
 	int opt, i, r;
 
-	while ((opt = getopt_long(argc, argv, "+s:h", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+s:jh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			sock = optarg;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -63,12 +73,22 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind >= argc) {
+	if (json) {
+		/* the counters are the only JSON there is: "counters" may be named or not */
+		if (optind < argc && (strcmp(argv[optind], "counters") != 0 || optind + 1 < argc)) {
+			fprintf(stderr, "kvxctl: --json prints the counters; it takes no other "
+					"command\n");
+			usage(stderr);
+			return 2;
+		}
+		snprintf(cmd, sizeof(cmd), "counters json");
+		used = strlen(cmd);
+	} else if (optind >= argc) {
 		fprintf(stderr, "kvxctl: missing command\n");
 		usage(stderr);
 		return 2;
 	}
-	for (i = optind; i < argc; i++) {
+	for (i = json ? argc : optind; i < argc; i++) {
 		n = strlen(argv[i]);
 		if (used + (used ? 1 : 0) + n >= sizeof(cmd)) {
 			fprintf(stderr, "kvxctl: command too long (at most %zu bytes)\n",

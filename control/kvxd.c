@@ -19,12 +19,28 @@ monotonic_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static uint64_t
+monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 uint64_t (*kvxd_clock_ms)(void) = monotonic_ms;
+uint64_t (*kvxd_clock_us)(void) = monotonic_us;
 
 uint64_t
 kvxd_now_ms(void)
 {
 	return kvxd_clock_ms();
+}
+
+uint64_t
+kvxd_now_us(void)
+{
+	return kvxd_clock_us();
 }
 
 int

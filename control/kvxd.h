@@ -21,6 +21,7 @@
 #include "core/auth.h"
 #include "core/config.h"
 #include "core/engine_proto.h"
+#include "core/hist.h"
 #include "core/room_table.h"
 #include "core/shring.h"
 #include "core/slab.h"
@@ -48,6 +49,8 @@ enum kvxd_fd_kind {
 	KVXD_FD_ENGINE_RING, /* an engine session's submission-ring eventfd (ptr: the session) */
 	KVXD_FD_OUTBOX,
 	KVXD_FD_SIGNAL,
+	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
+	KVXD_FD_METRICS_CONN,	/* one of its connections */
 };
 
 struct kvxd_fd {
@@ -155,6 +158,7 @@ struct kvxd_peer {
 	struct kvxd_status_entry *pend_status;
 	int npend_status, cap_status;
 	uint64_t n_handshakes, n_setup_failures, n_resets;
+	uint64_t hs_start_us; /* when this setup left IDLE (the handshake histogram) */
 	/* what this peer's frames made us hold: rooms its ROOM_META created, tombstones its
 	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer) */
 	uint32_t rooms_held, tombstones_held;
@@ -231,6 +235,33 @@ struct kvxd_counters {
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
 	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
 		cap_pinned, cap_rooms;
+	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
+	 * (over the cap), requests too large, connections closed at their deadline */
+	uint64_t http_200, http_400, http_404, http_405, http_431, http_500, http_refused_busy,
+		http_timeouts;
+};
+
+/* Where the end of a room falls in kvxd_hists.room_latency[role][...] */
+enum kvxd_room_outcome {
+	KVXD_OUTCOME_SUCCESS = 0, /* both roles */
+	KVXD_OUTCOME_FAILED,	  /* prefill FAILED, decode RELEASED (an abort or a failure) */
+	KVXD_OUTCOME_COUNT,
+};
+
+/*
+ * Histograms (core/hist.h), written by the control core where the events happen: a room's
+ * end as its core reports it (loop.c, rooms.c), a release (abort.c), a peer reaching READY
+ * (peer.c).  Durations in microseconds (kvx_hist_us), sizes in bytes (kvx_hist_bytes).
+ */
+struct kvxd_hists {
+	/* open (decode: the engine's open; prefill: the room's creation by a ROOM_META, a chunk
+	 * or an ABORT) to its end as its engine is told it (prefill SUCCESS | FAILED, decode
+	 * SUCCESS | RELEASED), by role (enum kvx_room_role) and outcome */
+	struct kvx_hist room_latency[2][KVXD_OUTCOME_COUNT];
+	struct kvx_hist abort_release; /* decode: abort armed to pages released */
+	struct kvx_hist handshake;     /* a peer leaving IDLE to READY (a successful setup) */
+	/* bytes a room moved on its device's rail when it succeeded, by role (one rail today) */
+	struct kvx_hist room_bytes[2];
 };
 
 struct kvxd {
@@ -270,12 +301,20 @@ struct kvxd {
 	 * KVX_MAX_ROOM_PAGES pages, KVXD_CHUNK_CACHE_BYTES cached; its counters (st) are shown
 	 * with ctr by the "counters" command */
 	struct kvx_slab chunks;
+	uint32_t nrooms[2];		/* rooms in the id table, by role (control/rooms.c) */
+	struct kvxd_metrics_http *http; /* [metrics] listen: the endpoint, or NULL */
+	uint32_t http_conns;		/* its open connections */
 	struct kvxd_counters ctr;
+	struct kvxd_hists hist;
 };
 
 /* Milliseconds on the monotonic clock; tests may replace kvxd_clock_ms. */
 extern uint64_t (*kvxd_clock_ms)(void);
 uint64_t kvxd_now_ms(void);
+/* Microseconds on the monotonic clock, for the histograms only (never a deadline); tests may
+ * replace kvxd_clock_us. */
+extern uint64_t (*kvxd_clock_us)(void);
+uint64_t kvxd_now_us(void);
 
 /* Register / change a descriptor in the loop's epoll set: 0 or -errno (add). */
 int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);

@@ -2,7 +2,7 @@
 /*
  * The control core's event loop: epoll over listeners, peers, engines, signals and the
  * polling cores' outboxes; room deadlines from the room owner's timer heap, peer timers from
- * the peer layer.  Layer 7 of control/ (control/README.md): the top, it calls every layer.
+ * the peer layer.  Layer 9 of control/ (control/README.md): the top, it calls every layer.
  * Thread: the control core (main thread), a registered QSBR reader, offline only inside
  * epoll_wait.
  */
@@ -20,6 +20,7 @@
 #include "control/engine.h"
 #include "control/engine_io.h"
 #include "control/loop.h"
+#include "control/metrics_http.h"
 #include "control/peer.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
@@ -47,6 +48,7 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		/* the end of a room is told exactly once (a late engine is told when it comes,
 		 * kvxd_room_tell); other states as they happen.  Nobody to tell: an orphan goes
 		 * once it is quiescent (see tick). */
+		kvxd_room_ended(d, r, m->state); /* the histograms, once */
 		if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else
@@ -132,6 +134,7 @@ tick(struct kvxd *d, uint64_t now)
 		kvxd_abort_on_timer(d, r, now);
 	kvxd_peer_tick(d, now); /* after the rooms: it acts on the fences they asked for */
 	kvxd_pool_sweep(d);
+	kvxd_metrics_http_tick(d, now);
 }
 
 static void
@@ -157,6 +160,10 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 		break; /* drained every iteration */
 	case KVXD_FD_ENGINE_RING:
 		break; /* read after the wait (kvxd_engine_ring_unpark), taken every iteration */
+	case KVXD_FD_METRICS_LISTEN:
+	case KVXD_FD_METRICS_CONN:
+		kvxd_metrics_http_on_event(d, f, events);
+		break;
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
 
@@ -201,6 +208,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	next = kvxd_rooms_next_due(d);
 	if (kvxd_peer_next_due(d) < next)
 		next = kvxd_peer_next_due(d);
+	if (kvxd_metrics_http_next_due(d) < next)
+		next = kvxd_metrics_http_next_due(d);
 	now = kvxd_now_ms();
 	if (next != KVXD_TIMER_NEVER && timeout_ms > 0 && next < now + (uint64_t)timeout_ms)
 		timeout_ms = next <= now ? 0 : (int)(next - now);

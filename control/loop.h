@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The control core's event loop (layer 7 of control/, control/README.md).  Thread: the control
+ * The control core's event loop (layer 9 of control/, control/README.md).  Thread: the control
  * core (main thread), a registered QSBR reader, offline only inside epoll_wait.
  */
 #ifndef KVX_CONTROL_LOOP_H

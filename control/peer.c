@@ -58,6 +58,10 @@ peer_set_state(struct kvxd *d, struct kvxd_peer *p, enum kvxd_peer_state to)
 		  kvxd_peer_state_str((int)to));
 	d->ctr.peer_transitions[from][to]++;
 	p->state = to;
+	if (from == KVXD_PEER_IDLE)
+		p->hs_start_us = kvxd_now_us(); /* a setup begins */
+	else if (to == KVXD_PEER_READY)
+		kvx_hist_observe(&d->hist.handshake, &kvx_hist_us, kvxd_now_us() - p->hs_start_us);
 }
 
 void

@@ -73,6 +73,7 @@ room_alloc(struct kvxd *d, uint64_t id, int role, int engine_id)
 	r->engine_id = engine_id;
 	r->held_by = -1;
 	r->opened_ms = kvxd_now_ms();
+	r->opened_us = kvxd_now_us();
 	CDS_INIT_LIST_HEAD(&r->eng_link);
 	return r;
 }
@@ -119,6 +120,7 @@ kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
 		room_unalloc(d, r);
 		return NULL;
 	}
+	d->nrooms[KVX_ROOM_PREFILL]++;
 	/* its waiting timeout, and how long it stays for a late engine or a late ROOM_META */
 	kvxd_room_timer_arm(d, r, r->opened_ms + d->cfg.waiting_ms);
 	return r;
@@ -168,6 +170,7 @@ kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id, struct kvxd_poo
 		r->pc.token = token_alloc();
 	while (kvx_room_table_add(d->by_token, &r->pc.by_token, r->pc.token));
 	rcu_read_unlock();
+	d->nrooms[KVX_ROOM_DECODE]++;
 	if (e)
 		kvxd_room_attach_engine(e, r); /* until the room leaves: kvxd_room_engine_left */
 	for (uint32_t i = 0; i < nsources; i++)
@@ -279,6 +282,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 	kvxd_timer_cancel(&d->room_timers, &r->tm);
 	kvxd_timer_unreserve(&d->room_timers, 1);
 	kvx_room_table_del(d->by_id, &r->pc.by_id);
+	d->nrooms[r->pc.role]--;
 	if (r->pc.role == KVX_ROOM_DECODE)
 		kvx_room_table_del(d->by_token, &r->pc.by_token);
 	if (kvx_pcore_send(&d->cores[r->pc.core], &m))
@@ -346,6 +350,28 @@ kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state)
 	if (r->pc.role == KVX_ROOM_PREFILL)
 		return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_FAILED;
 	return state == KVX_ROOM_SUCCESS || state == KVX_ROOM_RELEASED;
+}
+
+void
+kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state)
+{
+	int role = r->pc.role;
+	uint64_t now = kvxd_now_us();
+
+	if (r->end_seen || !kvxd_room_terminal_for_engine(r, state))
+		return;
+	r->end_seen = true;
+	kvx_hist_observe(
+		&d->hist.room_latency[role][state == KVX_ROOM_SUCCESS ? KVXD_OUTCOME_SUCCESS
+								      : KVXD_OUTCOME_FAILED],
+		&kvx_hist_us, now > r->opened_us ? now - r->opened_us : 0);
+	if (state != KVX_ROOM_SUCCESS)
+		return;
+	if (role == KVX_ROOM_DECODE && r->pool)
+		kvx_hist_observe(&d->hist.room_bytes[role], &kvx_hist_bytes,
+				 (uint64_t)r->npages * r->pool->page_size * r->pool->nbufs);
+	else if (role == KVX_ROOM_PREFILL)
+		kvx_hist_observe(&d->hist.room_bytes[role], &kvx_hist_bytes, r->bytes);
 }
 
 bool

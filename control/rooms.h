@@ -69,6 +69,9 @@ struct kvxd_room {
 	int engine_id; /* -1: none (yet), or the engine went away */
 	bool removing;
 	uint64_t opened_ms;
+	uint64_t opened_us; /* the latency histogram's start (kvxd_now_us) */
+	bool end_seen;	    /* its end went into the histograms (kvxd_room_ended) */
+	uint64_t bytes;	    /* prefill: what its chunks asked to write (the bytes histogram) */
 	bool waiting_fired; /* its waiting timeout fired (once) */
 	/* ownership and caps */
 	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
@@ -88,6 +91,7 @@ struct kvxd_room {
 	uint32_t abort_gen;
 	uint32_t ack_mask, fenced_mask, fencing_mask;
 	uint64_t abort_ms, release_deadline_ms;
+	uint64_t abort_us; /* the abort-to-release histogram's start */
 	uint64_t fence_target[KVX_MAX_SOURCES];
 	/* prefill ACK targets: one per decode endpoint, each with its generation, kept until
 	 * acknowledged, even past an engine's close */
@@ -181,6 +185,10 @@ uint64_t kvxd_rooms_next_due(const struct kvxd *d);
 /* Is state the end of the room as its engine sees it (prefill SUCCESS/FAILED, decode
  * SUCCESS/RELEASED)? */
 bool kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state);
+/* Its core reported state: the first time it is the room's end for its engine
+ * (kvxd_room_terminal_for_engine), the room's latency, and on SUCCESS its bytes, go into the
+ * histograms (d->hist).  Later calls do nothing. */
+void kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state);
 /* Tell a room's engine its terminal event unless it was told already (exactly once).  Returns
  * true when this call told it. */
 bool kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev);

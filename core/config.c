@@ -46,6 +46,7 @@ enum sect {
 	SECT_TIMEOUTS,
 	SECT_SECURITY,
 	SECT_DEBUG,
+	SECT_METRICS,
 	SECT_PEER, /* [peer.NAME]; may appear up to KVX_MAX_PEERS times */
 	SECT_COUNT,
 };
@@ -59,6 +60,7 @@ static const char *const sect_name[SECT_COUNT] = {
 	[SECT_TIMEOUTS] = "timeouts",
 	[SECT_SECURITY] = "security",
 	[SECT_DEBUG] = "debug",
+	[SECT_METRICS] = "metrics",
 	[SECT_PEER] = "peer.",
 };
 
@@ -121,6 +123,7 @@ enum {
 	K_SECURITY_MAX_TOMBSTONES_PER_PEER,
 	K_DEBUG_FAULTS,
 	K_DEBUG_LOG_LEVEL,
+	K_METRICS_LISTEN,
 	K_COUNT,
 };
 
@@ -327,6 +330,17 @@ parse_listen(struct parse *p, const struct key *k, const char *value)
 
 	if (addr_parse(value, &p->cfg.listen, &why) != 0)
 		return key_fail(p, k->name, "bad address '%s': %s", value, why);
+	return 1;
+}
+
+static int
+parse_metrics_listen(struct parse *p, const struct key *k, const char *value)
+{
+	const char *why;
+
+	if (addr_parse(value, &p->cfg.metrics_listen, &why) != 0)
+		return key_fail(p, k->name, "bad address '%s': %s", value, why);
+	p->cfg.has_metrics = true;
 	return 1;
 }
 
@@ -650,6 +664,7 @@ static const struct key keys[K_COUNT] = {
 						 max_tombstones_per_peer, 1, 1048576, NULL),
 	[K_DEBUG_FAULTS] = F(SECT_DEBUG, "faults", false, parse_faults, faults),
 	[K_DEBUG_LOG_LEVEL] = F(SECT_DEBUG, "log_level", false, parse_log_level, log_level),
+	[K_METRICS_LISTEN] = F(SECT_METRICS, "listen", false, parse_metrics_listen, metrics_listen),
 };
 
 #undef U
@@ -931,6 +946,14 @@ check_all(struct parse *p)
 			    "[security] secret_next_file: set without secret_file");
 	if (!check_cq_depth(p))
 		return 0;
+	if (p->cfg.has_metrics && p->cfg.metrics_listen.port == p->cfg.listen.port &&
+	    (strcmp(p->cfg.metrics_listen.host, p->cfg.listen.host) == 0 ||
+	     strcmp(p->cfg.metrics_listen.host, "0.0.0.0") == 0 ||
+	     strcmp(p->cfg.listen.host, "0.0.0.0") == 0))
+		return fail(p, p->key_line[K_METRICS_LISTEN],
+			    "[metrics] listen: %s:%u is the [node] listen address (line %u)",
+			    p->cfg.metrics_listen.host, p->cfg.metrics_listen.port,
+			    p->key_line[K_NODE_LISTEN]);
 	if (p->cfg.pending_per_addr > p->cfg.pending_max)
 		return fail(p, p->key_line[K_SECURITY_PENDING_PER_ADDR],
 			    "[security] pending_per_addr: %u is over pending_max (%u)",
@@ -1097,6 +1120,12 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		fprintf(f, "log_level = %s\n", log_level_name[cfg->log_level]);
 	else
 		fprintf(f, "; log_level = %d (not a known level)\n", cfg->log_level);
+
+	fprintf(f, "\n[metrics]\n");
+	if (cfg->has_metrics)
+		fprintf(f, "listen = %s:%u\n", cfg->metrics_listen.host, cfg->metrics_listen.port);
+	else
+		fprintf(f, "; listen: not set, no metrics endpoint\n");
 
 	for (i = 0; i < cfg->n_peers; i++) {
 		const struct kvx_config_peer *peer = &cfg->peers[i];

@@ -37,6 +37,8 @@
  *              connect from besides its address, at most KVX_CFG_ALLOW_FROM_MAX); gid (the
  *              exact GID its QP_INFO must carry; default: the IPv4-mapped GID of an address
  *              it may connect from); NAME as for node names; at most KVX_MAX_PEERS
+ *   [metrics]  listen ("IPv4:port" of the Prometheus endpoint, GET /metrics; default none: no
+ *              endpoint; not the [node] listen port on the same or a wildcard address)
  *   [debug]    faults (comma list of fault-injection points "name:N", checked later by the
  *              daemon against its registry), log_level (error|warn|info|debug, default info)
  */
@@ -110,6 +112,9 @@ struct kvx_config {
 	char secret_next_file[256];
 	uint32_t pending_ms, pending_max, pending_per_addr;
 	uint32_t max_rooms_per_peer, max_tombstones_per_peer;
+	/* [metrics] */
+	bool has_metrics; /* listen was set */
+	struct kvx_config_addr metrics_listen;
 	/* [peer.*] */
 	struct kvx_config_peer peers[KVX_MAX_PEERS];
 	int n_peers;

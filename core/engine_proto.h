@@ -26,8 +26,8 @@
 #include "kvx/kvx.h"
 
 #define KVX_ENG_VERSION 1
-#define KVX_ENG_MSG_MAX (64 * 1024) /* largest datagram either side sends */
-#define KVX_ENG_TEXT_MAX 16000	    /* admin reply text */
+#define KVX_ENG_MSG_MAX (64 * 1024)		  /* largest datagram either side sends */
+#define KVX_ENG_TEXT_MAX (KVX_ENG_MSG_MAX - 1024) /* admin reply text (counters: every metric) */
 
 enum kvx_eng_type {
 	KVX_ENG_HELLO = 1,	/* engine -> kvxd: first message; reply text = node name */
@@ -132,6 +132,9 @@ struct kvx_eng_reply {
 	uint32_t text_len;
 	int64_t value;
 };
+
+_Static_assert(sizeof(struct kvx_eng_reply) + KVX_ENG_TEXT_MAX <= KVX_ENG_MSG_MAX,
+	       "a reply with the longest text is one datagram");
 
 struct kvx_eng_event {
 	struct kvx_eng_hdr hdr;

@@ -23,9 +23,20 @@
 # Every run goes to BUILD_DIR/bench.json; the logs stay in BUILD_DIR/vm-logs/bench/.
 # Exits 1 if a run failed (a kvx-bench error, a byte that did not verify, no perftest result).
 #
+# The software ceiling (no VM, no RDMA), first and on the host: kvx-ceiling drives one prefill
+# and one decode polling core over the fake verbs device on one thread (bench/kvx_ceiling.c),
+# RUNS times per shape of CEILING_SHAPES, and reports per polling core rooms/s and WRs/s over the
+# time inside that core's poll_once.  One line per shape, before the VM's:
+#   bench: ceiling shape=NAME page_size=B prefill_core_rooms_per_s=MIN/MEDIAN/MAX ...
+# Its runs go to BUILD_DIR/bench-ceiling.json (and, with the VM part, bench.json's "ceiling");
+# its logs to BUILD_DIR/ceiling-logs/.  A ceiling run that fails (a room not SUCCESS, a byte that
+# did not verify) fails the bench too.
+#
 # Env: KVX_BENCH_SECONDS (whole seconds per run, at least 4; 10), KVX_BENCH_RUNS (3),
 # KVX_BENCH_LAT_ITERS (ib_write_lat exchanges, 2000), KVX_BENCH_SHAPES (all, in table order),
-# KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500).
+# KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500), KVX_BENCH_ONLY (ceiling: only the
+# host part, no VM; vm: only the VM part; empty: both), KVX_BENCH_CEILING_SECONDS (seconds per
+# ceiling run, 2), KVX_BENCH_CEILING_PAGE_SIZE (bytes, 64), KVX_BENCH_CEILING_SHAPES (all three).
 # Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS SHAPE...`.
 set -euo pipefail
 
@@ -144,8 +155,42 @@ for s in "${shapes[@]}"; do
 done
 logs=$build/vm-logs/bench
 json=$build/bench.json
+only=${KVX_BENCH_ONLY:-}
+case $only in
+'' | ceiling | vm) ;;
+*)
+	echo "bench: KVX_BENCH_ONLY must be ceiling, vm or empty" >&2
+	exit 2
+	;;
+esac
 
-if [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
+# ---- the software ceiling, on the host ------------------------------------------------------
+ceil_shapes=${KVX_BENCH_CEILING_SHAPES:-1page 64k 64k-scatter 64k-gather}
+ceil_secs=${KVX_BENCH_CEILING_SECONDS:-2}
+ceil_ps=${KVX_BENCH_CEILING_PAGE_SIZE:-64}
+ceil_logs=$build/ceiling-logs
+ceil_json=$build/bench-ceiling.json
+# the figures of kvx-ceiling's JSON that the summary line carries (min/median/max of the runs);
+# thread_cpu_share is the run's CPU time over its wall time: well below 1, the host was busy and
+# every time inside poll_once includes some waiting for the CPU
+CEIL_KEYS='prefill_core_rooms_per_s prefill_core_wrs_per_s prefill_core_excl_device_rooms_per_s
+ prefill_core_excl_device_wrs_per_s decode_core_rooms_per_s driver_ns_per_room wall_rooms_per_s
+ thread_cpu_share'
+if [ "$only" != vm ] && [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
+	mkdir -p "$ceil_logs"
+	# run by run, each shape in turn, so that a slow spell of the host spreads over the shapes
+	for i in $(seq 1 "$runs"); do
+		for s in $ceil_shapes; do
+			rc=0
+			"$build/kvx-ceiling" --shape "$s" --seconds "$ceil_secs" \
+				--page-size "$ceil_ps" --json >"$ceil_logs/$s-$i.json" \
+				2>"$ceil_logs/$s-$i.err" || rc=$?
+			echo "rc=$rc" >"$ceil_logs/$s-$i.rc"
+		done
+	done
+fi
+
+if [ "$only" != ceiling ] && [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
 	"$here/scripts/kvx-vm" --build "$build" --timeout "$tmo" "$here/scripts/bench.sh" --vm \
 		"$secs" "$margin" "$runs" "$lat_iters" "${shapes[@]}"
 fi
@@ -166,7 +211,62 @@ stats() {
 		print v[1], m, v[NR] }'
 }
 
+# stats, with every number in fixed point (one decimal; the median of an even count is a mean)
+cstats() {
+	sort -g | awk 'BEGIN { OFMT = CONVFMT = "%.1f" } { v[NR] = $1 } END {
+		if (!NR) { print "nan nan nan"; exit }
+		m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		print v[1], m, v[NR] }'
+}
+
 status=0
+
+# ---- the ceiling's report -------------------------------------------------------------------
+ceil_lines=()
+if [ "$only" != vm ]; then
+	ceil_shapes_json=() ceil_runs_json=()
+	for s in $ceil_shapes; do
+		declare -A cvals=()
+		for i in $(seq 1 "$runs"); do
+			f=$ceil_logs/$s-$i.json
+			crc=$(sed -n 's/^rc=//p' "$ceil_logs/$s-$i.rc" 2>/dev/null || true)
+			if [ "${crc:-x}" != 0 ] || [ "$(jnum "$f" verified)" != ok ]; then
+				echo "bench: ceiling $s run $i failed (exit ${crc:-?}): $(cat "$f" "${f%.json}.err" 2>/dev/null)" >&2
+				status=1
+				ceil_runs_json+=("{\"shape\": \"$s\", \"run\": $i, \"ok\": false}")
+				continue
+			fi
+			ceil_runs_json+=("$(cat "$f")")
+			for k in $CEIL_KEYS; do
+				cvals[$k]+="$(jnum "$f" "$k") "
+			done
+		done
+		line="bench: ceiling shape=$s page_size=$ceil_ps"
+		sj="{\"shape\": \"$s\", \"page_size\": $ceil_ps"
+		for k in $CEIL_KEYS; do
+			read -r mn md mx < <(tr ' ' '\n' <<<"${cvals[$k]:-}" | grep . | cstats)
+			line+=" $k=$mn/$md/$mx"
+			sj+=", \"$k\": {\"min\": ${mn/nan/null}, \"median\": ${md/nan/null}, \"max\": ${mx/nan/null}}"
+		done
+		unset cvals
+		ceil_lines+=("$line")
+		ceil_shapes_json+=("$sj}")
+	done
+	{
+		printf '{"seconds": %s, "page_size": %s, "runs_per_shape": %s,\n' \
+			"$ceil_secs" "$ceil_ps" "$runs"
+		printf ' "note": "per polling core: rooms (or WRs) over the time inside that core'"'"'s kvx_pcore_poll_once calls that did work, one prefill and one decode core on one host thread over the fake verbs device; excl_device leaves out the fake device'"'"'s post call, which executes the writes; summary figures are min, median, max of the runs",\n'
+		printf ' "shapes": [\n  %s\n ],\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${ceil_shapes_json[*]}")"
+		printf ' "runs": [\n  %s\n ]}\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${ceil_runs_json[*]}")"
+	} >"$ceil_json"
+fi
+if [ "$only" = ceiling ]; then
+	echo "bench: every ceiling run in $ceil_json; logs in $ceil_logs"
+	printf '%s\n' "${ceil_lines[@]}"
+	exit "$status"
+fi
+
+# ---- the VM's report ------------------------------------------------------------------------
 runs_json=()
 shapes_json=()
 cpu_lines=()
@@ -252,9 +352,12 @@ done
 		"$secs" "$margin" "$runs" "$lat_iters"
 	printf ' "units": {"1e6B/s": "10^6 bytes per second", "rooms/s_vs_msgs/s": "kvx rooms/s vs ib_write_bw 4 KiB messages/s", "us_p50": "microseconds, median", "cpu_s_per_GB": "kvxd utime+stime per 10^9 B of verified rooms"},\n'
 	printf ' "shapes": [\n  %s\n ],\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${shapes_json[*]}")"
+	if [ "$only" != vm ]; then
+		printf ' "ceiling": %s,\n' "$(sed '2,$s/^/ /' "$ceil_json")"
+	fi
 	printf ' "runs": [\n  %s\n ]}\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${runs_json[*]}")"
 } >"$json"
 
 echo "bench: every run in $json; logs in $logs"
-printf '%s\n' "${cpu_lines[@]}" "${lines[@]}"
+printf '%s\n' "${ceil_lines[@]}" "${cpu_lines[@]}" "${lines[@]}"
 exit "$status"

@@ -11,10 +11,11 @@ declare -A layer=(
 	[rooms]=3
 	[abort]=4
 	[peer]=5
-	[admin]=6
-	[engine]=7
-	[loop]=8
-	[kvxd_main]=9
+	[metrics]=6
+	[admin]=7 [metrics_http]=7
+	[engine]=8
+	[loop]=9
+	[kvxd_main]=10
 )
 # the client side (libkvx, kvxctl) is not part of the daemon: it includes no daemon header
 client="libkvx kvxctl"

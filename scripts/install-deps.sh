@@ -18,6 +18,8 @@ PKGS="$PKGS dpkg-dev file systemd"
 # the test VM (scripts/kvx-vm): qemu, the guest kernel and its modules, the
 # initramfs tools, and the tools the guest runs from the shared host root
 PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"
+# the VM test of the metrics endpoint parses its text with Prometheus' own Python parser
+PKGS="$PKGS python3-prometheus-client"
 
 missing=""
 for p in $PKGS; do

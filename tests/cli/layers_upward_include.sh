@@ -1,6 +1,6 @@
 #!/bin/bash
 # The negative control of scripts/check-layers.sh: a copy of control/ in which rooms.c (layer 3)
-# includes control/engine.h (layer 7).  Exits with the check's status (ctest expects failure).
+# includes control/engine.h (layer 8).  Exits with the check's status (ctest expects failure).
 set -u
 src=$1
 tmp=$(mktemp -d)

@@ -79,6 +79,13 @@ expect 2 "No such file|cannot" -- --check-config -c "$tmp/missing.ini"
 
 # the project version (CMakeLists.txt's project VERSION, through kvx/version.h)
 expect 0 "^kvxd [0-9]+\.[0-9]+\.[0-9]+$" -- --version
+# [metrics] listen: optional, printed when set, a bad one named with its line
+{ base; printf '[metrics]\nlisten = 127.0.0.1:9470\n'; } >"$tmp/mx.ini"
+expect 0 "^listen = 127.0.0.1:9470$" -- --check-config -c "$tmp/mx.ini"
+{ base; printf '[metrics]\nlisten = 127.0.0.1:0\n'; } >"$tmp/mb.ini"
+expect 2 "^$tmp/mb.ini:13: \[metrics\] listen: bad address" -- --check-config -c "$tmp/mb.ini"
+{ base; printf '[metrics]\nlisten = 127.0.0.1:7470\n'; } >"$tmp/ms.ini"
+expect 2 "^$tmp/ms.ini:13: \[metrics\] listen: .*\[node\] listen" -- --check-config -c "$tmp/ms.ini"
 
 # the secret: required unless the file says auth = none, and only kvxd may read it
 base | grep -v '^secret_file' >"$tmp/nosecret.ini"

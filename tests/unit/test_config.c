@@ -918,6 +918,7 @@ test_print_every_key(void **state)
 		"[debug]\n",
 		"faults =\n",
 		"log_level = info\n",
+		"[metrics]\n",
 		"[peer.b]\naddress = 10.0.0.2:1\n",
 	};
 	struct kvx_config cfg;
@@ -978,6 +979,45 @@ test_example_loads(void **state)
 	if (rc != 0)
 		fail_msg("%s", err);
 	assert_round_trip(&cfg);
+}
+
+/* [metrics] listen: the Prometheus endpoint's address, optional, with file:line errors. */
+static void
+test_metrics_listen(void **state)
+{
+	static const char *const bad[] = {"9100", "10.0.0.1:0", "localhost:9100", "10.0.0.1:", ""};
+	struct kvx_config cfg;
+	char text[512];
+
+	load_ok(MIN_INI, &cfg);
+	assert_false(cfg.has_metrics); /* absent: no endpoint */
+	load_ok(MIN_INI "[metrics]\nlisten = 127.0.0.1:9470\n", &cfg);
+	assert_true(cfg.has_metrics);
+	assert_string_equal(cfg.metrics_listen.host, "127.0.0.1");
+	assert_int_equal(cfg.metrics_listen.port, 9470);
+	assert_round_trip(&cfg);
+	/* the node's own port on another address is fine */
+	load_ok(MIN_INI "[metrics]\nlisten = 127.0.0.1:7470\n", &cfg);
+	assert_true(cfg.has_metrics);
+	/* a section without the key: no endpoint */
+	load_ok(MIN_INI "[metrics]\n; nothing\n", &cfg);
+	assert_false(cfg.has_metrics);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), MIN_INI "[metrics]\nlisten = %s\n", bad[i]);
+		expect_fail(text, MIN_LINES + 2, "[metrics] listen: bad address");
+	}
+	expect_fail(MIN_INI "[metrics]\nlisten = 127.0.0.1:9470\nlisten = 127.0.0.1:9471\n",
+		    MIN_LINES + 3, "[metrics] listen: duplicate key (first at line 9)");
+	expect_fail(MIN_INI "[metrics]\nport = 9470\n", MIN_LINES + 2,
+		    "[metrics] port: unknown key");
+	expect_fail(MIN_INI "[metrics]\nlisten = 127.0.0.1:9470\n[metrics]\n", MIN_LINES + 3,
+		    "[metrics]: section repeated (first at line 8)");
+	/* the [node] listen address itself, or the same port on a wildcard address */
+	expect_fail(MIN_INI "[metrics]\nlisten = 10.0.0.1:7470\n", MIN_LINES + 2,
+		    "[metrics] listen: 10.0.0.1:7470 is the [node] listen address (line 3)");
+	expect_fail(MIN_INI "[metrics]\nlisten = 0.0.0.0:7470\n", MIN_LINES + 2,
+		    "[metrics] listen: 0.0.0.0:7470 is the [node] listen address");
 }
 
 /* ---- fixture ---- */
@@ -1042,6 +1082,7 @@ main(void)
 		cmocka_unit_test(test_print_every_key),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
+		cmocka_unit_test(test_metrics_listen),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, group_setup, group_teardown);
