@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -959,6 +960,221 @@ test_an_engine_that_never_reads_is_disconnected(void **state)
 	eng_close(&other);
 }
 
+/* ---- a raw engine on shared-memory rings (KVX_ENG_RINGS) ----------------------------------- */
+
+struct reng {
+	struct eng e;
+	void *map;
+	size_t map_len;
+	struct kvx_shring sub, evt;
+	int sub_efd, evt_efd;
+	uint64_t got_seq[16384]; /* replies seen, in order */
+	int32_t got_status[16384];
+	int ngot;
+};
+
+/* HELLO on the socket, then RINGS: the reply carries a sealed memfd and two eventfds. */
+static void
+reng_open(struct reng *r, struct kvxd *d)
+{
+	struct kvx_eng_rings m = {0};
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct kvx_eng_reply rep;
+	struct iovec iov = {.iov_base = &rep, .iov_len = sizeof(rep)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int fds[3] = {-1, -1, -1}, seals;
+	uint64_t seq;
+	size_t one;
+	ssize_t n = -1;
+
+	memset(r, 0, sizeof(*r));
+	if (d->eng_fd < 0)
+		assert_int_equal(listen_on(d), 0);
+	eng_connect(&r->e, d);
+	assert_int_equal(eng_hello(&r->e, NULL), 0);
+	seq = eng_send(&r->e, KVX_ENG_RINGS, &m, sizeof(m), -1);
+	for (int step = 0; step < MAX_STEPS && n < 0; step++) {
+		pump_once();
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(r->e.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	}
+	assert_int_equal(n, sizeof(rep));
+	assert_int_equal(rep.hdr.type, KVX_ENG_REPLY);
+	assert_int_equal(rep.hdr.seq, seq);
+	assert_int_equal(rep.status, 0);
+	assert_non_null(CMSG_FIRSTHDR(&mh));
+	assert_int_equal(CMSG_FIRSTHDR(&mh)->cmsg_len, CMSG_LEN(3 * sizeof(int)));
+	memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(fds));
+	/* the engine cannot shrink the rings under kvxd (a SIGBUS in the daemon) */
+	seals = fcntl(fds[0], F_GET_SEALS);
+	assert_true((seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
+		    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+	assert_int_not_equal(ftruncate(fds[0], 4096), 0);
+	one = kvx_shring_map_bytes((uint64_t)rep.value);
+	assert_true(one > 0);
+	r->map_len = 2 * one;
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	assert_true(r->map != MAP_FAILED);
+	close(fds[0]);
+	r->sub_efd = fds[1];
+	r->evt_efd = fds[2];
+	assert_int_equal(
+		kvx_shring_attach(&r->sub, r->map, one, (uint64_t)rep.value, r->sub_efd, true), 0);
+	assert_int_equal(kvx_shring_attach(&r->evt, (uint8_t *)r->map + one, one,
+					   (uint64_t)rep.value, r->evt_efd, false),
+			 0);
+}
+
+static void
+reng_close(struct reng *r)
+{
+	eng_close(&r->e);
+	munmap(r->map, r->map_len);
+	close(r->sub_efd);
+	close(r->evt_efd);
+}
+
+/* Put one request into the submission ring.  Returns its seq, or 0 when the ring is full. */
+static uint64_t
+reng_send(struct reng *r, uint16_t type, void *m, size_t len)
+{
+	struct kvx_eng_hdr *h = m;
+
+	*h = (struct kvx_eng_hdr){.type = type, .len = (uint32_t)len, .seq = r->e.seq + 1};
+	if (kvx_shring_put(&r->sub, m, (uint32_t)len))
+		return 0;
+	kvx_shring_notify(&r->sub);
+	return ++r->e.seq;
+}
+
+/* Take what the event ring holds: replies recorded in order (their seq and status). */
+static void
+reng_read(struct reng *r)
+{
+	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
+	ssize_t n;
+
+	while ((n = kvx_shring_get(&r->evt, buf, sizeof(buf))) > 0) {
+		const struct kvx_eng_reply *rep = (const void *)buf;
+
+		assert_true((size_t)n >= sizeof(struct kvx_eng_hdr));
+		assert_int_equal(rep->hdr.len, (uint32_t)n);
+		if (rep->hdr.type != KVX_ENG_REPLY)
+			continue;
+		assert_true(r->ngot < 16384);
+		r->got_seq[r->ngot] = rep->hdr.seq;
+		r->got_status[r->ngot++] = rep->status;
+	}
+	assert_int_equal(n, 0);
+}
+
+/* One request through the rings and its reply's status. */
+static int
+reng_call(struct reng *r, uint16_t type, void *m, size_t len)
+{
+	uint64_t seq = reng_send(r, type, m, len);
+
+	assert_true(seq != 0);
+	for (int step = 0; step < MAX_STEPS; step++) {
+		pump_once();
+		reng_read(r);
+		if (r->ngot && r->got_seq[r->ngot - 1] == seq)
+			return r->got_status[r->ngot - 1];
+	}
+	fail_msg("no reply to %llu in the event ring", (unsigned long long)seq);
+	return -1;
+}
+
+/* After RINGS, requests go in the submission ring and replies come out of the event ring: the
+ * socket carries nothing more; a second RINGS is refused. */
+static void
+test_rings_carry_requests_and_replies(void **state)
+{
+	static struct reng r;
+	struct kvx_eng_room_close cl = {.room = 77};
+	struct kvx_eng_rings again = {0};
+	char b;
+
+	(void)state;
+	reng_open(&r, &A);
+	assert_int_equal(A.ctr.engine_rings, 1);
+	assert_int_equal(reng_call(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	assert_int_equal(reng_call(&r, KVX_ENG_RINGS, &again, sizeof(again)), -EALREADY);
+	assert_true(recv(r.e.fd, &b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+	reng_close(&r);
+}
+
+/* An engine that writes an impossible index into its submission ring loses its own session,
+ * nothing else: another engine's rings go on. */
+static void
+test_corrupt_submission_ring_ends_only_its_session(void **state)
+{
+	static struct reng bad, good;
+	struct kvx_eng_room_close cl = {.room = 5};
+	uint64_t bad_before = A.ctr.engine_bad;
+	char b;
+	int step;
+
+	(void)state;
+	reng_open(&bad, &A);
+	reng_open(&good, &A);
+	atomic_store((_Atomic uint64_t *)bad.map, (uint64_t)1 << 40); /* its tail */
+	for (step = 0; step < MAX_STEPS; step++) {
+		pump_once();
+		if (recv(bad.e.fd, &b, 1, MSG_DONTWAIT) == 0)
+			break; /* kvxd closed it */
+	}
+	assert_true(step < MAX_STEPS);
+	assert_int_equal(A.ctr.engine_bad, bad_before + 1);
+	assert_int_equal(reng_call(&good, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	reng_close(&bad);
+	reng_close(&good);
+}
+
+/* An engine that does not read its event ring for a while: the replies that do not fit wait
+ * in kvxd's queue (the full path) and arrive whole and in order once it reads; none is lost. */
+static void
+test_full_event_ring_loses_nothing(void **state)
+{
+	static struct reng r;
+	struct kvx_eng_room_close cl;
+	const int total = 14000; /* more replies than the event ring holds */
+	bool queued = false;
+	int sent = 0;
+
+	(void)state;
+	reng_open(&r, &A);
+	while (sent < total) {
+		cl = (struct kvx_eng_room_close){.room = (uint64_t)sent};
+		if (reng_send(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)))
+			sent++;
+		else
+			pump_once(); /* the submission ring is full: let kvxd take some */
+		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+			if (A.engines[i] && A.engines[i]->rings && A.engines[i]->outq_head)
+				queued = true;
+	}
+	for (int step = 0; step < 10 * MAX_STEPS && r.ngot < total; step++) {
+		pump_once();
+		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+			if (A.engines[i] && A.engines[i]->rings && A.engines[i]->outq_head)
+				queued = true;
+		if (kvx_shring_room(&r.sub) == r.sub.size)
+			reng_read(&r); /* late: kvxd has taken every request */
+	}
+	assert_true(queued);
+	assert_int_equal(r.ngot, total);
+	for (int i = 0; i < total; i++) {
+		assert_int_equal(r.got_seq[i], (uint64_t)i + 3); /* HELLO 1, RINGS 2 */
+		assert_int_equal(r.got_status[i], -ENOENT);
+	}
+	reng_close(&r);
+}
+
 /* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
  * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
 static void
@@ -1465,6 +1681,9 @@ main(void)
 		T(test_admin_group_member_may),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
+		T(test_rings_carry_requests_and_replies),
+		T(test_corrupt_submission_ring_ends_only_its_session),
+		T(test_full_event_ring_loses_nothing),
 		T(test_an_event_is_sent_once),
 		T(test_cap_sessions_per_uid),
 		T(test_cap_pools_per_engine),
