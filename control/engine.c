@@ -901,6 +901,14 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
+		if (n < 0 && errno == ECONNRESET && !e->reset_seen) {
+			/* the engine closed with replies unread: the socket says so once, then
+			 * still hands out what the engine sent before it went (its last chunks:
+			 * they bind their rooms to it, so its loss fails them at once), then the
+			 * end of the stream */
+			e->reset_seen = true;
+			continue;
+		}
 		if (n <= 0) {
 			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(errno));
 			return;

@@ -959,6 +959,36 @@ test_an_engine_that_never_reads_is_disconnected(void **state)
 	eng_close(&other);
 }
 
+/* An engine that sends its last requests and dies with replies unread: the socket first says
+ * ECONNRESET, then still holds what it sent; kvxd takes those requests (a last chunk binds its
+ * room to the engine, whose loss then fails it at once) before it closes the session.  Before:
+ * they were dropped with the session, and such a room waited waiting_ms for an engine. */
+static void
+test_requests_sent_before_a_reset_are_taken(void **state)
+{
+	struct eng e;
+	struct kvx_eng_room_close cl = {.room = 9};
+	uint64_t msgs;
+	int step;
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_true(eng_send(&e, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1) != 0);
+	for (step = 0; step < 5; step++)
+		pump_once(); /* its reply waits unread in the engine's socket */
+	msgs = A.ctr.engine_msgs;
+	for (int i = 0; i < 3; i++)
+		assert_true(eng_send(&e, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1) != 0);
+	eng_close(&e); /* with a reply unread: kvxd's next read says ECONNRESET */
+	for (step = 0; step < 20; step++)
+		pump_once();
+	assert_int_equal(A.ctr.engine_msgs, msgs + 3);
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		assert_null(A.engines[i]); /* and the session is gone */
+}
+
 /* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
  * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
 static void
@@ -1465,6 +1495,7 @@ main(void)
 		T(test_admin_group_member_may),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
+		T(test_requests_sent_before_a_reset_are_taken),
 		T(test_an_event_is_sent_once),
 		T(test_cap_sessions_per_uid),
 		T(test_cap_pools_per_engine),
