@@ -870,31 +870,38 @@ fail:
 
 static void handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd);
 
-/* Take up to RING_BATCH requests from each session's submission ring.  Returns how many. */
-int
-kvxd_engine_rings_poll(struct kvxd *d)
+/* Take up to max requests from the session's submission ring.  Returns how many. */
+static int
+ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 {
 	static uint64_t buf[KVX_ENG_MSG_MAX / sizeof(uint64_t)];
 	int work = 0;
 
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
-		struct kvxd_engine *e = d->engines[i];
+	for (uint64_t k = 0; e->rings && k < max && !e->doomed && !e->close_after_flush; k++) {
+		ssize_t n = kvx_shring_get(&e->sub, buf, sizeof(buf));
 
-		for (int k = 0;
-		     e && e->rings && k < RING_BATCH && !e->doomed && !e->close_after_flush; k++) {
-			ssize_t n = kvx_shring_get(&e->sub, buf, sizeof(buf));
-
-			if (n == 0)
-				break;
-			if (n < 0) {
-				d->ctr.engine_bad++;
-				kvxd_engine_doom(d, e, "its submission ring is corrupt");
-				break;
-			}
-			handle(d, e, (const uint8_t *)buf, (size_t)n, -1);
-			work++;
+		if (n == 0)
+			break;
+		if (n < 0) {
+			d->ctr.engine_bad++;
+			kvxd_engine_doom(d, e, "its submission ring is corrupt");
+			break;
 		}
+		handle(d, e, (const uint8_t *)buf, (size_t)n, -1);
+		work++;
 	}
+	return work;
+}
+
+/* Take up to RING_BATCH requests from each session's submission ring.  Returns how many. */
+int
+kvxd_engine_rings_poll(struct kvxd *d)
+{
+	int work = 0;
+
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (d->engines[i])
+			work += ring_take(d, d->engines[i], RING_BATCH);
 	return work;
 }
 
@@ -1090,8 +1097,23 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
+		if (n < 0 && errno == ECONNRESET && !e->reset_seen) {
+			/* the engine closed with replies unread: the socket says so once, then
+			 * still hands out what the engine sent before it went (its last chunks:
+			 * they bind their rooms to it, so its loss fails them at once), then the
+			 * end of the stream */
+			e->reset_seen = true;
+			continue;
+		}
 		if (n <= 0) {
-			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(errno));
+			int err = errno;
+
+			/* what it put into its submission ring before it went is taken first,
+			 * like the datagrams it sent (its last chunks bind their rooms to it);
+			 * bounded: the ring holds at most RING_BYTES / 8 records */
+			if (e->rings)
+				ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
+			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(err));
 			return;
 		}
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))

@@ -124,6 +124,8 @@ kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t
 
 	if (e->doomed)
 		return -ENOTCONN;
+	if (e->reset_seen)
+		return -ENOTCONN; /* it is gone: its last requests are read, nothing goes back */
 	if (!e->outq_head) {
 		ssize_t n = send_one(e, buf, len);
 

@@ -199,6 +199,7 @@ struct kvxd_engine {
 	char refused_text[160];
 	bool close_after_flush; /* close once outq is empty */
 	bool doomed;		/* closed at the end of this loop iteration */
+	bool reset_seen;	/* its socket said ECONNRESET: what it sent before is still read */
 	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;

@@ -1175,6 +1175,61 @@ test_full_event_ring_loses_nothing(void **state)
 	reng_close(&r);
 }
 
+/* An engine that sends its last requests and dies with replies unread: the socket first says
+ * ECONNRESET, then still holds what it sent; kvxd takes those requests (a last chunk binds its
+ * room to the engine, whose loss then fails it at once) before it closes the session.  Before:
+ * they were dropped with the session, and such a room waited waiting_ms for an engine. */
+static void
+test_requests_sent_before_a_reset_are_taken(void **state)
+{
+	struct eng e;
+	struct kvx_eng_room_close cl = {.room = 9};
+	uint64_t msgs;
+	int step;
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_true(eng_send(&e, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1) != 0);
+	for (step = 0; step < 5; step++)
+		pump_once(); /* its reply waits unread in the engine's socket */
+	msgs = A.ctr.engine_msgs;
+	for (int i = 0; i < 3; i++)
+		assert_true(eng_send(&e, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1) != 0);
+	eng_close(&e); /* with a reply unread: kvxd's next read says ECONNRESET */
+	for (step = 0; step < 20; step++)
+		pump_once();
+	assert_int_equal(A.ctr.engine_msgs, msgs + 3);
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		assert_null(A.engines[i]); /* and the session is gone */
+}
+
+/* The same with rings: what an engine put into its submission ring before it died is taken
+ * before its session closes. */
+static void
+test_ring_requests_before_a_close_are_taken(void **state)
+{
+	static struct reng r;
+	struct kvx_eng_room_close cl = {.room = 9};
+	uint64_t msgs;
+
+	(void)state;
+	reng_open(&r, &A);
+	msgs = A.ctr.engine_msgs;
+	/* more than one loop iteration takes (RING_BATCH), so the close is seen before the
+	 * last of them */
+	for (int i = 0; i < 3 * RING_BATCH; i++)
+		assert_true(reng_send(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)) != 0);
+	eng_close(&r.e); /* before kvxd took them */
+	for (int step = 0; step < 20; step++)
+		pump_once();
+	assert_int_equal(A.ctr.engine_msgs, msgs + 3 * RING_BATCH);
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		assert_null(A.engines[i]);
+	reng_close(&r);
+}
+
 /* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
  * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
 static void
@@ -1684,6 +1739,8 @@ main(void)
 		T(test_rings_carry_requests_and_replies),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
+		T(test_requests_sent_before_a_reset_are_taken),
+		T(test_ring_requests_before_a_close_are_taken),
 		T(test_an_event_is_sent_once),
 		T(test_cap_sessions_per_uid),
 		T(test_cap_pools_per_engine),
