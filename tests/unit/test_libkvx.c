@@ -9,6 +9,14 @@
  *
  * The fake answers requests in order, so an ADMIN "sync" round trip proves that every message
  * sent before it has been received and recorded.
+ *
+ * Rings: by default the fake is a kvxd without rings (it refuses RINGS with -EOPNOTSUPP).  With
+ * rings_ok it accepts RINGS as control/engine.c does (a sealed memfd holding the submission and
+ * event rings, two eventfds) and from then on takes requests from the submission ring (parking
+ * on its eventfd like kvxd) and puts replies and events into the event ring (one eventfd write
+ * per batch: libkvx counts as always parked there).  It records which requests came through the
+ * ring and which through the socket, and can be scripted to stop reading the submission ring for
+ * a while, to corrupt the event ring, or to send a broken RINGS reply.
  */
 #include "control/libkvx.c"
 
@@ -34,6 +42,24 @@ enum bad_reply {
 	BAD_VALUE_ZERO /* value 0 (no pool id 0, no generation 0) */
 };
 
+/* A broken RINGS reply (status 0 unless said otherwise). */
+enum bad_rings {
+	RINGS_GOOD = 0,
+	RINGS_TWO_FDS,	   /* the memfd and one eventfd */
+	RINGS_FOUR_FDS,	   /* one fd too many */
+	RINGS_NO_FDS,	   /* no fds at all */
+	RINGS_SMALL_MEMFD, /* the memfd holds one ring, not two */
+	RINGS_ODD_SIZE,	   /* value is not a power of two */
+	RINGS_REFUSED_FDS, /* status -EOPNOTSUPP, yet the three fds come along */
+};
+
+/* Corrupt the event ring instead of answering the next request. */
+enum corrupt_ring {
+	CORRUPT_NONE = 0,
+	CORRUPT_TAIL_AHEAD, /* the tail published far beyond what the ring holds */
+	CORRUPT_LONG_REC,   /* a record longer than what the tail published */
+};
+
 struct fake {
 	char dir[32];
 	char path[108]; /* sizeof(sockaddr_un.sun_path) */
@@ -52,6 +78,12 @@ struct fake {
 	int64_t value;	   /* reply value of POOL_REG, ROOM_OPEN and ROOM_ABORT */
 	int status_next;   /* status of the next reply to a room or pool request, then 0 */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
+	bool rings_ok;	   /* accept RINGS (set before the connect) */
+	int rings_bad;	   /* enum bad_rings, for the RINGS reply */
+	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
+	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
+	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
+	int corrupt;		  /* enum corrupt_ring, for the next request */
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -64,6 +96,16 @@ struct fake {
 	int nfds;
 	struct stat fd_st;
 	uint64_t held_seq;
+	int nsock, nring;    /* requests taken from the socket, from the submission ring */
+	int ntype_sock[128]; /* per type, those that came on the socket */
+	int chunk_disorder;  /* CHUNKs whose chunk_index was not the count of chunks before them */
+	bool done;	     /* the server returned (its fds are closed) */
+	/* the rings: the server thread's own */
+	bool rings;
+	void *ring_map;
+	size_t ring_map_len;
+	struct kvx_shring sub, evt; /* the server consumes sub, produces evt */
+	int sub_efd, evt_efd;
 };
 
 struct fixture {
@@ -71,16 +113,33 @@ struct fixture {
 	struct kvx_conn *c;
 };
 
+/* One message to the client: into the event ring once the session has rings (waiting up to 2 s
+ * for room; the caller wakes the client with ring_flush), else onto the socket. */
 static void
-send_raw(int fd, const void *buf, size_t len)
+send_raw(struct fake *f, const void *buf, size_t len)
 {
-	ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+	ssize_t n;
 
+	if (f->rings) {
+		for (int i = 0; i < 2000 && kvx_shring_put(&f->evt, buf, (uint32_t)len) == -ENOBUFS;
+		     i++)
+			usleep(1000);
+		return;
+	}
+	n = send(f->cfd, buf, len, MSG_NOSIGNAL);
 	(void)n;
 }
 
+/* After a batch: wake the client (always parked on the event ring). */
 static void
-send_reply(int fd, uint64_t seq, int32_t status, int64_t value, const char *text)
+ring_flush(struct fake *f)
+{
+	if (f->rings)
+		kvx_shring_notify(&f->evt);
+}
+
+static void
+send_reply(struct fake *f, uint64_t seq, int32_t status, int64_t value, const char *text)
 {
 	uint64_t buf[(sizeof(struct kvx_eng_reply) + 256) / 8 + 1];
 	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
@@ -95,11 +154,11 @@ send_reply(int fd, uint64_t seq, int32_t status, int64_t value, const char *text
 	r->text_len = (uint32_t)tl;
 	r->value = value;
 	memcpy(r + 1, text, tl);
-	send_raw(fd, buf, sizeof(*r) + tl);
+	send_raw(f, buf, sizeof(*r) + tl);
 }
 
 static void
-send_bad_reply(int fd, int kind, uint64_t seq)
+send_bad_reply(struct fake *f, int kind, uint64_t seq)
 {
 	uint64_t buf[(sizeof(struct kvx_eng_reply) + 16) / 8 + 1];
 	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
@@ -136,11 +195,11 @@ send_bad_reply(int fd, int kind, uint64_t seq)
 	}
 	if (kind != BAD_HDR_LEN)
 		r->hdr.len = (uint32_t)len;
-	send_raw(fd, buf, len);
+	send_raw(f, buf, len);
 }
 
 static void
-send_event(int fd, uint64_t room, int state)
+send_event(struct fake *f, uint64_t room, int state)
 {
 	struct kvx_eng_event e;
 
@@ -152,7 +211,7 @@ send_event(int fd, uint64_t room, int state)
 	e.ev.state = state;
 	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
 	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
-	send_raw(fd, &e, sizeof(e));
+	send_raw(f, &e, sizeof(e));
 }
 
 /* Is the request of n bytes in buf well-formed (sizes consistent with counts)? */
@@ -194,6 +253,163 @@ request_ok(const uint8_t *buf, size_t n)
 	}
 }
 
+/* A REPLY carrying nfds fds (SCM_RIGHTS; none when nfds is 0), straight onto the socket. */
+static void
+send_reply_fds(struct fake *f, uint64_t seq, int32_t status, int64_t value, const int *fds,
+	       int nfds)
+{
+	struct kvx_eng_reply r = {.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(r), .seq = seq},
+				  .status = status,
+				  .value = value};
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	assert_true(nfds >= 0 && nfds <= 4);
+	memset(&ctl, 0, sizeof(ctl));
+	if (nfds) {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+	}
+	assert_int_equal(sendmsg(f->cfd, &mh, MSG_NOSIGNAL), sizeof(r));
+}
+
+/* KVX_ENG_RINGS, as control/engine.c's rings_setup and rings_reply do it: a sealed memfd holding
+ * the submission ring (offset 0) and the event ring, two eventfds, the reply with all three and
+ * value = the ring size.  A bad reply (enum bad_rings) leaves the fake on the socket. */
+static void
+fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size)
+{
+	size_t one = kvx_shring_map_bytes(size), total = 2 * one;
+	int fds[4];
+
+	assert_true(one > 0);
+	fds[0] = memfd_create("fake-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[3] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_true(fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0);
+	assert_int_equal(ftruncate(fds[0], (off_t)(bad == RINGS_SMALL_MEMFD ? one : total)), 0);
+	assert_int_equal(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	if (bad == RINGS_GOOD) {
+		f->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+		assert_true(f->ring_map != MAP_FAILED);
+		f->ring_map_len = total;
+		assert_int_equal(kvx_shring_format(f->ring_map, size), 0);
+		assert_int_equal(kvx_shring_format((uint8_t *)f->ring_map + one, size), 0);
+		assert_int_equal(kvx_shring_attach(&f->sub, f->ring_map, one, size, fds[1], false),
+				 0);
+		assert_int_equal(kvx_shring_attach(&f->evt, (uint8_t *)f->ring_map + one, one, size,
+						   fds[2], true),
+				 0);
+		/* the engine starts parked, and libkvx stays so */
+		kvx_shring_park_prepare(&f->evt);
+	}
+	switch (bad) {
+	case RINGS_TWO_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 2);
+		break;
+	case RINGS_FOUR_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 4);
+		break;
+	case RINGS_NO_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 0);
+		break;
+	case RINGS_ODD_SIZE:
+		send_reply_fds(f, seq, 0, (int64_t)size + 8, fds, 3);
+		break;
+	case RINGS_REFUSED_FDS:
+		send_reply_fds(f, seq, -EOPNOTSUPP, 0, fds, 3);
+		break;
+	default:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 3);
+		break;
+	}
+	close(fds[0]); /* the mapping stays */
+	close(fds[3]);
+	if (bad == RINGS_GOOD) {
+		f->sub_efd = fds[1];
+		f->evt_efd = fds[2];
+		f->rings = true;
+	} else {
+		close(fds[1]);
+		close(fds[2]);
+	}
+}
+
+/* Instead of a reply: write into the event ring what no kvxd would (enum corrupt_ring). */
+static void
+fake_corrupt(struct fake *f, int how)
+{
+	/* the producer's tail is the first word of the ring's shared header (core/shring.c) */
+	uint64_t *tail = (uint64_t *)(void *)f->evt.sh;
+	uint32_t rec[2] = {60000, 0x6d5a}; /* len, REC_MSG (core/shring.c) */
+
+	if (how == CORRUPT_TAIL_AHEAD) {
+		__atomic_store_n(tail, f->evt.pos + 3 * f->evt.size, __ATOMIC_RELEASE);
+	} else {
+		memcpy(f->evt.data + (f->evt.pos & f->evt.mask), rec, sizeof(rec));
+		__atomic_store_n(tail, f->evt.pos + 64, __ATOMIC_RELEASE);
+	}
+	kvx_shring_notify(&f->evt);
+}
+
+/* The next request into buf: off the socket (blocking) before the rings, then out of the
+ * submission ring (parked on its eventfd like kvxd, not read while ring_pause_until is ahead),
+ * or off the socket when it is readable.  Returns its size, 0 at end of stream, or < 0. */
+static ssize_t
+fake_recv(struct fake *f, void *buf, size_t cap, struct msghdr *mh, bool *via_ring)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+
+	mh->msg_iov = &iov;
+	mh->msg_iovlen = 1;
+	*via_ring = false;
+	while (f->rings) {
+		struct pollfd p[2] = {{.fd = f->cfd, .events = POLLIN},
+				      {.fd = f->sub_efd, .events = POLLIN}};
+		bool parked = false;
+		int64_t until;
+		int r;
+
+		pthread_mutex_lock(&f->mu);
+		until = f->ring_pause_until;
+		pthread_mutex_unlock(&f->mu);
+		if (now_ms() >= until) {
+			ssize_t n = kvx_shring_get(&f->sub, buf, (uint32_t)cap);
+
+			if (n != 0) {
+				*via_ring = n > 0;
+				mh->msg_controllen = 0; /* no fds came along */
+				return n;
+			}
+			kvx_shring_park_prepare(&f->sub);
+			if (!kvx_shring_empty(&f->sub)) {
+				kvx_shring_park_done(&f->sub, false);
+				continue;
+			}
+			parked = true;
+		} else {
+			p[1].fd = -1; /* paused: the ring's wake-ups are not looked at */
+		}
+		r = poll(p, 2, 5);
+		if (parked)
+			kvx_shring_park_done(&f->sub, r > 0 && (p[1].revents & POLLIN));
+		if (r > 0 && p[0].revents)
+			break;
+	}
+	return recvmsg(f->cfd, mh, MSG_CMSG_CLOEXEC);
+}
+
 static void *
 fake_serve(void *arg)
 {
@@ -207,23 +423,20 @@ fake_serve(void *arg)
 
 	f->cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (f->cfd < 0)
-		return NULL;
+		goto out;
 	for (;;) {
-		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = ctl.b,
-				    .msg_controllen = sizeof(ctl.b)};
+		struct msghdr mh = {.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
-		int before, after, bad, status = 0, status_next, fd = -1;
-		bool do_close, hold;
-		uint64_t held, room;
+		int before, after, bad, status = 0, status_next, fd = -1, rings_bad, corrupt;
+		int chunk_events;
+		bool do_close, hold, rings_ok, via_ring;
+		uint64_t held, room, ring_size;
 		int64_t value;
 		struct cmsghdr *cm;
 		ssize_t n;
 		int i;
 
-		n = recvmsg(f->cfd, &mh, MSG_CMSG_CLOEXEC);
+		n = fake_recv(f, buf, sizeof(buf), &mh, &via_ring);
 		if (n <= 0)
 			break;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
@@ -238,6 +451,15 @@ fake_serve(void *arg)
 			continue;
 		}
 		f->ntype[h->type & 127]++;
+		if (via_ring) {
+			f->nring++;
+		} else {
+			f->nsock++;
+			f->ntype_sock[h->type & 127]++;
+		}
+		if (h->type == KVX_ENG_CHUNK && ((const struct kvx_eng_chunk *)buf)->chunk_index !=
+							(uint32_t)f->ntype[KVX_ENG_CHUNK] - 1)
+			f->chunk_disorder++;
 		f->last_seq = h->seq;
 		memcpy(f->last, buf, (size_t)n);
 		f->last_len = (size_t)n;
@@ -258,6 +480,16 @@ fake_serve(void *arg)
 		held = f->held_seq;
 		value = f->value;
 		room = f->ev_room;
+		rings_ok = f->rings_ok;
+		rings_bad = f->rings_bad;
+		ring_size = f->ring_size ? f->ring_size : 512u << 10;
+		corrupt = f->corrupt;
+		f->corrupt = CORRUPT_NONE;
+		chunk_events = h->type == KVX_ENG_CHUNK ? f->chunk_events : 0;
+		if (h->type == KVX_ENG_CHUNK) {
+			f->chunk_events = 0;
+			f->ev_room += (uint64_t)chunk_events;
+		}
 		status_next = 0;
 		if (h->type != KVX_ENG_CHUNK && h->type != KVX_ENG_HELLO &&
 		    h->type != KVX_ENG_ADMIN) {
@@ -274,18 +506,33 @@ fake_serve(void *arg)
 			f->held_seq = h->seq;
 		pthread_mutex_unlock(&f->mu);
 
-		if (h->type == KVX_ENG_CHUNK && !do_close)
+		if (corrupt && f->rings) {
+			fake_corrupt(f, corrupt);
+			continue;
+		}
+		if (h->type == KVX_ENG_CHUNK && !do_close) {
+			for (i = 0; i < chunk_events; i++)
+				send_event(f, room++, KVX_STATE_TRANSFERRING);
+			ring_flush(f);
 			continue; /* no reply; the script waits for the next request */
+		}
+		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
+			fake_rings(f, h->seq, rings_bad, ring_size);
+			continue;
+		}
 		for (i = 0; i < before; i++)
-			send_event(f->cfd, room++, KVX_STATE_TRANSFERRING + i % 3);
+			send_event(f, room++, KVX_STATE_TRANSFERRING + i % 3);
 		if (do_close)
 			break;
 		if (held)
-			send_reply(f->cfd, held, 0, 0, "stale");
-		if (hold)
+			send_reply(f, held, 0, 0, "stale");
+		if (hold) {
+			ring_flush(f);
 			continue;
+		}
 		if (bad) {
-			send_bad_reply(f->cfd, bad, h->seq);
+			send_bad_reply(f, bad, h->seq);
+			ring_flush(f);
 			continue;
 		}
 		text[0] = '\0';
@@ -315,12 +562,23 @@ fake_serve(void *arg)
 			status = status_next;
 			break;
 		}
-		send_reply(f->cfd, h->seq, status, value, text);
+		send_reply(f, h->seq, status, value, text);
 		for (i = 0; i < after; i++)
-			send_event(f->cfd, room++, KVX_STATE_SUCCESS);
+			send_event(f, room++, KVX_STATE_SUCCESS);
+		ring_flush(f); /* one wake-up for the reply and the events after it */
 	}
 	close(f->cfd);
 	f->cfd = -1;
+	if (f->rings) {
+		munmap(f->ring_map, f->ring_map_len);
+		close(f->sub_efd);
+		close(f->evt_efd);
+		f->rings = false;
+	}
+out:
+	pthread_mutex_lock(&f->mu);
+	f->done = true;
+	pthread_mutex_unlock(&f->mu);
 	return NULL;
 }
 
@@ -331,6 +589,7 @@ fake_start(struct fake *f)
 
 	memset(f, 0, sizeof(*f));
 	f->cfd = -1;
+	f->sub_efd = f->evt_efd = -1;
 	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
 	f->value = 7;
 	f->ev_room = 100;
