@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -84,6 +85,7 @@ struct fake {
 	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
 	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
 	int corrupt;		  /* enum corrupt_ring, for the next request */
+	int delay_ms;		  /* sleep before answering the next request (the client waits) */
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -428,7 +430,7 @@ fake_serve(void *arg)
 		struct msghdr mh = {.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
 		int before, after, bad, status = 0, status_next, fd = -1, rings_bad, corrupt;
-		int chunk_events;
+		int chunk_events, delay;
 		bool do_close, hold, rings_ok, via_ring;
 		uint64_t held, room, ring_size;
 		int64_t value;
@@ -485,6 +487,8 @@ fake_serve(void *arg)
 		ring_size = f->ring_size ? f->ring_size : 512u << 10;
 		corrupt = f->corrupt;
 		f->corrupt = CORRUPT_NONE;
+		delay = f->delay_ms;
+		f->delay_ms = 0;
 		chunk_events = h->type == KVX_ENG_CHUNK ? f->chunk_events : 0;
 		if (h->type == KVX_ENG_CHUNK) {
 			f->chunk_events = 0;
@@ -506,6 +510,8 @@ fake_serve(void *arg)
 			f->held_seq = h->seq;
 		pthread_mutex_unlock(&f->mu);
 
+		if (delay)
+			usleep((useconds_t)delay * 1000);
 		if (corrupt && f->rings) {
 			fake_corrupt(f, corrupt);
 			continue;
@@ -586,6 +592,7 @@ static int
 fake_start(struct fake *f)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	pthread_mutexattr_t ma;
 
 	memset(f, 0, sizeof(*f));
 	f->cfd = -1;
@@ -593,7 +600,11 @@ fake_start(struct fake *f)
 	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
 	f->value = 7;
 	f->ev_room = 100;
-	pthread_mutex_init(&f->mu, NULL);
+	/* error-checking: fake_stop can release it when a failed assertion left it locked */
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&f->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/kvx-test-XXXXXX");
 	if (!mkdtemp(f->dir))
 		return -errno;
@@ -612,6 +623,8 @@ fake_start(struct fake *f)
 static void
 fake_stop(struct fake *f)
 {
+	/* a failed assertion between lock and unlock left it held by this thread (EPERM if not) */
+	(void)pthread_mutex_unlock(&f->mu);
 	/* the client disconnected already: the server sees end of stream and returns */
 	shutdown(f->lfd, SHUT_RDWR);
 	pthread_join(f->thr, NULL);
@@ -1291,6 +1304,352 @@ test_admin_text(void **state)
 	assert_int_equal(kvx_admin(fx->c, "peers", NULL, 0), 0);
 }
 
+/* ---- rings (KVX_ENG_RINGS) ---- */
+
+static int
+setup_rings_sized(void **state, uint64_t size)
+{
+	struct fixture *fx;
+
+	if (setup_fake(state) < 0)
+		return -1;
+	fx = *state;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.ring_size = size;
+	pthread_mutex_unlock(&fx->f.mu);
+	fx->c = kvx_connect(fx->f.path);
+	return fx->c && fx->c->rings ? 0 : -1;
+}
+
+static int
+setup_rings(void **state)
+{
+	return setup_rings_sized(state, 0);
+}
+
+/* Rings of 4 KiB: a few dozen chunks fill the submission ring. */
+static int
+setup_rings_small(void **state)
+{
+	return setup_rings_sized(state, 4096);
+}
+
+static void
+fake_pause_ring(struct fake *f, int64_t until)
+{
+	pthread_mutex_lock(&f->mu);
+	f->ring_pause_until = until;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static bool
+fd_readable_within(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+/* Every request goes through the submission ring and every reply and event comes back through
+ * the event ring: after HELLO and RINGS the socket carries nothing.  kvx_conn_fd() is readable
+ * whenever events wait, in the ring or in the queue, and they are read in order. */
+static void
+test_rings_carry_requests_replies_and_events(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4, 5};
+	const char *src[] = {"pf0"};
+	int pfd = kvx_conn_fd(c);
+	struct kvx_event ev;
+	char out[32];
+
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.ntype_sock[KVX_ENG_HELLO], 1);
+	assert_int_equal(fx->f.ntype_sock[KVX_ENG_RINGS], 1);
+	assert_int_equal(fx->f.nring, 0);
+	fx->f.value = 3;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_false(fd_readable(pfd));
+
+	assert_int_equal(kvx_room_open(c, 10, 2, pages, 2, src, 1), 3);
+	assert_int_equal(kvx_chunk_submit(c, 10, 0, 2, pages, 2, 0, 1), 0);
+	assert_int_equal(kvx_room_abort(c, 10), 3);
+	assert_int_equal(kvx_room_close(c, 10), 0);
+	assert_int_equal(kvx_admin(c, "rooms", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:rooms");
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nring, 5);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_OPEN], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_CLOSE], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN], 1);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.bad_in, 0);
+	/* events kvxd puts on its own (three, on the next chunk) */
+	fx->f.chunk_events = 3; /* rooms 100, 101, 102 */
+	pthread_mutex_unlock(&fx->f.mu);
+	/* the wake-ups of the replies may be left over (the fd may wake for nothing): a read takes
+	 * them */
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0);
+	assert_false(fd_readable(pfd));
+
+	assert_int_equal(kvx_chunk_submit(c, 10, 1, 2, pages, 1, 2, 0), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	/* one at a time: what is left in the ring keeps the fd readable */
+	expect_events(c, 1, 0, 1, 100);
+	assert_true(fd_readable(pfd));
+	expect_events(c, 1, 0, 1, 101);
+	assert_true(fd_readable(pfd));
+	expect_events(c, 8, 0, 1, 102);
+	assert_false(fd_readable(pfd));
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0);
+
+	/* around a reply: the event before it is queued, those after it stay readable */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 1; /* 103 */
+	fx->f.inject_after = 2;	 /* 104, 105 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(c, 11), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	expect_events(c, 8, 1000, 3, 103);
+	assert_false(fd_readable(pfd));
+	assert_int_equal(kvx_event_read(c, &ev, 1, 30), 0); /* waits, then nothing */
+
+	/* events right behind the reply libkvx was woken for: they keep the fd readable */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_after = 2; /* 106, 107 */
+	fx->f.delay_ms = 50;	/* libkvx waits on the event ring's eventfd first */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(c, 12), 0);
+	assert_true(fd_readable_within(pfd, 1000));
+	expect_events(c, 8, 0, 2, 106);
+	assert_false(fd_readable(pfd));
+
+	/* a blocked read wakes for an event */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1; /* 108 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 2, 2, pages, 1, 3, 1), 0);
+	expect_events(c, 8, 5000, 1, 108);
+
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nring, 9);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* KVX_RINGS=0: libkvx does not ask for rings, the session stays on the socket. */
+static void
+test_rings_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32];
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(setenv("KVX_RINGS", "0", 1), 0);
+	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_RINGS");
+	assert_non_null(fx->c);
+	assert_false(fx->c->rings);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_RINGS], 0);
+	assert_int_equal(fx->f.nsock, 2); /* HELLO, ADMIN */
+	assert_int_equal(fx->f.nring, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* A full submission ring: kvx_chunk_submit waits until kvxd takes some; nothing is lost or
+ * reordered. */
+static void
+test_rings_full_submission_ring_waits(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	const int total = 400; /* a 4 KiB ring holds about 70 */
+	int64_t t0, worst = 0;
+
+	fake_pause_ring(&fx->f, now_ms() + 300);
+	for (int i = 0; i < total; i++) {
+		t0 = now_ms();
+		assert_int_equal(kvx_chunk_submit(fx->c, 7, (uint32_t)i, 1, pages, 1, 0, 0), 0);
+		if (now_ms() - t0 > worst)
+			worst = now_ms() - t0;
+	}
+	assert_true(fx->c->sub.full > 0);
+	assert_true(worst >= 100); /* one submit waited for the fake to read again */
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], total);
+	assert_int_equal(fx->f.chunk_disorder, 0);
+	assert_int_equal(fx->f.bad_in, 0);
+	assert_int_equal(fx->f.nsock, 2);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* A submission ring that stays full: the submit returns -ETIMEDOUT after the request timeout,
+ * the request is not half sent, and the session goes on once kvxd reads again. */
+static void
+test_rings_full_submission_ring_times_out(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	int64_t t0 = 0;
+	int k, r = 0;
+
+	req_timeout_ms = 200;
+	fake_pause_ring(&fx->f, INT64_MAX);
+	for (k = 0; k < 1000; k++) {
+		t0 = now_ms();
+		r = kvx_chunk_submit(fx->c, 7, (uint32_t)k, 1, pages, 1, 0, 0);
+		if (r)
+			break;
+	}
+	assert_int_equal(r, -ETIMEDOUT);
+	assert_true(now_ms() - t0 >= 190);
+	assert_true(k > 10);
+	fake_pause_ring(&fx->f, 0);
+	assert_int_equal(kvx_chunk_submit(fx->c, 7, (uint32_t)k, 1, pages, 1, 0, 1), 0);
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], k + 1);
+	assert_int_equal(fx->f.chunk_disorder, 0);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* After an -EPROTO every call fails with it and nothing more reaches kvxd. */
+static void
+expect_broken(struct fixture *fx)
+{
+	const uint32_t pages[] = {1};
+	const char *src[] = {"pf0"};
+	struct kvx_event ev[4];
+	char out[32];
+	int n = fake_count(&fx->f);
+
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -EPROTO);
+	assert_int_equal(kvx_room_open(fx->c, 1, 1, pages, 1, src, 1), -EPROTO);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), -EPROTO);
+	assert_int_equal(kvx_room_abort(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_room_close(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_pool_unregister(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -EPROTO);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 50), -EPROTO);
+	usleep(20000);
+	assert_int_equal(fake_count(&fx->f), n);
+}
+
+/* kvxd publishes a tail far beyond its ring while libkvx waits for a reply. */
+static void
+test_rings_corrupt_event_ring_tail(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32];
+
+	req_timeout_ms = 2000; /* a missed corruption fails here instead of hanging */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.corrupt = CORRUPT_TAIL_AHEAD;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -EPROTO);
+	expect_broken(fx);
+}
+
+/* kvxd puts a record longer than what it published while libkvx waits for events. */
+static void
+test_rings_corrupt_event_ring_record(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	struct kvx_event ev[4];
+	int64_t t0;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.corrupt = CORRUPT_LONG_REC;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), 0);
+	t0 = now_ms();
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 5000), -EPROTO);
+	assert_true(now_ms() - t0 < 4000);
+	expect_broken(fx);
+}
+
+/* kvxd goes away on rings: the events it put first are delivered, then -ECONNRESET. */
+static void
+test_rings_server_close_is_econnreset(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_event ev[4];
+	char out[16];
+
+	req_timeout_ms = 2000;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 2; /* put into the ring, then the fake closes instead of replying */
+	fx->f.close_next = true;
+	fx->f.delay_ms = 50; /* libkvx waits on the ring and the socket first */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -ECONNRESET);
+	assert_int_equal(kvx_room_close(fx->c, 1), -ECONNRESET);
+	expect_events(fx->c, 4, 0, 2, 100);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -ECONNRESET);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 100), -ECONNRESET);
+}
+
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A broken RINGS reply: libkvx closes every fd it got and fails the connect (kvxd has moved to
+ * rings the session cannot use), or stays on the socket when kvxd refused. */
+static void
+test_rings_bad_reply_leaks_no_fd(void **state)
+{
+	static const int bads[] = {RINGS_TWO_FDS,     RINGS_FOUR_FDS, RINGS_NO_FDS,
+				   RINGS_SMALL_MEMFD, RINGS_ODD_SIZE, RINGS_REFUSED_FDS};
+	static struct fake f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+		int before = count_fds();
+		struct kvx_conn *c;
+
+		assert_int_equal(fake_start(&f), 0);
+		pthread_mutex_lock(&f.mu);
+		f.rings_ok = true;
+		f.rings_bad = bads[i];
+		pthread_mutex_unlock(&f.mu);
+		errno = 0;
+		c = kvx_connect(f.path);
+		if (bads[i] == RINGS_REFUSED_FDS) {
+			assert_non_null(c);
+			assert_false(c->rings);
+			sync_fake(c); /* on the socket */
+			kvx_disconnect(c);
+		} else {
+			assert_null(c);
+			assert_int_equal(errno, EBADMSG);
+		}
+		fake_stop(&f);
+		assert_int_equal(count_fds(), before);
+	}
+}
+
 int
 main(void)
 {
@@ -1327,6 +1686,21 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reply_timeout_then_late_reply_dropped,
 						setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_text, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_carry_requests_replies_and_events,
+						setup_rings, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_waits,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_times_out,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_tail, setup_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_record, setup_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_server_close_is_econnreset, setup_rings,
+						teardown),
+		cmocka_unit_test(test_rings_bad_reply_leaks_no_fd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
