@@ -313,10 +313,25 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 	if (p[0].revents & POLLIN)
 		(void)!read(c->evt_efd, &v, sizeof(v));
 	if (p[1].revents) {
+		/* what kvxd put into the ring before it went away comes first */
+		if (!kvx_shring_empty(&c->evt))
+			return 0;
 		r = sock_recv(c);
 		return r == -EAGAIN ? 0 : r;
 	}
 	return 0;
+}
+
+/* With rings, before returning to the caller: the event ring's eventfd may have been read while
+ * messages stay in the ring (a reply came before them, or only max events were taken): write it
+ * again, so that kvx_conn_fd() stays readable while the ring holds something. */
+static void
+ring_rearm(struct kvx_conn *c)
+{
+	uint64_t one = 1;
+
+	if (c->rings && !kvx_shring_empty(&c->evt))
+		(void)!write(c->evt_efd, &one, sizeof(one));
 }
 
 /*
@@ -526,6 +541,7 @@ request(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_
 	if (r < 0 || !rep)
 		return r;
 	r = wait_reply(c, h->seq);
+	ring_rearm(c);
 	if (r < 0)
 		return r;
 	*rep = (const struct kvx_eng_reply *)c->rx;
@@ -924,8 +940,11 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 			if (r < 0 && r != -ECONNRESET)
 				c->pending_err = r;
 		}
-		if (c->q_len)
-			return evq_pop(c, ev, max);
+		if (c->q_len) {
+			r = evq_pop(c, ev, max);
+			ring_rearm(c);
+			return r;
+		}
 		if (c->pending_err) {
 			r = c->pending_err;
 			c->pending_err = 0;

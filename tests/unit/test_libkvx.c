@@ -9,6 +9,14 @@
  *
  * The fake answers requests in order, so an ADMIN "sync" round trip proves that every message
  * sent before it has been received and recorded.
+ *
+ * Rings: by default the fake is a kvxd without rings (it refuses RINGS with -EOPNOTSUPP).  With
+ * rings_ok it accepts RINGS as control/engine.c does (a sealed memfd holding the submission and
+ * event rings, two eventfds) and from then on takes requests from the submission ring (parking
+ * on its eventfd like kvxd) and puts replies and events into the event ring (one eventfd write
+ * per batch: libkvx counts as always parked there).  It records which requests came through the
+ * ring and which through the socket, and can be scripted to stop reading the submission ring for
+ * a while, to corrupt the event ring, or to send a broken RINGS reply.
  */
 #include "control/libkvx.c"
 
@@ -18,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +41,24 @@ enum bad_reply {
 	BAD_FUTURE,    /* a REPLY for a seq never sent */
 	BAD_STATUS,    /* a positive status */
 	BAD_VALUE_ZERO /* value 0 (no pool id 0, no generation 0) */
+};
+
+/* A broken RINGS reply (status 0 unless said otherwise). */
+enum bad_rings {
+	RINGS_GOOD = 0,
+	RINGS_TWO_FDS,	   /* the memfd and one eventfd */
+	RINGS_FOUR_FDS,	   /* one fd too many */
+	RINGS_NO_FDS,	   /* no fds at all */
+	RINGS_SMALL_MEMFD, /* the memfd holds one ring, not two */
+	RINGS_ODD_SIZE,	   /* value is not a power of two */
+	RINGS_REFUSED_FDS, /* status -EOPNOTSUPP, yet the three fds come along */
+};
+
+/* Corrupt the event ring instead of answering the next request. */
+enum corrupt_ring {
+	CORRUPT_NONE = 0,
+	CORRUPT_TAIL_AHEAD, /* the tail published far beyond what the ring holds */
+	CORRUPT_LONG_REC,   /* a record longer than what the tail published */
 };
 
 struct fake {
@@ -52,6 +79,13 @@ struct fake {
 	int64_t value;	   /* reply value of POOL_REG, ROOM_OPEN and ROOM_ABORT */
 	int status_next;   /* status of the next reply to a room or pool request, then 0 */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
+	bool rings_ok;	   /* accept RINGS (set before the connect) */
+	int rings_bad;	   /* enum bad_rings, for the RINGS reply */
+	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
+	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
+	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
+	int corrupt;		  /* enum corrupt_ring, for the next request */
+	int delay_ms;		  /* sleep before answering the next request (the client waits) */
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -64,6 +98,16 @@ struct fake {
 	int nfds;
 	struct stat fd_st;
 	uint64_t held_seq;
+	int nsock, nring;    /* requests taken from the socket, from the submission ring */
+	int ntype_sock[128]; /* per type, those that came on the socket */
+	int chunk_disorder;  /* CHUNKs whose chunk_index was not the count of chunks before them */
+	bool done;	     /* the server returned (its fds are closed) */
+	/* the rings: the server thread's own */
+	bool rings;
+	void *ring_map;
+	size_t ring_map_len;
+	struct kvx_shring sub, evt; /* the server consumes sub, produces evt */
+	int sub_efd, evt_efd;
 };
 
 struct fixture {
@@ -71,16 +115,33 @@ struct fixture {
 	struct kvx_conn *c;
 };
 
+/* One message to the client: into the event ring once the session has rings (waiting up to 2 s
+ * for room; the caller wakes the client with ring_flush), else onto the socket. */
 static void
-send_raw(int fd, const void *buf, size_t len)
+send_raw(struct fake *f, const void *buf, size_t len)
 {
-	ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+	ssize_t n;
 
+	if (f->rings) {
+		for (int i = 0; i < 2000 && kvx_shring_put(&f->evt, buf, (uint32_t)len) == -ENOBUFS;
+		     i++)
+			usleep(1000);
+		return;
+	}
+	n = send(f->cfd, buf, len, MSG_NOSIGNAL);
 	(void)n;
 }
 
+/* After a batch: wake the client (always parked on the event ring). */
 static void
-send_reply(int fd, uint64_t seq, int32_t status, int64_t value, const char *text)
+ring_flush(struct fake *f)
+{
+	if (f->rings)
+		kvx_shring_notify(&f->evt);
+}
+
+static void
+send_reply(struct fake *f, uint64_t seq, int32_t status, int64_t value, const char *text)
 {
 	uint64_t buf[(sizeof(struct kvx_eng_reply) + 256) / 8 + 1];
 	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
@@ -95,11 +156,11 @@ send_reply(int fd, uint64_t seq, int32_t status, int64_t value, const char *text
 	r->text_len = (uint32_t)tl;
 	r->value = value;
 	memcpy(r + 1, text, tl);
-	send_raw(fd, buf, sizeof(*r) + tl);
+	send_raw(f, buf, sizeof(*r) + tl);
 }
 
 static void
-send_bad_reply(int fd, int kind, uint64_t seq)
+send_bad_reply(struct fake *f, int kind, uint64_t seq)
 {
 	uint64_t buf[(sizeof(struct kvx_eng_reply) + 16) / 8 + 1];
 	struct kvx_eng_reply *r = (struct kvx_eng_reply *)buf;
@@ -136,11 +197,11 @@ send_bad_reply(int fd, int kind, uint64_t seq)
 	}
 	if (kind != BAD_HDR_LEN)
 		r->hdr.len = (uint32_t)len;
-	send_raw(fd, buf, len);
+	send_raw(f, buf, len);
 }
 
 static void
-send_event(int fd, uint64_t room, int state)
+send_event(struct fake *f, uint64_t room, int state)
 {
 	struct kvx_eng_event e;
 
@@ -152,7 +213,7 @@ send_event(int fd, uint64_t room, int state)
 	e.ev.state = state;
 	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
 	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
-	send_raw(fd, &e, sizeof(e));
+	send_raw(f, &e, sizeof(e));
 }
 
 /* Is the request of n bytes in buf well-formed (sizes consistent with counts)? */
@@ -194,6 +255,163 @@ request_ok(const uint8_t *buf, size_t n)
 	}
 }
 
+/* A REPLY carrying nfds fds (SCM_RIGHTS; none when nfds is 0), straight onto the socket. */
+static void
+send_reply_fds(struct fake *f, uint64_t seq, int32_t status, int64_t value, const int *fds,
+	       int nfds)
+{
+	struct kvx_eng_reply r = {.hdr = {.type = KVX_ENG_REPLY, .len = sizeof(r), .seq = seq},
+				  .status = status,
+				  .value = value};
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	assert_true(nfds >= 0 && nfds <= 4);
+	memset(&ctl, 0, sizeof(ctl));
+	if (nfds) {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+	}
+	assert_int_equal(sendmsg(f->cfd, &mh, MSG_NOSIGNAL), sizeof(r));
+}
+
+/* KVX_ENG_RINGS, as control/engine.c's rings_setup and rings_reply do it: a sealed memfd holding
+ * the submission ring (offset 0) and the event ring, two eventfds, the reply with all three and
+ * value = the ring size.  A bad reply (enum bad_rings) leaves the fake on the socket. */
+static void
+fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size)
+{
+	size_t one = kvx_shring_map_bytes(size), total = 2 * one;
+	int fds[4];
+
+	assert_true(one > 0);
+	fds[0] = memfd_create("fake-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[3] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_true(fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0);
+	assert_int_equal(ftruncate(fds[0], (off_t)(bad == RINGS_SMALL_MEMFD ? one : total)), 0);
+	assert_int_equal(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	if (bad == RINGS_GOOD) {
+		f->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+		assert_true(f->ring_map != MAP_FAILED);
+		f->ring_map_len = total;
+		assert_int_equal(kvx_shring_format(f->ring_map, size), 0);
+		assert_int_equal(kvx_shring_format((uint8_t *)f->ring_map + one, size), 0);
+		assert_int_equal(kvx_shring_attach(&f->sub, f->ring_map, one, size, fds[1], false),
+				 0);
+		assert_int_equal(kvx_shring_attach(&f->evt, (uint8_t *)f->ring_map + one, one, size,
+						   fds[2], true),
+				 0);
+		/* the engine starts parked, and libkvx stays so */
+		kvx_shring_park_prepare(&f->evt);
+	}
+	switch (bad) {
+	case RINGS_TWO_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 2);
+		break;
+	case RINGS_FOUR_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 4);
+		break;
+	case RINGS_NO_FDS:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 0);
+		break;
+	case RINGS_ODD_SIZE:
+		send_reply_fds(f, seq, 0, (int64_t)size + 8, fds, 3);
+		break;
+	case RINGS_REFUSED_FDS:
+		send_reply_fds(f, seq, -EOPNOTSUPP, 0, fds, 3);
+		break;
+	default:
+		send_reply_fds(f, seq, 0, (int64_t)size, fds, 3);
+		break;
+	}
+	close(fds[0]); /* the mapping stays */
+	close(fds[3]);
+	if (bad == RINGS_GOOD) {
+		f->sub_efd = fds[1];
+		f->evt_efd = fds[2];
+		f->rings = true;
+	} else {
+		close(fds[1]);
+		close(fds[2]);
+	}
+}
+
+/* Instead of a reply: write into the event ring what no kvxd would (enum corrupt_ring). */
+static void
+fake_corrupt(struct fake *f, int how)
+{
+	/* the producer's tail is the first word of the ring's shared header (core/shring.c) */
+	uint64_t *tail = (uint64_t *)(void *)f->evt.sh;
+	uint32_t rec[2] = {60000, 0x6d5a}; /* len, REC_MSG (core/shring.c) */
+
+	if (how == CORRUPT_TAIL_AHEAD) {
+		__atomic_store_n(tail, f->evt.pos + 3 * f->evt.size, __ATOMIC_RELEASE);
+	} else {
+		memcpy(f->evt.data + (f->evt.pos & f->evt.mask), rec, sizeof(rec));
+		__atomic_store_n(tail, f->evt.pos + 64, __ATOMIC_RELEASE);
+	}
+	kvx_shring_notify(&f->evt);
+}
+
+/* The next request into buf: off the socket (blocking) before the rings, then out of the
+ * submission ring (parked on its eventfd like kvxd, not read while ring_pause_until is ahead),
+ * or off the socket when it is readable.  Returns its size, 0 at end of stream, or < 0. */
+static ssize_t
+fake_recv(struct fake *f, void *buf, size_t cap, struct msghdr *mh, bool *via_ring)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+
+	mh->msg_iov = &iov;
+	mh->msg_iovlen = 1;
+	*via_ring = false;
+	while (f->rings) {
+		struct pollfd p[2] = {{.fd = f->cfd, .events = POLLIN},
+				      {.fd = f->sub_efd, .events = POLLIN}};
+		bool parked = false;
+		int64_t until;
+		int r;
+
+		pthread_mutex_lock(&f->mu);
+		until = f->ring_pause_until;
+		pthread_mutex_unlock(&f->mu);
+		if (now_ms() >= until) {
+			ssize_t n = kvx_shring_get(&f->sub, buf, (uint32_t)cap);
+
+			if (n != 0) {
+				*via_ring = n > 0;
+				mh->msg_controllen = 0; /* no fds came along */
+				return n;
+			}
+			kvx_shring_park_prepare(&f->sub);
+			if (!kvx_shring_empty(&f->sub)) {
+				kvx_shring_park_done(&f->sub, false);
+				continue;
+			}
+			parked = true;
+		} else {
+			p[1].fd = -1; /* paused: the ring's wake-ups are not looked at */
+		}
+		r = poll(p, 2, 5);
+		if (parked)
+			kvx_shring_park_done(&f->sub, r > 0 && (p[1].revents & POLLIN));
+		if (r > 0 && p[0].revents)
+			break;
+	}
+	return recvmsg(f->cfd, mh, MSG_CMSG_CLOEXEC);
+}
+
 static void *
 fake_serve(void *arg)
 {
@@ -207,23 +425,20 @@ fake_serve(void *arg)
 
 	f->cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (f->cfd < 0)
-		return NULL;
+		goto out;
 	for (;;) {
-		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = ctl.b,
-				    .msg_controllen = sizeof(ctl.b)};
+		struct msghdr mh = {.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
-		int before, after, bad, status = 0, status_next, fd = -1;
-		bool do_close, hold;
-		uint64_t held, room;
+		int before, after, bad, status = 0, status_next, fd = -1, rings_bad, corrupt;
+		int chunk_events, delay;
+		bool do_close, hold, rings_ok, via_ring;
+		uint64_t held, room, ring_size;
 		int64_t value;
 		struct cmsghdr *cm;
 		ssize_t n;
 		int i;
 
-		n = recvmsg(f->cfd, &mh, MSG_CMSG_CLOEXEC);
+		n = fake_recv(f, buf, sizeof(buf), &mh, &via_ring);
 		if (n <= 0)
 			break;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
@@ -238,6 +453,15 @@ fake_serve(void *arg)
 			continue;
 		}
 		f->ntype[h->type & 127]++;
+		if (via_ring) {
+			f->nring++;
+		} else {
+			f->nsock++;
+			f->ntype_sock[h->type & 127]++;
+		}
+		if (h->type == KVX_ENG_CHUNK && ((const struct kvx_eng_chunk *)buf)->chunk_index !=
+							(uint32_t)f->ntype[KVX_ENG_CHUNK] - 1)
+			f->chunk_disorder++;
 		f->last_seq = h->seq;
 		memcpy(f->last, buf, (size_t)n);
 		f->last_len = (size_t)n;
@@ -258,6 +482,18 @@ fake_serve(void *arg)
 		held = f->held_seq;
 		value = f->value;
 		room = f->ev_room;
+		rings_ok = f->rings_ok;
+		rings_bad = f->rings_bad;
+		ring_size = f->ring_size ? f->ring_size : 512u << 10;
+		corrupt = f->corrupt;
+		f->corrupt = CORRUPT_NONE;
+		delay = f->delay_ms;
+		f->delay_ms = 0;
+		chunk_events = h->type == KVX_ENG_CHUNK ? f->chunk_events : 0;
+		if (h->type == KVX_ENG_CHUNK) {
+			f->chunk_events = 0;
+			f->ev_room += (uint64_t)chunk_events;
+		}
 		status_next = 0;
 		if (h->type != KVX_ENG_CHUNK && h->type != KVX_ENG_HELLO &&
 		    h->type != KVX_ENG_ADMIN) {
@@ -274,18 +510,35 @@ fake_serve(void *arg)
 			f->held_seq = h->seq;
 		pthread_mutex_unlock(&f->mu);
 
-		if (h->type == KVX_ENG_CHUNK && !do_close)
+		if (delay)
+			usleep((useconds_t)delay * 1000);
+		if (corrupt && f->rings) {
+			fake_corrupt(f, corrupt);
+			continue;
+		}
+		if (h->type == KVX_ENG_CHUNK && !do_close) {
+			for (i = 0; i < chunk_events; i++)
+				send_event(f, room++, KVX_STATE_TRANSFERRING);
+			ring_flush(f);
 			continue; /* no reply; the script waits for the next request */
+		}
+		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
+			fake_rings(f, h->seq, rings_bad, ring_size);
+			continue;
+		}
 		for (i = 0; i < before; i++)
-			send_event(f->cfd, room++, KVX_STATE_TRANSFERRING + i % 3);
+			send_event(f, room++, KVX_STATE_TRANSFERRING + i % 3);
 		if (do_close)
 			break;
 		if (held)
-			send_reply(f->cfd, held, 0, 0, "stale");
-		if (hold)
+			send_reply(f, held, 0, 0, "stale");
+		if (hold) {
+			ring_flush(f);
 			continue;
+		}
 		if (bad) {
-			send_bad_reply(f->cfd, bad, h->seq);
+			send_bad_reply(f, bad, h->seq);
+			ring_flush(f);
 			continue;
 		}
 		text[0] = '\0';
@@ -315,12 +568,23 @@ fake_serve(void *arg)
 			status = status_next;
 			break;
 		}
-		send_reply(f->cfd, h->seq, status, value, text);
+		send_reply(f, h->seq, status, value, text);
 		for (i = 0; i < after; i++)
-			send_event(f->cfd, room++, KVX_STATE_SUCCESS);
+			send_event(f, room++, KVX_STATE_SUCCESS);
+		ring_flush(f); /* one wake-up for the reply and the events after it */
 	}
 	close(f->cfd);
 	f->cfd = -1;
+	if (f->rings) {
+		munmap(f->ring_map, f->ring_map_len);
+		close(f->sub_efd);
+		close(f->evt_efd);
+		f->rings = false;
+	}
+out:
+	pthread_mutex_lock(&f->mu);
+	f->done = true;
+	pthread_mutex_unlock(&f->mu);
 	return NULL;
 }
 
@@ -331,6 +595,7 @@ fake_start(struct fake *f)
 
 	memset(f, 0, sizeof(*f));
 	f->cfd = -1;
+	f->sub_efd = f->evt_efd = -1;
 	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
 	f->value = 7;
 	f->ev_room = 100;
@@ -1032,6 +1297,352 @@ test_admin_text(void **state)
 	assert_int_equal(kvx_admin(fx->c, "peers", NULL, 0), 0);
 }
 
+/* ---- rings (KVX_ENG_RINGS) ---- */
+
+static int
+setup_rings_sized(void **state, uint64_t size)
+{
+	struct fixture *fx;
+
+	if (setup_fake(state) < 0)
+		return -1;
+	fx = *state;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.ring_size = size;
+	pthread_mutex_unlock(&fx->f.mu);
+	fx->c = kvx_connect(fx->f.path);
+	return fx->c && fx->c->rings ? 0 : -1;
+}
+
+static int
+setup_rings(void **state)
+{
+	return setup_rings_sized(state, 0);
+}
+
+/* Rings of 4 KiB: a few dozen chunks fill the submission ring. */
+static int
+setup_rings_small(void **state)
+{
+	return setup_rings_sized(state, 4096);
+}
+
+static void
+fake_pause_ring(struct fake *f, int64_t until)
+{
+	pthread_mutex_lock(&f->mu);
+	f->ring_pause_until = until;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static bool
+fd_readable_within(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+/* Every request goes through the submission ring and every reply and event comes back through
+ * the event ring: after HELLO and RINGS the socket carries nothing.  kvx_conn_fd() is readable
+ * whenever events wait, in the ring or in the queue, and they are read in order. */
+static void
+test_rings_carry_requests_replies_and_events(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4, 5};
+	const char *src[] = {"pf0"};
+	int pfd = kvx_conn_fd(c);
+	struct kvx_event ev;
+	char out[32];
+
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.ntype_sock[KVX_ENG_HELLO], 1);
+	assert_int_equal(fx->f.ntype_sock[KVX_ENG_RINGS], 1);
+	assert_int_equal(fx->f.nring, 0);
+	fx->f.value = 3;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_false(fd_readable(pfd));
+
+	assert_int_equal(kvx_room_open(c, 10, 2, pages, 2, src, 1), 3);
+	assert_int_equal(kvx_chunk_submit(c, 10, 0, 2, pages, 2, 0, 1), 0);
+	assert_int_equal(kvx_room_abort(c, 10), 3);
+	assert_int_equal(kvx_room_close(c, 10), 0);
+	assert_int_equal(kvx_admin(c, "rooms", out, sizeof(out)), 0);
+	assert_string_equal(out, "ok:rooms");
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nring, 5);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_OPEN], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_CLOSE], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN], 1);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.bad_in, 0);
+	/* events kvxd puts on its own (three, on the next chunk) */
+	fx->f.chunk_events = 3; /* rooms 100, 101, 102 */
+	pthread_mutex_unlock(&fx->f.mu);
+	/* the wake-ups of the replies may be left over (the fd may wake for nothing): a read takes
+	 * them */
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0);
+	assert_false(fd_readable(pfd));
+
+	assert_int_equal(kvx_chunk_submit(c, 10, 1, 2, pages, 1, 2, 0), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	/* one at a time: what is left in the ring keeps the fd readable */
+	expect_events(c, 1, 0, 1, 100);
+	assert_true(fd_readable(pfd));
+	expect_events(c, 1, 0, 1, 101);
+	assert_true(fd_readable(pfd));
+	expect_events(c, 8, 0, 1, 102);
+	assert_false(fd_readable(pfd));
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0);
+
+	/* around a reply: the event before it is queued, those after it stay readable */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 1; /* 103 */
+	fx->f.inject_after = 2;	 /* 104, 105 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(c, 11), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	expect_events(c, 8, 1000, 3, 103);
+	assert_false(fd_readable(pfd));
+	assert_int_equal(kvx_event_read(c, &ev, 1, 30), 0); /* waits, then nothing */
+
+	/* events right behind the reply libkvx was woken for: they keep the fd readable */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_after = 2; /* 106, 107 */
+	fx->f.delay_ms = 50;	/* libkvx waits on the event ring's eventfd first */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(c, 12), 0);
+	assert_true(fd_readable_within(pfd, 1000));
+	expect_events(c, 8, 0, 2, 106);
+	assert_false(fd_readable(pfd));
+
+	/* a blocked read wakes for an event */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1; /* 108 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 2, 2, pages, 1, 3, 1), 0);
+	expect_events(c, 8, 5000, 1, 108);
+
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nring, 9);
+	assert_int_equal(fx->f.nsock, 2);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* KVX_RINGS=0: libkvx does not ask for rings, the session stays on the socket. */
+static void
+test_rings_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32];
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(setenv("KVX_RINGS", "0", 1), 0);
+	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_RINGS");
+	assert_non_null(fx->c);
+	assert_false(fx->c->rings);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_RINGS], 0);
+	assert_int_equal(fx->f.nsock, 2); /* HELLO, ADMIN */
+	assert_int_equal(fx->f.nring, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* A full submission ring: kvx_chunk_submit waits until kvxd takes some; nothing is lost or
+ * reordered. */
+static void
+test_rings_full_submission_ring_waits(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	const int total = 400; /* a 4 KiB ring holds about 70 */
+	int64_t t0, worst = 0;
+
+	fake_pause_ring(&fx->f, now_ms() + 300);
+	for (int i = 0; i < total; i++) {
+		t0 = now_ms();
+		assert_int_equal(kvx_chunk_submit(fx->c, 7, (uint32_t)i, 1, pages, 1, 0, 0), 0);
+		if (now_ms() - t0 > worst)
+			worst = now_ms() - t0;
+	}
+	assert_true(fx->c->sub.full > 0);
+	assert_true(worst >= 100); /* one submit waited for the fake to read again */
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], total);
+	assert_int_equal(fx->f.chunk_disorder, 0);
+	assert_int_equal(fx->f.bad_in, 0);
+	assert_int_equal(fx->f.nsock, 2);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* A submission ring that stays full: the submit returns -ETIMEDOUT after the request timeout,
+ * the request is not half sent, and the session goes on once kvxd reads again. */
+static void
+test_rings_full_submission_ring_times_out(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	int64_t t0 = 0;
+	int k, r = 0;
+
+	req_timeout_ms = 200;
+	fake_pause_ring(&fx->f, INT64_MAX);
+	for (k = 0; k < 1000; k++) {
+		t0 = now_ms();
+		r = kvx_chunk_submit(fx->c, 7, (uint32_t)k, 1, pages, 1, 0, 0);
+		if (r)
+			break;
+	}
+	assert_int_equal(r, -ETIMEDOUT);
+	assert_true(now_ms() - t0 >= 190);
+	assert_true(k > 10);
+	fake_pause_ring(&fx->f, 0);
+	assert_int_equal(kvx_chunk_submit(fx->c, 7, (uint32_t)k, 1, pages, 1, 0, 1), 0);
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], k + 1);
+	assert_int_equal(fx->f.chunk_disorder, 0);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* After an -EPROTO every call fails with it and nothing more reaches kvxd. */
+static void
+expect_broken(struct fixture *fx)
+{
+	const uint32_t pages[] = {1};
+	const char *src[] = {"pf0"};
+	struct kvx_event ev[4];
+	char out[32];
+	int n = fake_count(&fx->f);
+
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -EPROTO);
+	assert_int_equal(kvx_room_open(fx->c, 1, 1, pages, 1, src, 1), -EPROTO);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), -EPROTO);
+	assert_int_equal(kvx_room_abort(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_room_close(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_pool_unregister(fx->c, 1), -EPROTO);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -EPROTO);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 50), -EPROTO);
+	usleep(20000);
+	assert_int_equal(fake_count(&fx->f), n);
+}
+
+/* kvxd publishes a tail far beyond its ring while libkvx waits for a reply. */
+static void
+test_rings_corrupt_event_ring_tail(void **state)
+{
+	struct fixture *fx = *state;
+	char out[32];
+
+	req_timeout_ms = 2000; /* a missed corruption fails here instead of hanging */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.corrupt = CORRUPT_TAIL_AHEAD;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -EPROTO);
+	expect_broken(fx);
+}
+
+/* kvxd puts a record longer than what it published while libkvx waits for events. */
+static void
+test_rings_corrupt_event_ring_record(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	struct kvx_event ev[4];
+	int64_t t0;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.corrupt = CORRUPT_LONG_REC;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 1, 0, 1, pages, 1, 0, 1), 0);
+	t0 = now_ms();
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 5000), -EPROTO);
+	assert_true(now_ms() - t0 < 4000);
+	expect_broken(fx);
+}
+
+/* kvxd goes away on rings: the events it put first are delivered, then -ECONNRESET. */
+static void
+test_rings_server_close_is_econnreset(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_event ev[4];
+	char out[16];
+
+	req_timeout_ms = 2000;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.inject_before = 2; /* put into the ring, then the fake closes instead of replying */
+	fx->f.close_next = true;
+	fx->f.delay_ms = 50; /* libkvx waits on the ring and the socket first */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "rooms", out, sizeof(out)), -ECONNRESET);
+	assert_int_equal(kvx_room_close(fx->c, 1), -ECONNRESET);
+	expect_events(fx->c, 4, 0, 2, 100);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -ECONNRESET);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 100), -ECONNRESET);
+}
+
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A broken RINGS reply: libkvx closes every fd it got and fails the connect (kvxd has moved to
+ * rings the session cannot use), or stays on the socket when kvxd refused. */
+static void
+test_rings_bad_reply_leaks_no_fd(void **state)
+{
+	static const int bads[] = {RINGS_TWO_FDS,     RINGS_FOUR_FDS, RINGS_NO_FDS,
+				   RINGS_SMALL_MEMFD, RINGS_ODD_SIZE, RINGS_REFUSED_FDS};
+	static struct fake f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+		int before = count_fds();
+		struct kvx_conn *c;
+
+		assert_int_equal(fake_start(&f), 0);
+		pthread_mutex_lock(&f.mu);
+		f.rings_ok = true;
+		f.rings_bad = bads[i];
+		pthread_mutex_unlock(&f.mu);
+		errno = 0;
+		c = kvx_connect(f.path);
+		if (bads[i] == RINGS_REFUSED_FDS) {
+			assert_non_null(c);
+			assert_false(c->rings);
+			sync_fake(c); /* on the socket */
+			kvx_disconnect(c);
+		} else {
+			assert_null(c);
+			assert_int_equal(errno, EBADMSG);
+		}
+		fake_stop(&f);
+		assert_int_equal(count_fds(), before);
+	}
+}
+
 int
 main(void)
 {
@@ -1068,6 +1679,21 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reply_timeout_then_late_reply_dropped,
 						setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_text, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_carry_requests_replies_and_events,
+						setup_rings, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_waits,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_times_out,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_tail, setup_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_record, setup_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_server_close_is_econnreset, setup_rings,
+						teardown),
+		cmocka_unit_test(test_rings_bad_reply_leaks_no_fd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
