@@ -35,6 +35,7 @@
 #include "core/shring.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -601,8 +602,13 @@ rings_setup(struct kvx_conn *c)
 	size = (uint64_t)rep->value;
 	one = kvx_shring_map_bytes(size);
 	r = -EBADMSG;
+	/* a memfd that holds both rings and cannot shrink under us (a SIGBUS in the engine);
+	 * eventfds that never block.  (kvxd's rings take the largest message; a smaller ring
+	 * refuses a larger request with -EMSGSIZE.) */
 	if (c->ngot_fds != 3 || !one || fstat(c->got_fds[0], &st) ||
-	    (uint64_t)st.st_size < 2 * (uint64_t)one)
+	    (uint64_t)st.st_size < 2 * (uint64_t)one ||
+	    !(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) ||
+	    fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) || fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
 		goto out;
 	c->ring_map = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
 	if (c->ring_map == MAP_FAILED) {
