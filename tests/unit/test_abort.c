@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -216,11 +218,39 @@ test_early_ack_is_kept(void **state)
 	assert_int_equal(A.ctr.releases, 1);
 }
 
+/* An engine session on a socketpair that nobody reads (its few events fit the socket): a room
+ * attached to it stays in the tables after it ends, so the test may look at it until the
+ * session closes (kvxd_engine_close_all).  Without it, an engine-less decode room is removed
+ * and freed as soon as it is RELEASED, under the test's feet. */
+static struct kvxd_engine *
+pin_engine(struct kvxd *d, int sv[2])
+{
+	struct kvxd_engine *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	e->id = 900;
+	e->fd = sv[0];
+	e->sub_efd = e->evt_efd = -1;
+	e->hello = true;
+	CDS_INIT_LIST_HEAD(&e->rooms);
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (!d->engines[i]) {
+			d->engines[i] = e;
+			return e;
+		}
+	fail_msg("no engine slot");
+	return NULL;
+}
+
 static void
 test_waiting_timeout_is_an_abort(void **state)
 {
 	struct kvxd_room *d = open_room(&A, 103, 2);
 	uint32_t open_gen = d->pc.gen;
+	int sv[2];
+
+	kvxd_room_attach_engine(pin_engine(&A, sv), d);
 
 	B.cfg.waiting_ms = 10 * A.cfg.waiting_ms; /* only decode's timer runs out */
 	pump_ms((int)A.cfg.waiting_ms + 300);
@@ -231,6 +261,8 @@ test_waiting_timeout_is_an_abort(void **state)
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
 	assert_int_equal(d->pc.gen, d->abort_gen);
 	assert_int_equal(A.ctr.fences, 0);
+	kvxd_engine_close_all(&A); /* d may go from here on */
+	close(sv[1]);
 }
 
 static void
