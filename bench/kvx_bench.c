@@ -78,6 +78,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_PROG "kvx-bench"
+#include "opt.h"
+
 #define NSEC 1000000000LL
 #define WATCHDOG_S 60 /* default --timeout: beyond kvxd's default waiting timeout (30 s) */
 #define CLOSE_RETRY_NS (2 * 1000000LL) /* kvx_room_close said -EBUSY: try again after this */
@@ -403,38 +406,6 @@ usage(FILE *f)
 		"  --version          kvx-bench's version and the loaded libkvx's\n"
 		"  -h, --help         this help\n",
 		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
-}
-
-static int
-parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	if (!s || !*s || *s == '-' || *s == '+')
-		goto bad;
-	v = strtoull(s, &end, 0);
-	if (errno || *end || v < min || v > max)
-		goto bad;
-	*out = v;
-	return 0;
-bad:
-	fprintf(stderr,
-		"kvx-bench: --%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n",
-		name, min, max, s ? s : "");
-	return -EINVAL;
-}
-
-static int
-parse_u32(const char *name, const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	uint64_t v;
-	int r = parse_u64(name, s, min, max, &v);
-
-	if (!r)
-		*out = (uint32_t)v;
-	return r;
 }
 
 static int

@@ -50,6 +50,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#define BENCH_PROG "kvx-ceiling"
+#include "opt.h"
+
 #include "core/fault.h"
 #include "verbs/pcore.h"
 
@@ -1016,38 +1019,6 @@ usage(FILE *f)
 		"  --json             one JSON object per shape\n"
 		"  -h, --help         this help\n",
 		INFLIGHT_MAX, DEFAULT_SECONDS);
-}
-
-static int
-parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	if (!s || !*s || *s == '-' || *s == '+')
-		goto bad;
-	v = strtoull(s, &end, 0);
-	if (errno || *end || v < min || v > max)
-		goto bad;
-	*out = v;
-	return 0;
-bad:
-	fprintf(stderr,
-		"kvx-ceiling: --%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n",
-		name, min, max, s ? s : "");
-	return -EINVAL;
-}
-
-static int
-parse_u32(const char *name, const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	uint64_t v;
-	int r = parse_u64(name, s, min, max, &v);
-
-	if (!r)
-		*out = (uint32_t)v;
-	return r;
 }
 
 static int
