@@ -410,7 +410,7 @@ room_start(struct run *r, struct slot *s)
 		r->next_token = 1;
 	dr->src_peer[0] = PEER;	   /* its source is the prefill node ... */
 	dr->meta_epoch[0] = EPOCH; /* ... and its ROOM_META went out in this session */
-	if (kvx_room_table_add(r->by_id, &dr->by_id, kvxd_room_key(dr->id, dr->role)) ||
+	if (kvx_room_table_add_sub(r->by_id, &dr->by_id, dr->id, kvxd_room_sub(0, dr->role)) ||
 	    kvx_room_table_add(r->by_token, &dr->by_token, dr->token)) {
 		fail(r, "room %" PRIu64 ": already in the tables", dr->id);
 		return;
@@ -427,15 +427,17 @@ room_start(struct run *r, struct slot *s)
 				   .gen = dr->gen,
 				   .token = dr->token,
 				   .nsrc = 1,
-				   .addr = (uint64_t)(uintptr_t)r->dc.mem,
-				   .rkey = r->dc.pool.rkey,
-				   .page_size = r->o->page_size,
-				   .pool_npages = r->dc.pool.npages,
-				   .nbufs = r->bufs,
-				   .npages = r->pages};
+				   .nreg = 1};
+	meta->reg[0] = (struct kvxd_meta_region){.addr = (uint64_t)(uintptr_t)r->dc.mem,
+						 .rkey = r->dc.pool.rkey,
+						 .page_size = r->o->page_size,
+						 .pool_npages = r->dc.pool.npages,
+						 .nbufs = r->bufs,
+						 .npages = r->pages,
+						 .pages = meta->pages};
 	for (uint32_t i = 0; i < r->pages; i++)
 		meta->pages[i] = dst_page(r, s, i);
-	if (kvx_room_table_add(r->by_id, &pr->by_id, kvxd_room_key(pr->id, pr->role))) {
+	if (kvx_room_table_add_sub(r->by_id, &pr->by_id, pr->id, kvxd_room_sub(0, pr->role))) {
 		fail(r, "room %" PRIu64 ": already in the prefill table", pr->id);
 		return;
 	}
@@ -451,6 +453,7 @@ room_start(struct run *r, struct slot *s)
 					  .index = k,
 					  .npages = n,
 					  .dst_offset = first,
+					  .nbufs = r->bufs,
 					  .last = k + 1 == r->chunks};
 		for (uint32_t i = 0; i < n; i++)
 			ch->pages[i] = src_page(r, s, first + i);

@@ -124,6 +124,8 @@ send_abort(struct kvxd *d, struct kvxd_room *r, int i)
 
 	w.u.abort.room = r->pc.id;
 	w.u.abort.gen = r->abort_gen;
+	w.u.abort.dst_rank = r->pc.rank;
+	w.u.abort.src_rank = r->src_rank[i];
 	snprintf(w.u.abort.endpoint, sizeof(w.u.abort.endpoint), "%s", d->cfg.name);
 	if (p->state != KVXD_PEER_READY || kvxd_peer_send(d, p, &w))
 		KVX_DEBUG("room %llu: ABORT to %s not sent (%s): resent when it is back, or the "
@@ -192,7 +194,7 @@ kvxd_decode_abort(struct kvxd *d, struct kvxd_room *r, int error, const char *re
 void
 kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort_ack *a)
 {
-	struct kvxd_room *r = kvxd_room_find(d, a->room, KVX_ROOM_DECODE);
+	struct kvxd_room *r = kvxd_room_find(d, a->room, a->dst_rank, KVX_ROOM_DECODE);
 	int src = -1;
 
 	d->ctr.acks_received++;
@@ -204,9 +206,9 @@ kvxd_on_abort_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abo
 		d->ctr.acks_stale++; /* another generation: never releases */
 		return;
 	}
-	/* distinct sources: the source is the peer that sent it */
+	/* distinct sources: the source is the peer that sent it, and the rank it names there */
 	for (int i = 0; i < r->pc.nsrc; i++)
-		if (r->pc.src_peer[i] == p->idx)
+		if (r->pc.src_peer[i] == p->idx && r->src_rank[i] == a->src_rank)
 			src = i;
 	if (src < 0) {
 		d->ctr.acks_stale++;
@@ -249,14 +251,18 @@ kvxd_abort_source_fenced(struct kvxd *d, struct kvxd_room *r, int i)
 
 /* ---- prefill ------------------------------------------------------------------------------- */
 
+/* ACK an ABORT of (room, src_rank) to the decode endpoint (peer, dst_rank). */
 static void
-send_ack(struct kvxd *d, uint64_t room, int peer, uint32_t gen)
+send_ack(struct kvxd *d, uint64_t room, uint32_t src_rank, int peer, uint32_t dst_rank,
+	 uint32_t gen)
 {
 	struct kvx_wire_msg w = {.type = KVX_WIRE_ABORT_ACK};
 	struct kvxd_peer *p = &d->peers[peer];
 
 	w.u.abort_ack.room = room;
 	w.u.abort_ack.gen = gen;
+	w.u.abort_ack.dst_rank = dst_rank;
+	w.u.abort_ack.src_rank = src_rank;
 	w.u.abort_ack.src_idx = 0; /* decode knows its source by the connection */
 	if (p->state == KVXD_PEER_READY && kvxd_peer_send(d, p, &w) == 0)
 		d->ctr.acks_sent++;
@@ -268,7 +274,7 @@ static void
 ack_all(struct kvxd *d, struct kvxd_room *r)
 {
 	for (int i = 0; i < r->ntgt; i++)
-		send_ack(d, r->pc.id, r->tgt[i].peer, r->tgt[i].gen);
+		send_ack(d, r->pc.id, r->pc.rank, r->tgt[i].peer, r->tgt[i].rank, r->tgt[i].gen);
 	r->ntgt = 0;
 	kvxd_room_settle(d, r); /* its ACK targets were what kept it */
 }
@@ -283,7 +289,7 @@ kvxd_on_drained(struct kvxd *d, struct kvxd_room *r)
 void
 kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *a)
 {
-	struct kvxd_room *r = kvxd_room_find(d, a->room, KVX_ROOM_PREFILL);
+	struct kvxd_room *r = kvxd_room_find(d, a->room, a->src_rank, KVX_ROOM_PREFILL);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_ABORT, .error = -ECANCELED};
 	int i;
 
@@ -294,39 +300,41 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		 * ROOM_META, should it still come, is refused.  Capped per peer. */
 		if (p->tombstones_held >= d->cfg.max_tombstones_per_peer) {
 			d->ctr.tombstones_refused++;
-			send_ack(d, a->room, p->idx, a->gen);
+			send_ack(d, a->room, a->src_rank, p->idx, a->dst_rank, a->gen);
 			return;
 		}
-		r = kvxd_prefill_room_new(d, a->room, -1);
+		r = kvxd_prefill_room_new(d, a->room, a->src_rank, -1);
 		if (!r) {
-			send_ack(d, a->room, p->idx, a->gen);
+			send_ack(d, a->room, a->src_rank, p->idx, a->dst_rank, a->gen);
 			return;
 		}
 		snprintf(r->pc.reason, sizeof(r->pc.reason),
 			 "aborted by %s before it was known here", p->name);
 		r->tombstone = r->drained = true;
 		r->tomb_peer = p->idx + 1;
+		r->tomb_rank = a->dst_rank;
 		r->tomb_gen = a->gen;
 		kvxd_room_charge(d, r, p->idx, true);
 		d->ctr.tombstones++;
-		send_ack(d, r->pc.id, p->idx, a->gen);
+		send_ack(d, r->pc.id, a->src_rank, p->idx, a->dst_rank, a->gen);
 		return;
 	}
-	if (r->meta_peer != p->idx + 1) {
+	if (r->meta_peer != p->idx + 1 || r->meta_rank != a->dst_rank) {
 		/* not this endpoint's room: none of its pages can be written from here, so it is
 		 * acknowledged at once and the room is left alone; if the room has no metadata
 		 * yet, that endpoint's ROOM_META of this generation will be refused */
 		d->ctr.aborts_not_owner++;
 		if (r->meta_peer == 0) {
 			r->tomb_peer = p->idx + 1;
+			r->tomb_rank = a->dst_rank;
 			r->tomb_gen = a->gen;
 		}
-		send_ack(d, r->pc.id, p->idx, a->gen);
+		send_ack(d, r->pc.id, a->src_rank, p->idx, a->dst_rank, a->gen);
 		return;
 	}
 	/* one target per decode endpoint, with its own (latest) generation */
 	for (i = 0; i < r->ntgt; i++)
-		if (r->tgt[i].peer == p->idx)
+		if (r->tgt[i].peer == p->idx && r->tgt[i].rank == a->dst_rank)
 			break;
 	if (i == r->ntgt) {
 		if (r->ntgt == KVXD_MAX_TARGETS) {
@@ -337,6 +345,7 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		r->ntgt++;
 	}
 	r->tgt[i].peer = p->idx;
+	r->tgt[i].rank = a->dst_rank;
 	r->tgt[i].gen = a->gen;
 	if (r->drained) {
 		ack_all(d, r);

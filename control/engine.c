@@ -470,29 +470,45 @@ static int64_t
 room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len,
 	  char *why, size_t wlen)
 {
-	const char(*names)[KVX_NAME_MAX] = (const void *)(m + 1);
+	const struct kvx_eng_region *er = (const void *)(m + 1);
+	const struct kvx_eng_source *es;
+	struct kvxd_room_shape sh = {0};
 	const uint32_t *pages;
-	struct kvxd_pool *pool;
-	int64_t rc;
+	uint64_t total = 0;
 
-	if (m->nsources == 0 || m->nsources > KVX_MAX_SOURCES || m->npages == 0 ||
-	    m->npages > KVX_MAX_ROOM_PAGES || m->room > KVX_ROOM_ID_MAX)
+	if (m->nregions == 0 || m->nregions > KVX_MAX_REGIONS || m->nsources == 0 ||
+	    m->nsources > KVX_MAX_SOURCES || m->room > KVX_ROOM_ID_MAX)
 		return -EINVAL;
-	if ((uint64_t)len != sizeof(*m) + (uint64_t)m->nsources * KVX_NAME_MAX +
-				     (uint64_t)m->npages * sizeof(uint32_t))
+	if ((uint64_t)len <
+	    sizeof(*m) + (uint64_t)m->nregions * sizeof(*er) + (uint64_t)m->nsources * sizeof(*es))
 		return -EBADMSG;
-	pages = (const uint32_t *)((const uint8_t *)(m + 1) + (size_t)m->nsources * KVX_NAME_MAX);
-	pool = pool_get(d, e, m->pool_id);
-	if (!pool)
-		return -ENOENT;
-	rc = kvxd_decode_room_open(d, e->id, m->room, pool, pages, m->npages, names, m->nsources);
-	if (rc == -EDQUOT)
-		snprintf(why, wlen, "the engine has %u rooms: [engine] max_rooms_per_engine = %u",
-			 e->nrooms, d->cfg.max_rooms_per_engine);
-	else if (rc == -ERANGE)
-		snprintf(why, wlen, "a destination page is beyond the pool's %u pages",
-			 pool->npages);
-	return rc;
+	for (uint32_t i = 0; i < m->nregions; i++)
+		total += er[i].npages; /* at most 4 x (2^32 - 1): 64 bits */
+	if ((uint64_t)len != sizeof(*m) + (uint64_t)m->nregions * sizeof(*er) +
+				     (uint64_t)m->nsources * sizeof(*es) + total * sizeof(uint32_t))
+		return -EBADMSG;
+	es = (const void *)(er + m->nregions);
+	pages = (const void *)(es + m->nsources);
+	sh.nreg = m->nregions;
+	sh.nsrc = m->nsources;
+	for (uint32_t i = 0; i < m->nregions; i++) {
+		sh.reg[i].pool = pool_get(d, e, er[i].pool_id);
+		if (!sh.reg[i].pool) {
+			snprintf(why, wlen, "region %u: pool %d is not this engine's", i,
+				 er[i].pool_id);
+			return -ENOENT;
+		}
+		sh.reg[i].npages = er[i].npages;
+		sh.reg[i].pages = pages;
+		pages += er[i].npages;
+	}
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		memcpy(sh.names[i], es[i].name, KVX_NAME_MAX);
+		sh.names[i][KVX_NAME_MAX - 1] = es[i].name[KVX_NAME_MAX - 1] ? '\x01' : '\0';
+		sh.src_rank[i] = es[i].rank;
+		memcpy(sh.slice[i], es[i].slice, sizeof(sh.slice[i]));
+	}
+	return kvxd_decode_room_open_shape(d, e->id, m->room, e->rank, &sh, why, wlen);
 }
 
 int64_t
@@ -500,33 +516,111 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 		      const uint32_t *pages, uint32_t npages, const char (*names)[KVX_NAME_MAX],
 		      uint32_t nsources)
 {
-	struct kvx_eng_room_open mm = {.room = room, .npages = npages, .nsources = nsources};
-	const struct kvx_eng_room_open *m = &mm;
+	struct kvxd_room_shape sh = {.nreg = 1, .nsrc = nsources};
+	char why[KVXD_REASON_MAX];
+
+	if (nsources == 0 || nsources > KVX_MAX_SOURCES)
+		return -EINVAL;
+	sh.reg[0].pool = pool;
+	sh.reg[0].npages = npages;
+	sh.reg[0].pages = pages;
+	for (uint32_t i = 0; i < nsources; i++)
+		memcpy(sh.names[i], names[i], KVX_NAME_MAX);
+	return kvxd_decode_room_open_shape(d, engine_id, room, 0, &sh, why, sizeof(why));
+}
+
+/* A decode shape's regions and slices: -EINVAL or -ERANGE with why, or 0. */
+static int
+shape_check(const struct kvxd_room_shape *sh, char *why, size_t wlen)
+{
+	uint64_t total = 0;
+
+	for (uint32_t g = 0; g < sh->nreg; g++) {
+		const struct kvxd_pool *pool = sh->reg[g].pool;
+
+		if (sh->reg[g].npages == 0) {
+			snprintf(why, wlen, "region %u has no pages", g);
+			return -EINVAL;
+		}
+		total += sh->reg[g].npages;
+		if (total > KVX_MAX_ROOM_PAGES) {
+			snprintf(why, wlen, "the regions hold more than %u pages",
+				 KVX_MAX_ROOM_PAGES);
+			return -EINVAL;
+		}
+		for (uint32_t i = 0; i < sh->reg[g].npages; i++)
+			if (sh->reg[g].pages[i] >= pool->npages) {
+				snprintf(why, wlen,
+					 "region %u: destination page %u is beyond the pool's %u "
+					 "pages",
+					 g, sh->reg[g].pages[i], pool->npages);
+				return -ERANGE;
+			}
+		for (uint32_t s = 0; s < sh->nsrc; s++) {
+			const struct kvx_slice *sl = &sh->slice[s][g];
+
+			if (sl->length == 0
+				    ? sl->src_offset || sl->dst_offset
+				    : (uint64_t)sl->dst_offset + sl->length > pool->page_size ||
+					      (uint64_t)sl->src_offset + sl->length > UINT32_MAX) {
+				snprintf(why, wlen,
+					 "source %u, region %u: slice %u+%u does not fit a %u-byte "
+					 "page",
+					 s, g, sl->dst_offset, sl->length, pool->page_size);
+				return -ERANGE;
+			}
+		}
+	}
+	for (uint32_t s = 0; s < sh->nsrc; s++)
+		for (uint32_t g = sh->nreg; g < KVX_MAX_REGIONS; g++)
+			if (sh->slice[s][g].length || sh->slice[s][g].src_offset ||
+			    sh->slice[s][g].dst_offset) {
+				snprintf(why, wlen,
+					 "source %u: a slice for region %u, which the "
+					 "room does not have",
+					 s, g);
+				return -EINVAL;
+			}
+	return 0;
+}
+
+int64_t
+kvxd_decode_room_open_shape(struct kvxd *d, int engine_id, uint64_t room, uint32_t rank,
+			    const struct kvxd_room_shape *sh, char *why, size_t wlen)
+{
 	struct kvxd_engine *e = engine_id >= 0 ? kvxd_engine_by_id(d, engine_id) : NULL;
 	struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_OPEN};
 	int src_peer[KVX_MAX_SOURCES];
 	struct kvxd_room *r, *old;
+	int rc;
 
-	if (nsources == 0 || nsources > KVX_MAX_SOURCES || npages == 0 ||
-	    npages > KVX_MAX_ROOM_PAGES || room > KVX_ROOM_ID_MAX)
+	if (sh->nsrc == 0 || sh->nsrc > KVX_MAX_SOURCES || sh->nreg == 0 ||
+	    sh->nreg > KVX_MAX_REGIONS || room > KVX_ROOM_ID_MAX || rank > KVX_RANK_MAX)
 		return -EINVAL;
-	for (uint32_t i = 0; i < m->npages; i++)
-		if (pages[i] >= pool->npages)
-			return -ERANGE;
-	for (uint32_t i = 0; i < m->nsources; i++) {
+	rc = shape_check(sh, why, wlen);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < sh->nsrc; i++) {
 		struct kvxd_peer *p;
 
-		if (!name_ok(names[i], KVX_NAME_MAX))
+		if (!name_ok(sh->names[i], KVX_NAME_MAX) || sh->src_rank[i] > KVX_RANK_MAX) {
+			snprintf(why, wlen, "source %u: a bad node name or rank", i);
 			return -EINVAL;
-		p = kvxd_peer_find(d, names[i]);
-		if (!p)
+		}
+		p = kvxd_peer_find(d, sh->names[i]);
+		if (!p) {
+			snprintf(why, wlen, "source %u: no peer %s", i, sh->names[i]);
 			return -EHOSTUNREACH;
+		}
 		src_peer[i] = p->idx;
 		for (uint32_t k = 0; k < i; k++)
-			if (src_peer[k] == p->idx)
+			if (src_peer[k] == p->idx && sh->src_rank[k] == sh->src_rank[i]) {
+				snprintf(why, wlen, "source %s rank %u is listed twice",
+					 sh->names[i], sh->src_rank[i]);
 				return -EINVAL; /* the same source twice */
+			}
 	}
-	old = kvxd_room_find(d, m->room, KVX_ROOM_DECODE);
+	old = kvxd_room_find(d, room, rank, KVX_ROOM_DECODE);
 	if (old) {
 		if (old->engine_id != engine_id && old->engine_id >= 0)
 			return -EEXIST;
@@ -536,18 +630,19 @@ kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_
 	/* the cap counts this engine's rooms; a room this open replaces is one of them */
 	if (e && e->nrooms - (old && old->engine_id == engine_id) >= d->cfg.max_rooms_per_engine) {
 		d->ctr.cap_rooms++;
+		snprintf(why, wlen, "the engine has %u rooms: [engine] max_rooms_per_engine = %u",
+			 e->nrooms, d->cfg.max_rooms_per_engine);
 		return -EDQUOT;
 	}
 	if (old)
 		kvxd_room_remove(d, old);
-	r = kvxd_decode_room_new(d, m->room, engine_id, pool, pages, m->npages, names, src_peer,
-				 m->nsources);
+	r = kvxd_decode_room_new(d, room, rank, engine_id, sh, src_peer);
 	if (!r)
 		return -ENOMEM;
 	d->ctr.rooms_opened++;
 	msg.room = &r->pc;
 	kvx_pcore_send(&d->cores[r->pc.core], &msg);
-	for (uint32_t i = 0; i < m->nsources; i++) {
+	for (uint32_t i = 0; i < sh->nsrc; i++) {
 		struct kvxd_peer *p = &d->peers[src_peer[i]];
 
 		if (p->lost) { /* a dead source: fail now rather than after the waiting timeout */
@@ -582,10 +677,18 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	struct kvxd_room *r;
 	char why[80];
 
+	uint32_t nbufs;
+
 	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
 	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
 		d->ctr.engine_bad++;
 		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
+		return;
+	}
+	if (m->region >= KVX_MAX_REGIONS) {
+		snprintf(why, sizeof(why), "region %u: a room has at most %u", m->region,
+			 KVX_MAX_REGIONS);
+		chunk_refuse(d, e, m->room, -EINVAL, why);
 		return;
 	}
 	/* no room has more destination pages (the room's own count is checked by its core,
@@ -606,7 +709,16 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 			chunk_refuse(d, e, m->room, -ERANGE, "source page beyond the pool");
 			return;
 		}
-	r = kvxd_room_find(d, m->room, KVX_ROOM_PREFILL);
+	/* buffers [buf_first, buf_first + nbufs) of the pool; 0: to its last buffer */
+	nbufs = m->buf_count ? m->buf_count
+			     : (m->buf_first < pool->nbufs ? pool->nbufs - m->buf_first : 0);
+	if (nbufs == 0 || (uint64_t)m->buf_first + nbufs > pool->nbufs) {
+		snprintf(why, sizeof(why), "buffers %u+%u beyond the pool's %u", m->buf_first,
+			 m->buf_count, pool->nbufs);
+		chunk_refuse(d, e, m->room, -ERANGE, why);
+		return;
+	}
+	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
 	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
 		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
@@ -619,7 +731,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		return;
 	}
 	if (!r)
-		r = kvxd_prefill_room_new(d, m->room, -1);
+		r = kvxd_prefill_room_new(d, m->room, e->rank, -1);
 	if (!r) {
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
@@ -662,6 +774,9 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 				  .index = m->chunk_index,
 				  .npages = m->npages,
 				  .dst_offset = m->dst_offset,
+				  .region = m->region,
+				  .buf_first = m->buf_first,
+				  .nbufs = nbufs,
 				  .last = m->last != 0};
 	memcpy(ch->pages, pages, sizeof(uint32_t) * m->npages);
 	atomic_fetch_add(&pool->refs, 1);
@@ -673,7 +788,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");
 		return;
 	}
-	r->bytes += (uint64_t)m->npages * pool->page_size * pool->nbufs; /* the bytes histogram */
+	r->bytes += (uint64_t)m->npages * pool->page_size * nbufs; /* the bytes histogram */
 }
 
 static int
@@ -682,7 +797,7 @@ room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 	int found = 0;
 
 	for (int role = KVX_ROOM_DECODE; role <= KVX_ROOM_PREFILL; role++) {
-		struct kvxd_room *r = kvxd_room_find(d, id, role);
+		struct kvxd_room *r = kvxd_room_find(d, id, e->rank, role);
 		int st;
 
 		if (!r || r->removing || r->tombstone ||
@@ -706,7 +821,7 @@ room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 static int64_t
 room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 {
-	struct kvxd_room *r = kvxd_room_find(d, id, KVX_ROOM_DECODE);
+	struct kvxd_room *r = kvxd_room_find(d, id, e->rank, KVX_ROOM_DECODE);
 
 	if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0))
 		return -ENOENT;
@@ -993,6 +1108,11 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 					  "engine protocol version mismatch");
 			break;
 		}
+		if (((const struct kvx_eng_hello *)buf)->rank > KVX_RANK_MAX) {
+			kvxd_engine_reply(d, e, h->seq, -EINVAL, 0, "rank beyond KVX_RANK_MAX");
+			break;
+		}
+		e->rank = ((const struct kvx_eng_hello *)buf)->rank;
 		e->hello = true;
 		kvxd_engine_reply(d, e, h->seq, 0, e->id, d->cfg.name);
 		break;

@@ -32,8 +32,14 @@ void kvxd_engine_rings_notify(struct kvxd *d);
 void kvxd_engine_close_all(struct kvxd *d);
 /* Unregister pools whose engine went away once nothing points at them. */
 void kvxd_pool_sweep(struct kvxd *d);
-/* Decode: open a room (the engine request's checks and effects).  Returns its generation, or
- * -errno (-EDQUOT: the engine has max_rooms_per_engine rooms). */
+struct kvxd_room_shape;
+
+/* Decode: open a room of rank `rank` and this shape (the engine request's checks and
+ * effects).  Returns its generation, or -errno (-EDQUOT: the engine has max_rooms_per_engine
+ * rooms; -EINVAL, -ERANGE: a bad shape, described in why). */
+int64_t kvxd_decode_room_open_shape(struct kvxd *d, int engine_id, uint64_t room, uint32_t rank,
+				    const struct kvxd_room_shape *sh, char *why, size_t wlen);
+/* The same for one region of whole pages, sources of rank 0, rank 0. */
 int64_t kvxd_decode_room_open(struct kvxd *d, int engine_id, uint64_t room, struct kvxd_pool *pool,
 			      const uint32_t *pages, uint32_t npages,
 			      const char (*names)[KVX_NAME_MAX], uint32_t nsources);

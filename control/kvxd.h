@@ -188,6 +188,7 @@ struct kvxd_engine {
 	int fd;
 	struct kvxd_fd ev;
 	bool hello;
+	uint32_t rank; /* declared in its HELLO: its rooms are keyed (id, rank) */
 	/* credentials captured at accept (SO_PEERCRED, full group list): never re-read */
 	uid_t uid;
 	gid_t gid;

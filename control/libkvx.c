@@ -60,6 +60,8 @@
 /* How long a request waits for its reply (and a send for room); the unit tests shorten it. */
 static int req_timeout_ms = REQ_TIMEOUT_MS;
 
+#define KVX_CHUNK_BATCH_MAX 1024 /* kvx_chunk_submitv */
+
 struct kvx_conn {
 	int fd;		     /* SOCK_SEQPACKET socket to kvxd */
 	int efd;	     /* eventfd: readable while evq holds events */
@@ -73,6 +75,8 @@ struct kvx_conn {
 	uint32_t q_head;
 	uint32_t q_len;
 	char node[KVX_NAME_MAX];
+	uint32_t rank;
+	bool batching; /* kvx_chunk_submitv: one ring wake-up at the end of the batch */
 	/* KVX_ENG_RINGS */
 	bool rings;
 	struct kvx_shring sub, evt; /* we produce sub, consume evt */
@@ -404,7 +408,8 @@ ring_send(struct kvx_conn *c, const void *buf, size_t len, int64_t deadline)
 		int r = kvx_shring_put(&c->sub, buf, (uint32_t)len);
 
 		if (r == 0) {
-			kvx_shring_notify(&c->sub);
+			if (!c->batching)
+				kvx_shring_notify(&c->sub);
 			return 0;
 		}
 		if (r != -ENOBUFS) {
@@ -645,6 +650,18 @@ out:
 struct kvx_conn *
 kvx_connect(const char *path)
 {
+	return kvx_connect_rank(path, 0);
+}
+
+uint32_t
+kvx_rank(const struct kvx_conn *c)
+{
+	return c ? c->rank : 0;
+}
+
+struct kvx_conn *
+kvx_connect_rank(const char *path, uint32_t rank)
+{
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct epoll_event ee = {.events = EPOLLIN};
 	const struct kvx_eng_reply *rep;
@@ -652,7 +669,7 @@ kvx_connect(const char *path)
 	struct kvx_conn *c;
 	int r;
 
-	if (!path || !*path) {
+	if (!path || !*path || rank > KVX_RANK_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -666,6 +683,7 @@ kvx_connect(const char *path)
 	if (!c)
 		return NULL;
 	c->sub_efd = c->evt_efd = -1;
+	c->rank = rank;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		r = -errno;
@@ -698,6 +716,7 @@ kvx_connect(const char *path)
 
 	hello = tx_msg(c, sizeof(*hello));
 	hello->version = KVX_ENG_VERSION;
+	hello->rank = rank;
 	r = request(c, KVX_ENG_HELLO, sizeof(*hello), -1, &rep);
 	if (r < 0)
 		goto err_close_pfd;
@@ -818,36 +837,87 @@ int64_t
 kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 	      uint32_t npages, const char *const *sources, uint32_t nsources)
 {
+	struct kvx_source src[KVX_MAX_SOURCES] = {0};
+	struct kvx_region reg = {.pool_id = pool_id, .npages = npages, .pages = pages};
+
+	if (!sources || nsources == 0 || nsources > KVX_MAX_SOURCES)
+		return -EINVAL;
+	for (uint32_t i = 0; i < nsources; i++)
+		src[i].node = sources[i];
+	return kvx_room_open_regions(c, room, &reg, 1, src, nsources);
+}
+
+static bool
+slice_valid(const struct kvx_slice *s)
+{
+	if (s->length == 0)
+		return s->src_offset == 0 && s->dst_offset == 0;
+	return (uint64_t)s->src_offset + s->length <= UINT32_MAX &&
+	       (uint64_t)s->dst_offset + s->length <= UINT32_MAX;
+}
+
+int64_t
+kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kvx_region *regions,
+		      uint32_t nregions, const struct kvx_source *sources, uint32_t nsources)
+{
 	const struct kvx_eng_reply *rep;
 	struct kvx_eng_room_open *m;
-	char *names;
+	struct kvx_eng_region *er;
+	struct kvx_eng_source *es;
+	uint64_t total = 0;
+	uint32_t *pg;
 	size_t len;
 	uint32_t i, j;
 	int r;
 
-	if (!c || room > KVX_ROOM_ID_MAX || pool_id <= 0 || !pages || npages == 0 ||
-	    npages > KVX_MAX_ROOM_PAGES || !sources || nsources == 0 || nsources > KVX_MAX_SOURCES)
+	if (!c || room > KVX_ROOM_ID_MAX || !regions || nregions == 0 ||
+	    nregions > KVX_MAX_REGIONS || !sources || nsources == 0 || nsources > KVX_MAX_SOURCES)
+		return -EINVAL;
+	for (i = 0; i < nregions; i++) {
+		if (regions[i].pool_id <= 0 || !regions[i].pages || regions[i].npages == 0)
+			return -EINVAL;
+		total += regions[i].npages;
+	}
+	if (total > KVX_MAX_ROOM_PAGES)
 		return -EINVAL;
 	for (i = 0; i < nsources; i++) {
-		if (!name_valid(sources[i]))
+		if (!name_valid(sources[i].node) || sources[i].rank > KVX_RANK_MAX)
 			return -EINVAL;
+		for (j = 0; j < nregions; j++)
+			if (!slice_valid(&sources[i].slice[j]))
+				return -EINVAL;
+		for (j = nregions; j < KVX_MAX_REGIONS; j++)
+			if (sources[i].slice[j].length || sources[i].slice[j].src_offset ||
+			    sources[i].slice[j].dst_offset)
+				return -EINVAL; /* a slice for a region the room does not have */
 		for (j = 0; j < i; j++)
-			if (!strcmp(sources[i], sources[j]))
+			if (!strcmp(sources[i].node, sources[j].node) &&
+			    sources[i].rank == sources[j].rank)
 				return -EINVAL; /* a source listed twice could never complete */
 	}
-	len = sizeof(*m) + (size_t)nsources * KVX_NAME_MAX + (size_t)npages * sizeof(uint32_t);
+	len = sizeof(*m) + (size_t)nregions * sizeof(*er) + (size_t)nsources * sizeof(*es) +
+	      (size_t)total * sizeof(uint32_t);
 	if (len > KVX_ENG_MSG_MAX)
 		return -EINVAL;
 
 	m = tx_msg(c, len);
 	m->room = room;
-	m->pool_id = pool_id;
-	m->npages = npages;
+	m->nregions = nregions;
 	m->nsources = nsources;
-	names = (char *)(m + 1);
-	for (i = 0; i < nsources; i++)
-		memcpy(names + (size_t)i * KVX_NAME_MAX, sources[i], strlen(sources[i]));
-	memcpy(names + (size_t)nsources * KVX_NAME_MAX, pages, (size_t)npages * sizeof(uint32_t));
+	er = (struct kvx_eng_region *)(m + 1);
+	es = (struct kvx_eng_source *)(er + nregions);
+	pg = (uint32_t *)(es + nsources);
+	for (i = 0; i < nregions; i++) {
+		er[i].pool_id = regions[i].pool_id;
+		er[i].npages = regions[i].npages;
+		memcpy(pg, regions[i].pages, (size_t)regions[i].npages * sizeof(uint32_t));
+		pg += regions[i].npages;
+	}
+	for (i = 0; i < nsources; i++) {
+		memcpy(es[i].name, sources[i].node, strlen(sources[i].node));
+		es[i].rank = sources[i].rank;
+		memcpy(es[i].slice, sources[i].slice, sizeof(es[i].slice));
+	}
 	r = request(c, KVX_ENG_ROOM_OPEN, len, -1, &rep);
 	if (r < 0)
 		return r;
@@ -862,25 +932,60 @@ int
 kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		 const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last)
 {
-	struct kvx_eng_chunk *m;
-	size_t len;
+	struct kvx_chunk ch = {.room = room,
+			       .chunk_index = chunk_index,
+			       .pool_id = pool_id,
+			       .npages = npages,
+			       .src_pages = src_pages,
+			       .dst_offset = dst_offset,
+			       .last = last};
+	int r = kvx_chunk_submitv(c, &ch, 1);
 
-	if (!c || room > KVX_ROOM_ID_MAX || pool_id <= 0 || !src_pages || npages == 0 ||
-	    npages > KVX_MAX_ROOM_PAGES || dst_offset > KVX_MAX_ROOM_PAGES - npages)
-		return -EINVAL;
-	len = sizeof(*m) + (size_t)npages * sizeof(uint32_t);
-	if (len > KVX_ENG_MSG_MAX)
-		return -EINVAL;
+	return r < 0 ? r : 0;
+}
 
-	m = tx_msg(c, sizeof(*m));
-	m->room = room;
-	m->chunk_index = chunk_index;
-	m->pool_id = pool_id;
-	m->npages = npages;
-	m->dst_offset = dst_offset;
-	m->last = last ? 1 : 0;
-	memcpy(m + 1, src_pages, (size_t)npages * sizeof(uint32_t));
-	return request(c, KVX_ENG_CHUNK, len, -1, NULL);
+static bool
+chunk_valid(const struct kvx_chunk *ch)
+{
+	return ch->room <= KVX_ROOM_ID_MAX && ch->pool_id > 0 && ch->src_pages && ch->npages > 0 &&
+	       ch->npages <= KVX_MAX_ROOM_PAGES &&
+	       ch->dst_offset <= KVX_MAX_ROOM_PAGES - ch->npages && ch->region < KVX_MAX_REGIONS &&
+	       (uint64_t)ch->buf_first + ch->buf_count <= UINT32_MAX;
+}
+
+int
+kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n)
+{
+	int r = 0;
+
+	if (!c || !chunks || n == 0 || n > KVX_CHUNK_BATCH_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (!chunk_valid(&chunks[i]))
+			return -EINVAL;
+	c->batching = c->rings;
+	for (uint32_t i = 0; i < n && r == 0; i++) {
+		const struct kvx_chunk *ch = &chunks[i];
+		size_t len = sizeof(struct kvx_eng_chunk) + (size_t)ch->npages * sizeof(uint32_t);
+		struct kvx_eng_chunk *m = tx_msg(c, sizeof(*m));
+
+		m->room = ch->room;
+		m->chunk_index = ch->chunk_index;
+		m->pool_id = ch->pool_id;
+		m->npages = ch->npages;
+		m->dst_offset = ch->dst_offset;
+		m->last = ch->last ? 1 : 0;
+		m->region = ch->region;
+		m->buf_first = ch->buf_first;
+		m->buf_count = ch->buf_count;
+		memcpy(m + 1, ch->src_pages, (size_t)ch->npages * sizeof(uint32_t));
+		r = request(c, KVX_ENG_CHUNK, len, -1, NULL);
+	}
+	if (c->batching) {
+		c->batching = false;
+		kvx_shring_notify(&c->sub);
+	}
+	return r < 0 ? r : (int)n;
 }
 
 /* A request about one room ({hdr, room}): ROOM_ABORT or ROOM_CLOSE.  Returns request()'s

@@ -61,7 +61,9 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 						  .gen = m->gen,
 						  .src_idx = m->src_idx,
 						  .state = m->state,
-						  .error = m->error};
+						  .error = m->error,
+						  .dst_rank = m->dst_rank,
+						  .src_rank = m->src_rank};
 
 		snprintf(st.reason, sizeof(st.reason), "%s", m->reason);
 		if (m->peer >= 0 && m->peer < d->npeers)

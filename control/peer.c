@@ -774,7 +774,9 @@ meta_refuse(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta
 					  .gen = rm->gen,
 					  .src_idx = rm->src_idx,
 					  .state = KVX_ROOM_FAILED,
-					  .error = error};
+					  .error = error,
+					  .dst_rank = rm->dst_rank,
+					  .src_rank = rm->src_rank};
 
 	(*ctr)++;
 	snprintf(st.reason, sizeof(st.reason), "ROOM_META refused by %s: %s", d->cfg.name, why);
@@ -782,14 +784,63 @@ meta_refuse(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta
 	kvxd_peer_push_status(d, p, &st);
 }
 
-/* A decode endpoint's metadata for one of our prefill rooms.  The first endpoint to send it
- * owns the room; another endpoint's never redirects it (several decode endpoints per room are
- * not built yet: refused and reported).  Rooms a peer's metadata creates count against its
- * max_rooms_per_peer. */
+/* Is the room's owner (prefill: the decode endpoint whose ROOM_META it took) the endpoint
+ * (peer, rank)? */
+static bool
+owned_by(const struct kvxd_room *r, const struct kvxd_peer *p, uint32_t rank)
+{
+	return r->meta_peer == p->idx + 1 && r->meta_rank == rank;
+}
+
+/* A ROOM_META as the polling core keeps it: one allocation, the regions' pages after it. */
+static struct kvxd_meta *
+meta_new(const struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
+{
+	uint64_t total = 0;
+	struct kvxd_meta *meta;
+	uint32_t *at;
+
+	for (uint32_t g = 0; g < rm->nreg; g++)
+		total += rm->reg[g].npages; /* at most KVX_WIRE_MAX_PAGES (decoded) */
+	meta = malloc(sizeof(*meta) + sizeof(uint32_t) * total);
+	if (!meta)
+		return NULL;
+	*meta = (struct kvxd_meta){.peer = p->idx,
+				   .epoch = p->epoch,
+				   .gen = rm->gen,
+				   .token = rm->token,
+				   .src_idx = rm->src_idx,
+				   .nsrc = rm->nsrc,
+				   .dst_rank = rm->dst_rank,
+				   .nreg = rm->nreg};
+	at = meta->pages;
+	for (uint32_t g = 0; g < rm->nreg; g++) {
+		const struct kvx_wire_region *w = &rm->reg[g];
+
+		meta->reg[g] = (struct kvxd_meta_region){.addr = w->addr,
+							 .rkey = w->rkey,
+							 .page_size = w->page_size,
+							 .pool_npages = w->pool_npages,
+							 .nbufs = w->nbufs,
+							 .src_off = w->src_off,
+							 .dst_off = w->dst_off,
+							 .len = w->len,
+							 .npages = w->npages,
+							 .pages = at};
+		for (uint32_t i = 0; i < w->npages; i++)
+			*at++ = kvx_wire_region_page(w, i);
+	}
+	return meta;
+}
+
+/* A decode endpoint's metadata for one of our prefill rooms, (room, src_rank).  The first
+ * endpoint (peer, dst_rank) to send it owns the room; another endpoint's never redirects it
+ * (several decode endpoints per room are not built yet: refused and reported).  Rooms a peer's
+ * metadata creates count against its max_rooms_per_peer. */
 static void
 on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 {
-	struct kvxd_room *r = kvxd_room_find(d, rm->room, KVX_ROOM_PREFILL);
+	struct kvxd_room *r = kvxd_room_find(d, rm->room, rm->src_rank, KVX_ROOM_PREFILL);
 	struct kvxd_meta *meta;
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
 
@@ -805,12 +856,13 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
 	}
-	if (r && r->meta_peer && r->meta_peer != p->idx + 1) {
+	if (r && r->meta_peer && !owned_by(r, p, rm->dst_rank)) {
 		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
 			    "the room belongs to another decode endpoint");
 		return;
 	}
-	if (r && r->tomb_peer == p->idx + 1 && r->tomb_gen == rm->gen) {
+	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
+	    r->tomb_gen == rm->gen) {
 		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */
 		return;
 	}
@@ -821,31 +873,17 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 			return;
 		}
 		if (!r)
-			r = kvxd_prefill_room_new(d, rm->room, -1);
+			r = kvxd_prefill_room_new(d, rm->room, rm->src_rank, -1);
 		if (!r)
 			return;
 		kvxd_room_charge(d, r, p->idx, false);
 		/* another endpoint's tombstone: this one's room now */
 		r->tombstone = r->drained = false;
 	}
-	meta = malloc(sizeof(*meta) + sizeof(uint32_t) * rm->npages);
+	meta = meta_new(p, rm);
 	if (!meta)
 		return;
-	*meta = (struct kvxd_meta){.peer = p->idx,
-				   .epoch = p->epoch,
-				   .gen = rm->gen,
-				   .token = rm->token,
-				   .src_idx = rm->src_idx,
-				   .nsrc = rm->nsrc,
-				   .addr = rm->addr,
-				   .rkey = rm->rkey,
-				   .page_size = rm->page_size,
-				   .pool_npages = rm->pool_npages,
-				   .nbufs = rm->nbufs,
-				   .npages = rm->npages};
-	for (uint32_t i = 0; i < rm->npages; i++)
-		meta->pages[i] = kvx_wire_room_meta_page(rm, i);
-	kvxd_room_set_owner(d, r, p->idx, rm->gen);
+	kvxd_room_set_owner(d, r, p->idx, rm->dst_rank, rm->gen);
 	m.room = &r->pc;
 	m.ptr = meta;
 	if (kvx_pcore_send(&d->cores[r->pc.core], &m))
@@ -856,14 +894,15 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 static void
 on_room_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
 {
-	struct kvxd_room *r = kvxd_room_find(d, st->room, KVX_ROOM_DECODE);
+	struct kvxd_room *r = kvxd_room_find(d, st->room, st->dst_rank, KVX_ROOM_DECODE);
 	char reason[KVXD_REASON_MAX];
 
 	d->ctr.status_received++;
 	if (!r || r->removing || kvxd_room_aborting(r) || r->open_gen != st->gen ||
 	    st->state != KVX_ROOM_FAILED)
 		return; /* another generation, or already aborting: counted, dropped */
-	if (st->src_idx >= r->pc.nsrc || r->pc.src_peer[st->src_idx] != p->idx) {
+	if (st->src_idx >= r->pc.nsrc || r->pc.src_peer[st->src_idx] != p->idx ||
+	    r->src_rank[st->src_idx] != st->src_rank) {
 		d->ctr.status_refused_owner++;
 		return;
 	}

@@ -17,12 +17,12 @@
 /* ---- lookup and construction --------------------------------------------------------------- */
 
 struct kvxd_room *
-kvxd_room_find(struct kvxd *d, uint64_t id, int role)
+kvxd_room_find(struct kvxd *d, uint64_t id, uint32_t rank, int role)
 {
 	struct kvx_room_table_node *n;
 
 	rcu_read_lock();
-	n = kvx_room_table_lookup(d->by_id, kvxd_room_key(id, role));
+	n = kvx_room_table_lookup_sub(d->by_id, id, kvxd_room_sub(rank, role));
 	rcu_read_unlock();
 	/* the control core frees rooms only through call_rcu after its own quiescent state, so
 	 * the pointer stays valid for the rest of this loop iteration */
@@ -32,9 +32,11 @@ kvxd_room_find(struct kvxd *d, uint64_t id, int role)
 static void
 room_free(struct kvxd_room *r)
 {
-	kvxd_pool_put(r->pool);
+	for (uint32_t i = 0; i < r->nreg; i++) {
+		kvxd_pool_put(r->reg[i].pool);
+		free(r->reg[i].pages);
+	}
 	free(r->pc.meta);
-	free(r->pages);
 	free(r->src_names);
 	free(r);
 }
@@ -106,15 +108,17 @@ peer_unlink_all(struct kvxd_room *r)
 }
 
 struct kvxd_room *
-kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id)
+kvxd_prefill_room_new(struct kvxd *d, uint64_t id, uint32_t rank, int engine_id)
 {
 	struct kvxd_room *r = room_alloc(d, id, KVX_ROOM_PREFILL, engine_id);
 	int rc;
 
 	if (!r)
 		return NULL;
+	r->pc.rank = rank;
 	rcu_read_lock();
-	rc = kvx_room_table_add(d->by_id, &r->pc.by_id, kvxd_room_key(id, KVX_ROOM_PREFILL));
+	rc = kvx_room_table_add_sub(d->by_id, &r->pc.by_id, id,
+				    kvxd_room_sub(rank, KVX_ROOM_PREFILL));
 	rcu_read_unlock();
 	if (rc) {
 		room_unalloc(d, r);
@@ -139,33 +143,47 @@ token_alloc(void)
 }
 
 struct kvxd_room *
-kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id, struct kvxd_pool *pool,
-		     const uint32_t *pages, uint32_t npages, const char (*names)[KVX_NAME_MAX],
-		     const int *src_peer, uint32_t nsources)
+kvxd_decode_room_new(struct kvxd *d, uint64_t id, uint32_t rank, int engine_id,
+		     const struct kvxd_room_shape *sh, const int *src_peer)
 {
 	struct kvxd_room *r = room_alloc(d, id, KVX_ROOM_DECODE, engine_id);
 	struct kvxd_engine *e = engine_id >= 0 ? kvxd_engine_by_id(d, engine_id) : NULL;
 
 	if (!r)
 		return NULL;
-	r->pages = malloc(sizeof(uint32_t) * (size_t)npages);
-	r->src_names = calloc(nsources, sizeof(*r->src_names));
-	if (!r->pages || !r->src_names) {
+	r->src_names = calloc(sh->nsrc, sizeof(*r->src_names));
+	if (!r->src_names) {
 		room_unalloc(d, r);
 		return NULL;
 	}
-	memcpy(r->pages, pages, sizeof(uint32_t) * (size_t)npages);
-	for (uint32_t i = 0; i < nsources; i++) {
-		snprintf(r->src_names[i], sizeof(r->src_names[i]), "%s", names[i]);
+	for (uint32_t i = 0; i < sh->nreg; i++) {
+		r->reg[i].pages = malloc(sizeof(uint32_t) * (size_t)sh->reg[i].npages);
+		if (!r->reg[i].pages) {
+			while (i--)
+				free(r->reg[i].pages);
+			room_unalloc(d, r);
+			return NULL;
+		}
+		memcpy(r->reg[i].pages, sh->reg[i].pages,
+		       sizeof(uint32_t) * (size_t)sh->reg[i].npages);
+		r->reg[i].npages = sh->reg[i].npages;
+	}
+	for (uint32_t i = 0; i < sh->nreg; i++) {
+		r->reg[i].pool = sh->reg[i].pool;
+		atomic_fetch_add(&sh->reg[i].pool->refs, 1);
+	}
+	r->nreg = sh->nreg;
+	for (uint32_t i = 0; i < sh->nsrc; i++) {
+		snprintf(r->src_names[i], sizeof(r->src_names[i]), "%s", sh->names[i]);
+		r->src_rank[i] = sh->src_rank[i];
+		memcpy(r->slice[i], sh->slice[i], sizeof(r->slice[i]));
 		r->pc.src_peer[i] = src_peer[i];
 	}
 	r->pc.gen = r->open_gen = kvx_rand_u32_nonzero(); /* unguessable; compared for equality */
-	r->pc.nsrc = (uint16_t)nsources;
-	r->pool = pool;
-	r->npages = npages;
-	atomic_fetch_add(&pool->refs, 1);
+	r->pc.nsrc = (uint16_t)sh->nsrc;
+	r->pc.rank = rank;
 	rcu_read_lock();
-	kvx_room_table_add(d->by_id, &r->pc.by_id, kvxd_room_key(id, KVX_ROOM_DECODE));
+	kvx_room_table_add_sub(d->by_id, &r->pc.by_id, id, kvxd_room_sub(rank, KVX_ROOM_DECODE));
 	do
 		r->pc.token = token_alloc();
 	while (kvx_room_table_add(d->by_token, &r->pc.by_token, r->pc.token));
@@ -173,7 +191,7 @@ kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id, struct kvxd_poo
 	d->nrooms[KVX_ROOM_DECODE]++;
 	if (e)
 		kvxd_room_attach_engine(e, r); /* until the room leaves: kvxd_room_engine_left */
-	for (uint32_t i = 0; i < nsources; i++)
+	for (uint32_t i = 0; i < sh->nsrc; i++)
 		peer_link(d, r, (int)i, src_peer[i]);
 	kvxd_room_timer_arm(d, r, r->opened_ms + d->cfg.waiting_ms);
 	return r;
@@ -203,9 +221,10 @@ kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone)
 }
 
 void
-kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen)
+kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank, uint32_t gen)
 {
 	r->meta_peer = peer + 1;
+	r->meta_rank = rank;
 	r->meta_gen = gen;
 	peer_link(d, r, 0, peer);
 }
@@ -367,10 +386,14 @@ kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state)
 		&kvx_hist_us, now > r->opened_us ? now - r->opened_us : 0);
 	if (state != KVX_ROOM_SUCCESS)
 		return;
-	if (role == KVX_ROOM_DECODE && r->pool)
-		kvx_hist_observe(&d->hist.room_bytes[role], &kvx_hist_bytes,
-				 (uint64_t)r->npages * r->pool->page_size * r->pool->nbufs);
-	else if (role == KVX_ROOM_PREFILL)
+	if (role == KVX_ROOM_DECODE && r->nreg) {
+		uint64_t bytes = 0;
+
+		for (uint32_t i = 0; i < r->nreg; i++)
+			bytes += (uint64_t)r->reg[i].npages * r->reg[i].pool->page_size *
+				 r->reg[i].pool->nbufs;
+		kvx_hist_observe(&d->hist.room_bytes[role], &kvx_hist_bytes, bytes);
+	} else if (role == KVX_ROOM_PREFILL)
 		kvx_hist_observe(&d->hist.room_bytes[role], &kvx_hist_bytes, r->bytes);
 }
 
@@ -395,32 +418,47 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 	struct kvxd_peer *p = &d->peers[r->pc.src_peer[src]];
 	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_META};
 	struct kvx_wire_room_meta *rm = &m.u.room_meta;
-	uint8_t *le;
+	uint64_t total = 0;
+	uint8_t *le, *at;
 	int rc;
 
 	if (p->state != KVXD_PEER_READY || (r->meta_sent_mask & (1u << src)))
 		return -EAGAIN;
-	le = malloc(4 * (size_t)r->npages);
+	for (uint32_t g = 0; g < r->nreg; g++)
+		total += r->reg[g].npages;
+	le = malloc(4 * (size_t)total);
 	if (!le)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < r->npages; i++) {
-		le[4 * i] = r->pages[i] & 0xff;
-		le[4 * i + 1] = (r->pages[i] >> 8) & 0xff;
-		le[4 * i + 2] = (r->pages[i] >> 16) & 0xff;
-		le[4 * i + 3] = r->pages[i] >> 24;
-	}
 	*rm = (struct kvx_wire_room_meta){.room = r->pc.id,
 					  .gen = r->open_gen,
 					  .token = r->pc.token,
 					  .src_idx = (uint16_t)src,
 					  .nsrc = r->pc.nsrc,
-					  .addr = (uint64_t)(uintptr_t)r->pool->base,
-					  .rkey = r->pool->rkey,
-					  .page_size = r->pool->page_size,
-					  .pool_npages = r->pool->npages,
-					  .nbufs = r->pool->nbufs,
-					  .npages = r->npages,
-					  .pages_le = le};
+					  .dst_rank = r->pc.rank,
+					  .src_rank = r->src_rank[src],
+					  .nreg = (uint8_t)r->nreg};
+	at = le;
+	for (uint32_t g = 0; g < r->nreg; g++) {
+		const struct kvxd_region *x = &r->reg[g];
+		const struct kvx_slice *sl = &r->slice[src][g];
+
+		rm->reg[g] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)x->pool->base,
+						      .rkey = x->pool->rkey,
+						      .page_size = x->pool->page_size,
+						      .pool_npages = x->pool->npages,
+						      .nbufs = x->pool->nbufs,
+						      .src_off = sl->src_offset,
+						      .dst_off = sl->dst_offset,
+						      .len = sl->length,
+						      .npages = x->npages,
+						      .pages_le = at};
+		for (uint32_t i = 0; i < x->npages; i++, at += 4) {
+			at[0] = x->pages[i] & 0xff;
+			at[1] = (x->pages[i] >> 8) & 0xff;
+			at[2] = (x->pages[i] >> 16) & 0xff;
+			at[3] = x->pages[i] >> 24;
+		}
+	}
 	/* before it goes out: the source's WRITE_WITH_IMM counts only on this session's QPs */
 	__atomic_store_n(&r->pc.meta_epoch[src], p->epoch, __ATOMIC_RELEASE);
 	rc = kvxd_peer_send(d, p, &m);

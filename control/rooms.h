@@ -51,6 +51,27 @@ struct kvxd_room_link {
 	int idx;
 };
 
+/* One region of a decode room: destination pages of a pool (the room holds a reference). */
+struct kvxd_region {
+	struct kvxd_pool *pool;
+	uint32_t npages;
+	uint32_t *pages;
+};
+
+/* What a decode open asks for (DESIGN.md section 6): regions, and sources by node and rank,
+ * each with its slice of every region's pages.  Checked by kvxd_decode_room_open_shape. */
+struct kvxd_room_shape {
+	uint32_t nreg, nsrc;
+	struct {
+		struct kvxd_pool *pool;
+		uint32_t npages;
+		const uint32_t *pages;
+	} reg[KVX_MAX_REGIONS];
+	char names[KVX_MAX_SOURCES][KVX_NAME_MAX];
+	uint32_t src_rank[KVX_MAX_SOURCES];
+	struct kvx_slice slice[KVX_MAX_SOURCES][KVX_MAX_REGIONS];
+};
+
 /*
  * The control core's room.  Every field below pc is written and read by the control core only;
  * pc is the polling core's part (verbs/pcore.h), with its own ownership rules.
@@ -59,11 +80,13 @@ struct kvxd_room {
 	struct kvx_pcore_room pc;
 	struct rcu_head rcu;
 	struct kvxd_timer tm; /* its next deadline (kvxd_room_timer_arm) */
-	/* immutable after creation */
-	struct kvxd_pool *pool; /* decode */
-	uint32_t npages;
-	uint32_t *pages;
+	/* immutable after creation; decode: its regions, and its sources' names, ranks and slices
+	 */
+	struct kvxd_region reg[KVX_MAX_REGIONS];
+	uint32_t nreg;
 	char (*src_names)[64];
+	uint32_t src_rank[KVX_MAX_SOURCES];
+	struct kvx_slice slice[KVX_MAX_SOURCES][KVX_MAX_REGIONS];
 	uint32_t open_gen; /* decode: the generation the open returned */
 	/* lifetime */
 	int engine_id; /* -1: none (yet), or the engine went away */
@@ -75,11 +98,13 @@ struct kvxd_room {
 	bool waiting_fired; /* its waiting timeout fired (once) */
 	/* ownership and caps */
 	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
-	uint32_t meta_gen; /* prefill: that ROOM_META's generation */
-	int held_by;	   /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
-	bool held_tomb;	   /* ... charged as a tombstone */
-	int tomb_peer;	   /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
-	uint32_t tomb_gen; /* ... and the generation it aborted: that ROOM_META is refused */
+	uint32_t meta_rank; /* ... the rank of that decode endpoint on its node */
+	uint32_t meta_gen;  /* prefill: that ROOM_META's generation */
+	int held_by;	    /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
+	bool held_tomb;	    /* ... charged as a tombstone */
+	int tomb_peer;	    /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
+	uint32_t tomb_rank; /* ... the aborting endpoint's rank */
+	uint32_t tomb_gen;  /* ... and the generation it aborted: that ROOM_META is refused */
 	/* peer lists: decode, one link per source (on peers[pc.src_peer[i]].rooms); prefill,
 	 * link 0 on its owner's list (meta_peer) */
 	struct kvxd_room_link peer_link[KVX_MAX_SOURCES];
@@ -97,6 +122,7 @@ struct kvxd_room {
 	 * acknowledged, even past an engine's close */
 	struct {
 		int peer;
+		uint32_t rank; /* the decode endpoint is (peer, rank) */
 		uint32_t gen;
 	} tgt[KVXD_MAX_TARGETS];
 	int ntgt;
@@ -134,17 +160,17 @@ kvxd_room_released(const struct kvxd_room *r)
 	return r->ab_state == KVXD_ABORT_RELEASED;
 }
 
-/* The room with this id and role, or NULL.  Valid until the end of the loop iteration. */
-struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, int role);
+/* The room with this id, engine rank and role, or NULL.  Valid until the end of the loop
+ * iteration. */
+struct kvxd_room *kvxd_room_find(struct kvxd *d, uint64_t id, uint32_t rank, int role);
 /* A new prefill room in the table (BOOTSTRAPPING, not yet on any core), or NULL (no memory,
  * or the id is there). */
-struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, int engine_id);
-/* A new decode room in both tables, on its engine's (engine_id >= 0) and its sources' lists,
- * with a fresh generation and token; not yet on its core.  NULL: no memory. */
-struct kvxd_room *kvxd_decode_room_new(struct kvxd *d, uint64_t id, int engine_id,
-				       struct kvxd_pool *pool, const uint32_t *pages,
-				       uint32_t npages, const char (*names)[KVX_NAME_MAX],
-				       const int *src_peer, uint32_t nsources);
+struct kvxd_room *kvxd_prefill_room_new(struct kvxd *d, uint64_t id, uint32_t rank, int engine_id);
+/* A new decode room of this shape (checked by the caller) in both tables, on its engine's
+ * (engine_id >= 0) and its sources' lists, with a fresh generation and token; not yet on its
+ * core.  src_peer[i]: source i's peer.  NULL: no memory. */
+struct kvxd_room *kvxd_decode_room_new(struct kvxd *d, uint64_t id, uint32_t rank, int engine_id,
+				       const struct kvxd_room_shape *sh, const int *src_peer);
 /* Take a room out of the tables, its lists and its timer; its core gives it back (ROOM_FREE)
  * after every earlier message about it, and it is freed after a grace period. */
 void kvxd_room_remove(struct kvxd *d, struct kvxd_room *r);
@@ -162,8 +188,10 @@ bool kvxd_room_quiescent(const struct kvxd_room *r);
 
 /* Charge a room to a peer's cap (rooms, or tombstones), or move the charge; -1 uncharges. */
 void kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone);
-/* Prefill: the room's ROOM_META came from peer (its owner from now on): on that peer's list. */
-void kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t gen);
+/* Prefill: the room's ROOM_META came from endpoint (peer, rank) (its owner from now on): on
+ * that peer's list. */
+void kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank,
+			 uint32_t gen);
 /* r becomes e's room (counted against max_rooms_per_engine, on e's list). */
 void kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r);
 /* r leaves its engine's list (its engine's room count drops). */

@@ -25,7 +25,8 @@
 
 #include "kvx/kvx.h"
 
-#define KVX_ENG_VERSION 1
+/* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region and buffers */
+#define KVX_ENG_VERSION 2
 #define KVX_ENG_MSG_MAX (64 * 1024)		  /* largest datagram either side sends */
 #define KVX_ENG_TEXT_MAX (KVX_ENG_MSG_MAX - 1024) /* admin reply text (counters: every metric) */
 
@@ -53,7 +54,7 @@ struct kvx_eng_hdr {
 struct kvx_eng_hello {
 	struct kvx_eng_hdr hdr;
 	uint32_t version; /* KVX_ENG_VERSION */
-	uint32_t pad;
+	uint32_t rank;	  /* 0..KVX_RANK_MAX: the session's rooms are keyed by (id, rank) */
 };
 
 /*
@@ -85,14 +86,25 @@ struct kvx_eng_pool_unreg {
 	uint32_t pad;
 };
 
-/* followed by char sources[nsources][KVX_NAME_MAX], then uint32_t pages[npages] */
+struct kvx_eng_region {
+	int32_t pool_id;
+	uint32_t npages;
+};
+
+struct kvx_eng_source {
+	char name[KVX_NAME_MAX]; /* NUL-terminated */
+	uint32_t rank;
+	uint32_t pad;
+	struct kvx_slice slice[KVX_MAX_REGIONS];
+};
+
+/* followed by struct kvx_eng_region regions[nregions], struct kvx_eng_source
+ * sources[nsources], then uint32_t pages[sum of the regions' npages], region by region */
 struct kvx_eng_room_open {
 	struct kvx_eng_hdr hdr;
 	uint64_t room;
-	int32_t pool_id;
-	uint32_t npages;
+	uint32_t nregions;
 	uint32_t nsources;
-	uint32_t pad;
 };
 
 /* followed by uint32_t pages[npages] */
@@ -104,7 +116,9 @@ struct kvx_eng_chunk {
 	uint32_t npages;
 	uint32_t dst_offset;
 	uint32_t last;
-	uint32_t pad;
+	uint32_t region;
+	uint32_t buf_first;
+	uint32_t buf_count; /* 0: to the pool's last buffer */
 };
 
 struct kvx_eng_room_close {

@@ -112,20 +112,23 @@ struct kvx_room_table {
 		v2 = ROTL(v2, 32); \
 	} while (0)
 
-/* SipHash-1-3 of one 64-bit word under the table's random 128-bit key (the construction of
- * Aumasson and Bernstein, the keyed hash the Linux kernel and Rust's HashMap use against
- * hash flooding): room ids and tokens come from peers and engines, so nobody who does not know
- * the key can choose keys that collide. */
+/* SipHash-1-3 of two 64-bit words (a key and its sub-key) under the table's random 128-bit key
+ * (the construction of Aumasson and Bernstein, the keyed hash the Linux kernel and Rust's HashMap
+ * use against hash flooding): room ids, ranks and tokens come from peers and engines, so nobody
+ * who does not know the key can choose keys that collide. */
 static inline unsigned long
-key_hash(const struct kvx_room_table *t, uint64_t key)
+key_hash(const struct kvx_room_table *t, uint64_t key, uint64_t sub)
 {
 	uint64_t v0 = t->k0 ^ 0x736f6d6570736575ULL, v1 = t->k1 ^ 0x646f72616e646f6dULL;
 	uint64_t v2 = t->k0 ^ 0x6c7967656e657261ULL, v3 = t->k1 ^ 0x7465646279746573ULL;
-	uint64_t b = (uint64_t)8 << 56;
+	uint64_t b = (uint64_t)16 << 56;
 
 	v3 ^= key;
 	SIPROUND;
 	v0 ^= key;
+	v3 ^= sub;
+	SIPROUND;
+	v0 ^= sub;
 	v3 ^= b;
 	SIPROUND;
 	v0 ^= b;
@@ -136,6 +139,10 @@ key_hash(const struct kvx_room_table *t, uint64_t key)
 	return (unsigned long)(v0 ^ v1 ^ v2 ^ v3);
 }
 
+struct key2 {
+	uint64_t key, sub;
+};
+
 static int
 key_match(struct cds_lfht_node *node, const void *key)
 {
@@ -143,7 +150,9 @@ key_match(struct cds_lfht_node *node, const void *key)
 		caa_container_of(node, struct kvx_room_table_node, lfht);
 
 	tsan_subscribe(node);
-	return n->key == *(const uint64_t *)key;
+	const struct key2 *k = key;
+
+	return n->key == k->key && n->sub == k->sub;
 }
 
 static unsigned long
@@ -224,14 +233,23 @@ kvx_room_table_destroy(struct kvx_room_table *t)
 int
 kvx_room_table_add(struct kvx_room_table *t, struct kvx_room_table_node *n, uint64_t key)
 {
+	return kvx_room_table_add_sub(t, n, key, 0);
+}
+
+int
+kvx_room_table_add_sub(struct kvx_room_table *t, struct kvx_room_table_node *n, uint64_t key,
+		       uint64_t sub)
+{
 	struct cds_lfht_node *got;
 
 	assert(rcu_read_ongoing());
 	n->key = key;
+	n->sub = sub;
 	cds_lfht_node_init(&n->lfht);
 	tsan_publish(&n->lfht);
 	rcu_read_lock();
-	got = cds_lfht_add_unique(t->ht, key_hash(t, key), key_match, &n->key, &n->lfht);
+	got = cds_lfht_add_unique(t->ht, key_hash(t, key, sub), key_match,
+				  &(struct key2){.key = key, .sub = sub}, &n->lfht);
 	rcu_read_unlock();
 	return got == &n->lfht ? 0 : -EEXIST;
 }
@@ -239,11 +257,18 @@ kvx_room_table_add(struct kvx_room_table *t, struct kvx_room_table_node *n, uint
 struct kvx_room_table_node *
 kvx_room_table_lookup(struct kvx_room_table *t, uint64_t key)
 {
+	return kvx_room_table_lookup_sub(t, key, 0);
+}
+
+struct kvx_room_table_node *
+kvx_room_table_lookup_sub(struct kvx_room_table *t, uint64_t key, uint64_t sub)
+{
+	struct key2 k = {.key = key, .sub = sub};
 	struct cds_lfht_iter iter;
 	struct cds_lfht_node *node;
 
 	assert(rcu_read_ongoing());
-	cds_lfht_lookup(t->ht, key_hash(t, key), key_match, &key, &iter);
+	cds_lfht_lookup(t->ht, key_hash(t, key, sub), key_match, &k, &iter);
 	node = cds_lfht_iter_get_node(&iter);
 	return node ? caa_container_of(node, struct kvx_room_table_node, lfht) : NULL;
 }

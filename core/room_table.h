@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Room table: a lock-free hash table of u64 keys (liburcu cds_lfht, QSBR flavour).  Entries
- * embed a struct kvx_room_table_node; the table never allocates or frees entries.  A removed
- * entry may still be seen by readers until a grace period has passed: free it with call_rcu()
- * (on the control core, never on a polling core).
+ * Room table: a lock-free hash table of u64 keys, each with a u64 sub-key (0 unless given) (liburcu
+ * cds_lfht, QSBR flavour).  Entries embed a struct kvx_room_table_node; the table never allocates
+ * or frees entries.  A removed entry may still be seen by readers until a grace period has passed:
+ * free it with call_rcu() (on the control core, never on a polling core).
  *
  * RCU rules (QSBR): every caller is a registered RCU thread and online (rcu_register_thread(),
  * rcu_thread_online()); lookups and iteration hold rcu_read_lock() (a no-op under QSBR, kept
@@ -23,7 +23,7 @@ struct kvx_room_table;
 
 struct kvx_room_table_node {
 	struct cds_lfht_node lfht;
-	uint64_t key;
+	uint64_t key, sub;
 };
 
 /* Thread: any registered thread, not in a read-side section.  NULL on allocation failure. */
@@ -36,8 +36,15 @@ int kvx_room_table_destroy(struct kvx_room_table *t);
 /* Insert n under key unless the key is present.  Returns 0 or -EEXIST. */
 int kvx_room_table_add(struct kvx_room_table *t, struct kvx_room_table_node *n, uint64_t key);
 
-/* The node with key, or NULL.  Caller holds rcu_read_lock(). */
+/* The same, under (key, sub): a room of several engine ranks (sub = rank and role). */
+int kvx_room_table_add_sub(struct kvx_room_table *t, struct kvx_room_table_node *n, uint64_t key,
+			   uint64_t sub);
+
+/* The node with key (and sub-key 0), or NULL.  Caller holds rcu_read_lock(). */
 struct kvx_room_table_node *kvx_room_table_lookup(struct kvx_room_table *t, uint64_t key);
+/* The node with (key, sub), or NULL.  Caller holds rcu_read_lock(). */
+struct kvx_room_table_node *kvx_room_table_lookup_sub(struct kvx_room_table *t, uint64_t key,
+						      uint64_t sub);
 
 /* Remove n.  Returns 0, or -ENOENT if n was already removed (by anyone). */
 int kvx_room_table_del(struct kvx_room_table *t, struct kvx_room_table_node *n);

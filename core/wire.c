@@ -163,14 +163,27 @@ check_ncores(uint16_t ncores, char *err, size_t errlen)
 }
 
 static bool
-check_npages(uint32_t npages, char *err, size_t errlen)
+check_nreg(uint8_t nreg, char *err, size_t errlen)
 {
-	if (npages == 0) {
-		fail(err, errlen, 0, "ROOM_META: npages is 0");
+	if (nreg == 0 || nreg > KVX_WIRE_MAX_REGIONS) {
+		fail(err, errlen, 0, "ROOM_META: nreg %u out of range 1..%d", nreg,
+		     KVX_WIRE_MAX_REGIONS);
 		return false;
 	}
-	if (npages > KVX_WIRE_MAX_PAGES) {
-		fail(err, errlen, 0, "ROOM_META: npages %u exceeds %d", npages, KVX_WIRE_MAX_PAGES);
+	return true;
+}
+
+/* Pages of all regions read so far (total), plus npages of the next: within the frame's cap. */
+static bool
+check_npages(uint64_t total, uint32_t npages, uint32_t k, char *err, size_t errlen)
+{
+	if (npages == 0) {
+		fail(err, errlen, 0, "ROOM_META: region %u: npages is 0", k);
+		return false;
+	}
+	if (total + npages > KVX_WIRE_MAX_PAGES) {
+		fail(err, errlen, 0, "ROOM_META: %llu pages in all regions exceed %d",
+		     (unsigned long long)(total + npages), KVX_WIRE_MAX_PAGES);
 		return false;
 	}
 	return true;
@@ -220,10 +233,70 @@ check_qp_info(const struct kvx_wire_qp_info *q, char *err, size_t errlen)
 }
 
 static bool
-check_room_meta(const struct kvx_wire_room_meta *rm, char *err, size_t errlen)
+check_rank(uint32_t rank, const char *tname, const char *field, char *err, size_t errlen)
+{
+	if (rank > KVX_WIRE_RANK_MAX) {
+		fail(err, errlen, 0, "%s: %s %u exceeds %u", tname, field, rank, KVX_WIRE_RANK_MAX);
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_region(const struct kvx_wire_region *g, uint32_t k, char *err, size_t errlen)
 {
 	uint64_t span;
 	uint32_t i, page;
+
+	if (g->page_size == 0 || g->pool_npages == 0 || g->nbufs == 0) {
+		fail(err, errlen, 0,
+		     "ROOM_META: region %u: page_size, pool_npages and nbufs must be "
+		     "non-zero (%u, %u, %u)",
+		     k, g->page_size, g->pool_npages, g->nbufs);
+		return false;
+	}
+	/* The pool spans nbufs * pool_npages * page_size bytes from addr: it must not wrap. */
+	span = (uint64_t)g->nbufs * g->pool_npages;
+	if (span > UINT64_MAX / g->page_size || span * g->page_size > UINT64_MAX - g->addr) {
+		fail(err, errlen, 0,
+		     "ROOM_META: region %u: addr 0x%llx + nbufs %u x pool_npages %u x page_size %u "
+		     "overflows 64 bits",
+		     k, (unsigned long long)g->addr, g->nbufs, g->pool_npages, g->page_size);
+		return false;
+	}
+	if (g->len == 0 ? (g->src_off || g->dst_off)
+			: (uint64_t)g->dst_off + g->len > g->page_size ||
+				  (uint64_t)g->src_off + g->len > UINT32_MAX) {
+		fail(err, errlen, 0,
+		     "ROOM_META: region %u: slice %u+%u (source offset %u) does not fit a %u-byte "
+		     "page",
+		     k, g->dst_off, g->len, g->src_off, g->page_size);
+		return false;
+	}
+	if (g->npages == 0) {
+		fail(err, errlen, 0, "ROOM_META: region %u: npages is 0", k);
+		return false;
+	}
+	if (g->pages_le == NULL) {
+		fail(err, errlen, 0, "ROOM_META: region %u: pages_le is NULL", k);
+		return false;
+	}
+	for (i = 0; i < g->npages; i++) {
+		page = kvx_wire_region_page(g, i);
+		if (page >= g->pool_npages) {
+			fail(err, errlen, 0,
+			     "ROOM_META: region %u: pages[%u] %u not below pool_npages %u", k, i,
+			     page, g->pool_npages);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+check_room_meta(const struct kvx_wire_room_meta *rm, char *err, size_t errlen)
+{
+	uint64_t total = 0;
 
 	if (!check_room(rm->room, "ROOM_META", err, errlen))
 		return false;
@@ -236,41 +309,20 @@ check_room_meta(const struct kvx_wire_room_meta *rm, char *err, size_t errlen)
 		     rm->nsrc);
 		return false;
 	}
-	if (rm->page_size == 0) {
-		fail(err, errlen, 0, "ROOM_META: page_size is 0");
+	if (!check_rank(rm->dst_rank, "ROOM_META", "dst_rank", err, errlen) ||
+	    !check_rank(rm->src_rank, "ROOM_META", "src_rank", err, errlen) ||
+	    !check_nreg(rm->nreg, err, errlen))
+		return false;
+	for (uint32_t k = 0; k < rm->nreg; k++)
+		total += rm->reg[k].npages;
+	if (total > KVX_WIRE_MAX_PAGES) {
+		fail(err, errlen, 0, "ROOM_META: %llu pages in all regions exceed %d",
+		     (unsigned long long)total, KVX_WIRE_MAX_PAGES);
 		return false;
 	}
-	if (rm->pool_npages == 0) {
-		fail(err, errlen, 0, "ROOM_META: pool_npages is 0");
-		return false;
-	}
-	if (rm->nbufs == 0) {
-		fail(err, errlen, 0, "ROOM_META: nbufs is 0");
-		return false;
-	}
-	/* The pool spans nbufs * pool_npages * page_size bytes from addr: it must not wrap. */
-	span = (uint64_t)rm->nbufs * rm->pool_npages;
-	if (span > UINT64_MAX / rm->page_size || span * rm->page_size > UINT64_MAX - rm->addr) {
-		fail(err, errlen, 0,
-		     "ROOM_META: addr 0x%llx + nbufs %u x pool_npages %u x page_size %u "
-		     "overflows 64 bits",
-		     (unsigned long long)rm->addr, rm->nbufs, rm->pool_npages, rm->page_size);
-		return false;
-	}
-	if (!check_npages(rm->npages, err, errlen))
-		return false;
-	if (rm->pages_le == NULL) {
-		fail(err, errlen, 0, "ROOM_META: pages_le is NULL");
-		return false;
-	}
-	for (i = 0; i < rm->npages; i++) {
-		page = kvx_wire_room_meta_page(rm, i);
-		if (page >= rm->pool_npages) {
-			fail(err, errlen, 0, "ROOM_META: pages[%u] %u not below pool_npages %u", i,
-			     page, rm->pool_npages);
+	for (uint32_t k = 0; k < rm->nreg; k++)
+		if (!check_region(&rm->reg[k], k, err, errlen))
 			return false;
-		}
-	}
 	return true;
 }
 
@@ -278,7 +330,9 @@ static bool
 check_room_status(const struct kvx_wire_room_status *rs, char *err, size_t errlen)
 {
 	if (!check_room(rs->room, "ROOM_STATUS", err, errlen) ||
-	    !check_src_idx(rs->src_idx, "ROOM_STATUS", err, errlen))
+	    !check_src_idx(rs->src_idx, "ROOM_STATUS", err, errlen) ||
+	    !check_rank(rs->dst_rank, "ROOM_STATUS", "dst_rank", err, errlen) ||
+	    !check_rank(rs->src_rank, "ROOM_STATUS", "src_rank", err, errlen))
 		return false;
 	if (rs->state >= KVX_ROOM_STATE_COUNT) {
 		fail(err, errlen, 0, "ROOM_STATUS: state %u is not a room state (0..%d)", rs->state,
@@ -312,10 +366,14 @@ check_msg(const struct kvx_wire_msg *m, char *err, size_t errlen)
 	case KVX_WIRE_ABORT:
 		return check_room(m->u.abort.room, tname, err, errlen) &&
 		       check_name(m->u.abort.endpoint, sizeof(m->u.abort.endpoint), tname,
-				  "endpoint", err, errlen);
+				  "endpoint", err, errlen) &&
+		       check_rank(m->u.abort.dst_rank, tname, "dst_rank", err, errlen) &&
+		       check_rank(m->u.abort.src_rank, tname, "src_rank", err, errlen);
 	case KVX_WIRE_ABORT_ACK:
 		return check_room(m->u.abort_ack.room, tname, err, errlen) &&
-		       check_src_idx(m->u.abort_ack.src_idx, tname, err, errlen);
+		       check_src_idx(m->u.abort_ack.src_idx, tname, err, errlen) &&
+		       check_rank(m->u.abort_ack.dst_rank, tname, "dst_rank", err, errlen) &&
+		       check_rank(m->u.abort_ack.src_rank, tname, "src_rank", err, errlen);
 	case KVX_WIRE_QP_READY:
 	case KVX_WIRE_HEARTBEAT:
 	case KVX_WIRE_BYE:
@@ -328,10 +386,10 @@ check_msg(const struct kvx_wire_msg *m, char *err, size_t errlen)
 }
 
 uint32_t
-kvx_wire_room_meta_page(const struct kvx_wire_room_meta *rm, uint32_t i)
+kvx_wire_region_page(const struct kvx_wire_region *g, uint32_t i)
 {
-	assert(i < rm->npages);
-	return (uint32_t)get_le(rm->pages_le + (size_t)i * 4, 4);
+	assert(i < g->npages);
+	return (uint32_t)get_le(g->pages_le + (size_t)i * 4, 4);
 }
 
 /* ---- encode ---- */
@@ -417,13 +475,23 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_uint(w, rm->token, 4);
 		put_uint(w, rm->src_idx, 2);
 		put_uint(w, rm->nsrc, 2);
-		put_uint(w, rm->addr, 8);
-		put_uint(w, rm->rkey, 4);
-		put_uint(w, rm->page_size, 4);
-		put_uint(w, rm->pool_npages, 4);
-		put_uint(w, rm->nbufs, 4);
-		put_uint(w, rm->npages, 4);
-		put_bytes(w, rm->pages_le, (size_t)rm->npages * 4);
+		put_uint(w, rm->dst_rank, 4);
+		put_uint(w, rm->src_rank, 4);
+		put_uint(w, rm->nreg, 1);
+		for (i = 0; i < rm->nreg; i++) {
+			const struct kvx_wire_region *g = &rm->reg[i];
+
+			put_uint(w, g->addr, 8);
+			put_uint(w, g->rkey, 4);
+			put_uint(w, g->page_size, 4);
+			put_uint(w, g->pool_npages, 4);
+			put_uint(w, g->nbufs, 4);
+			put_uint(w, g->src_off, 4);
+			put_uint(w, g->dst_off, 4);
+			put_uint(w, g->len, 4);
+			put_uint(w, g->npages, 4);
+			put_bytes(w, g->pages_le, (size_t)g->npages * 4);
+		}
 		break;
 	case KVX_WIRE_ROOM_STATUS:
 		put_uint(w, rs->room, 8);
@@ -432,16 +500,22 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_uint(w, rs->state, 1);
 		put_uint(w, (uint32_t)rs->error, 4);
 		put_str(w, rs->reason, sizeof(rs->reason));
+		put_uint(w, rs->dst_rank, 4);
+		put_uint(w, rs->src_rank, 4);
 		break;
 	case KVX_WIRE_ABORT:
 		put_uint(w, m->u.abort.room, 8);
 		put_uint(w, m->u.abort.gen, 4);
 		put_str(w, m->u.abort.endpoint, sizeof(m->u.abort.endpoint));
+		put_uint(w, m->u.abort.dst_rank, 4);
+		put_uint(w, m->u.abort.src_rank, 4);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		put_uint(w, m->u.abort_ack.room, 8);
 		put_uint(w, m->u.abort_ack.gen, 4);
 		put_uint(w, m->u.abort_ack.src_idx, 2);
+		put_uint(w, m->u.abort_ack.dst_rank, 4);
+		put_uint(w, m->u.abort_ack.src_rank, 4);
 		break;
 	case KVX_WIRE_HEARTBEAT:
 		put_uint(w, m->u.heartbeat_ns, 8);
@@ -586,6 +660,7 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 	struct kvx_wire_room_status *rs = &m->u.room_status;
 	char field[16];
 	uint32_t error;
+	uint64_t total;
 	unsigned int i;
 
 	switch (m->type) {
@@ -631,17 +706,30 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 	case KVX_WIRE_ROOM_META:
 		if (!get_u64(r, &rm->room, "room") || !get_u32(r, &rm->gen, "gen") ||
 		    !get_u32(r, &rm->token, "token") || !get_u16(r, &rm->src_idx, "src_idx") ||
-		    !get_u16(r, &rm->nsrc, "nsrc") || !get_u64(r, &rm->addr, "addr") ||
-		    !get_u32(r, &rm->rkey, "rkey") || !get_u32(r, &rm->page_size, "page_size") ||
-		    !get_u32(r, &rm->pool_npages, "pool_npages") ||
-		    !get_u32(r, &rm->nbufs, "nbufs") || !get_u32(r, &rm->npages, "npages"))
+		    !get_u16(r, &rm->nsrc, "nsrc") || !get_u32(r, &rm->dst_rank, "dst_rank") ||
+		    !get_u32(r, &rm->src_rank, "src_rank") || !get_u8(r, &rm->nreg, "nreg"))
 			return false;
-		if (!check_npages(rm->npages, r->err, r->errlen))
+		if (!check_nreg(rm->nreg, r->err, r->errlen))
 			return false;
-		if (!need(r, (size_t)rm->npages * 4, "pages"))
-			return false;
-		rm->pages_le = r->p + r->off;
-		r->off += (size_t)rm->npages * 4;
+		for (i = 0, total = 0; i < rm->nreg; i++) {
+			struct kvx_wire_region *g = &rm->reg[i];
+
+			if (!get_u64(r, &g->addr, "addr") || !get_u32(r, &g->rkey, "rkey") ||
+			    !get_u32(r, &g->page_size, "page_size") ||
+			    !get_u32(r, &g->pool_npages, "pool_npages") ||
+			    !get_u32(r, &g->nbufs, "nbufs") ||
+			    !get_u32(r, &g->src_off, "src_off") ||
+			    !get_u32(r, &g->dst_off, "dst_off") || !get_u32(r, &g->len, "len") ||
+			    !get_u32(r, &g->npages, "npages"))
+				return false;
+			if (!check_npages(total, g->npages, i, r->err, r->errlen))
+				return false;
+			if (!need(r, (size_t)g->npages * 4, "pages"))
+				return false;
+			g->pages_le = r->p + r->off;
+			r->off += (size_t)g->npages * 4;
+			total += g->npages;
+		}
 		return true;
 	case KVX_WIRE_ROOM_STATUS:
 		if (!get_u64(r, &rs->room, "room") || !get_u32(r, &rs->gen, "gen") ||
@@ -649,14 +737,20 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 		    !get_u32(r, &error, "error"))
 			return false;
 		rs->error = (int32_t)error;
-		return get_str(r, rs->reason, KVX_WIRE_REASON_MAX, "reason");
+		return get_str(r, rs->reason, KVX_WIRE_REASON_MAX, "reason") &&
+		       get_u32(r, &rs->dst_rank, "dst_rank") &&
+		       get_u32(r, &rs->src_rank, "src_rank");
 	case KVX_WIRE_ABORT:
 		return get_u64(r, &m->u.abort.room, "room") && get_u32(r, &m->u.abort.gen, "gen") &&
-		       get_str(r, m->u.abort.endpoint, KVX_WIRE_NAME_MAX, "endpoint");
+		       get_str(r, m->u.abort.endpoint, KVX_WIRE_NAME_MAX, "endpoint") &&
+		       get_u32(r, &m->u.abort.dst_rank, "dst_rank") &&
+		       get_u32(r, &m->u.abort.src_rank, "src_rank");
 	case KVX_WIRE_ABORT_ACK:
 		return get_u64(r, &m->u.abort_ack.room, "room") &&
 		       get_u32(r, &m->u.abort_ack.gen, "gen") &&
-		       get_u16(r, &m->u.abort_ack.src_idx, "src_idx");
+		       get_u16(r, &m->u.abort_ack.src_idx, "src_idx") &&
+		       get_u32(r, &m->u.abort_ack.dst_rank, "dst_rank") &&
+		       get_u32(r, &m->u.abort_ack.src_rank, "src_rank");
 	case KVX_WIRE_HEARTBEAT:
 		return get_u64(r, &m->u.heartbeat_ns, "sent_ns");
 	case KVX_WIRE_BYE:

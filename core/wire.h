@@ -26,13 +26,15 @@
 #include <stdint.h>
 
 #define KVX_WIRE_MAGIC 0x3158564bu /* "KVX1" little-endian */
-#define KVX_WIRE_VERSION 2	   /* 2: HELLO_ACK carries a MAC, AUTH */
+#define KVX_WIRE_VERSION 3	   /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices */
 #define KVX_WIRE_HDR_LEN 12
 #define KVX_WIRE_FRAME_MAX (64 * 1024) /* header + payload */
 #define KVX_WIRE_NAME_MAX 63	       /* node names, bytes */
 #define KVX_WIRE_REASON_MAX 95	       /* ROOM_STATUS reason, bytes */
 #define KVX_WIRE_MAX_CORES 8	       /* QP_INFO entries */
-#define KVX_WIRE_MAX_PAGES 4096	       /* ROOM_META destination pages */
+#define KVX_WIRE_MAX_PAGES 4096	       /* ROOM_META destination pages, all regions */
+#define KVX_WIRE_MAX_REGIONS 4	       /* ROOM_META regions */
+#define KVX_WIRE_RANK_MAX 65535u       /* engine ranks */
 #define KVX_WIRE_MAC_LEN 32	       /* HMAC-SHA256 */
 
 enum kvx_wire_type {
@@ -72,26 +74,38 @@ struct kvx_wire_qp_info {
 	} qp[KVX_WIRE_MAX_CORES];
 };
 
-/* ROOM_META (decode -> source): u64 room, u32 gen, u32 token, u16 src_idx, u16 nsrc,
- * u64 addr, u32 rkey, u32 page_size, u32 pool_npages, u32 nbufs, u32 npages, u32 pages[npages].
- * The pool's page p of buffer b lives at addr + (b * pool_npages + p) * page_size. */
+/* A ROOM_META region: u64 addr, u32 rkey, u32 page_size, u32 pool_npages, u32 nbufs,
+ * u32 src_off, u32 dst_off, u32 len, u32 npages, u32 pages[npages].  The pool's page p of
+ * buffer b lives at addr + (b * pool_npages + p) * page_size; the source writes bytes
+ * [src_off, src_off + len) of its page to [dst_off, dst_off + len) of each destination page
+ * (len 0: the whole page, both offsets 0). */
+struct kvx_wire_region {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t page_size;
+	uint32_t pool_npages;
+	uint32_t nbufs;
+	uint32_t src_off, dst_off, len; /* dst_off + len <= page_size */
+	uint32_t npages;		/* >= 1, each page < pool_npages */
+	const uint8_t *pages_le; /* points into the decoded frame: npages little-endian u32 */
+};
+
+/* ROOM_META (decode endpoint (node, dst_rank) -> source (node, src_rank)): u64 room, u32 gen,
+ * u32 token, u16 src_idx, u16 nsrc, u32 dst_rank, u32 src_rank, u8 nreg, then nreg regions;
+ * their pages add up to at most KVX_WIRE_MAX_PAGES. */
 struct kvx_wire_room_meta {
 	uint64_t room; /* < 2^63 */
 	uint32_t gen;
 	uint32_t token;	  /* immediate data for the source's final WRITE_WITH_IMM */
 	uint16_t src_idx; /* < nsrc */
 	uint16_t nsrc;	  /* 1..16 */
-	uint64_t addr;
-	uint32_t rkey;
-	uint32_t page_size;
-	uint32_t pool_npages;
-	uint32_t nbufs;
-	uint32_t npages;	 /* 1..KVX_WIRE_MAX_PAGES, each page < pool_npages */
-	const uint8_t *pages_le; /* points into the decoded frame: npages little-endian u32 */
+	uint32_t dst_rank, src_rank;
+	uint8_t nreg; /* 1..KVX_WIRE_MAX_REGIONS */
+	struct kvx_wire_region reg[KVX_WIRE_MAX_REGIONS];
 };
 
-/* ROOM_STATUS (source -> decode, at once on failure): u64 room, u32 gen, u16 src_idx, u8 state,
- * i32 error, str reason */
+/* ROOM_STATUS (source -> decode endpoint, at once on failure): u64 room, u32 gen, u16 src_idx,
+ * u8 state, i32 error, str reason, u32 dst_rank, u32 src_rank */
 struct kvx_wire_room_status {
 	uint64_t room;
 	uint32_t gen;
@@ -99,20 +113,25 @@ struct kvx_wire_room_status {
 	uint8_t state; /* enum kvx_room_state */
 	int32_t error; /* negative errno */
 	char reason[KVX_WIRE_REASON_MAX + 1];
+	uint32_t dst_rank, src_rank;
 };
 
-/* ABORT (decode -> source): u64 room, u32 gen, str endpoint */
+/* ABORT (decode endpoint -> source): u64 room, u32 gen, str endpoint, u32 dst_rank,
+ * u32 src_rank */
 struct kvx_wire_abort {
 	uint64_t room;
 	uint32_t gen;
 	char endpoint[KVX_WIRE_NAME_MAX + 1];
+	uint32_t dst_rank, src_rank;
 };
 
-/* ABORT_ACK (source -> decode): u64 room, u32 gen, u16 src_idx */
+/* ABORT_ACK (source -> decode endpoint): u64 room, u32 gen, u16 src_idx, u32 dst_rank,
+ * u32 src_rank */
 struct kvx_wire_abort_ack {
 	uint64_t room;
 	uint32_t gen;
 	uint16_t src_idx;
+	uint32_t dst_rank, src_rank;
 };
 
 /* HEARTBEAT: u64 sent_ns.  BYE: u32 reason (0 = shutdown) */
@@ -144,8 +163,8 @@ int kvx_wire_encode(const struct kvx_wire_msg *m, uint8_t *buf, size_t cap, char
 int kvx_wire_decode(const uint8_t *buf, size_t len, struct kvx_wire_msg *m, char *err,
 		    size_t errlen);
 
-/* Destination page i of a decoded ROOM_META. */
-uint32_t kvx_wire_room_meta_page(const struct kvx_wire_room_meta *rm, uint32_t i);
+/* Destination page i of a decoded ROOM_META region. */
+uint32_t kvx_wire_region_page(const struct kvx_wire_region *g, uint32_t i);
 
 /* Sequence state of one session, from the local side's point of view. */
 struct kvx_wire_seq {

@@ -155,7 +155,9 @@ room_fail(struct kvxd_core *c, struct kvx_pcore_room *r, int error, const char *
 				     .peer = r->meta->peer,
 				     .src_idx = r->meta->src_idx,
 				     .state = KVX_ROOM_FAILED,
-				     .error = error};
+				     .error = error,
+				     .dst_rank = r->meta->dst_rank,
+				     .src_rank = r->rank};
 
 		memcpy(m.reason, r->reason, sizeof(m.reason));
 		out_put(c, &m);
@@ -346,23 +348,34 @@ qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
 /* ---- posting ------------------------------------------------------------------------------- */
 
 /*
- * One WRITE from chunk index i of buffer b: destination pages consecutive (at most max_pages),
- * the source pages gathered in runs of consecutive pages into at most q->max_sge entries of sg.
- * Returns the pages it covers (>= 1); *nsge: the entries used.  Lengths fit 32 bits: a WRITE
- * covers at most KVXD_WR_MAX_BYTES.
+ * One WRITE from chunk index i of buffer b into region g: destination pages consecutive (at
+ * most max_pages), the source pages gathered in runs of consecutive pages into at most
+ * q->max_sge entries of sg.  A sliced region moves one page's slice per WRITE.  Returns the
+ * pages it covers (>= 1); *nsge: the entries used.  Lengths fit 32 bits: a WRITE covers at
+ * most KVXD_WR_MAX_BYTES.
  */
 static uint32_t
-wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kvxd_meta *m,
+wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kvxd_meta_region *g,
 	  uint64_t b, uint32_t i, uint32_t max_pages, struct kvx_vx_sge *sg, uint32_t *nsge)
 {
 	const struct kvxd_pool *p = ch->pool;
-	uint64_t ps = m->page_size;
-	uint32_t d = m->pages[ch->dst_offset + i], n = 0, k = 0;
+	uint64_t ps = p->page_size;
+	uint32_t d = g->pages[ch->dst_offset + i], n = 0, k = 0;
 
+	if (g->len) { /* a slice of one page */
+		sg[0] = (struct kvx_vx_sge){
+			.addr = (uint64_t)(uintptr_t)(p->base +
+						      (b * p->npages + ch->pages[i]) * ps +
+						      g->src_off),
+			.len = g->len,
+			.lkey = p->lkey};
+		*nsge = 1;
+		return 1;
+	}
 	while (i + n < ch->npages && n < max_pages) {
 		uint64_t s = ch->pages[i + n];
 
-		if (n && m->pages[ch->dst_offset + i + n] != d + n)
+		if (n && g->pages[ch->dst_offset + i + n] != d + n)
 			break; /* the destination run ends: the next WRITE starts there */
 		if (n && ch->pages[i + n - 1] + 1 == s) {
 			sg[k - 1].len += (uint32_t)ps; /* the source run goes on */
@@ -382,19 +395,21 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
 
 /*
  * Build as much of one chunk as the send queue has room for into q->chain, from where the room
- * left off (post_b, post_i): a chunk larger than the send queue goes in parts over several
- * iterations, never refused for its size.  Contiguous runs (source and destination pages both
- * consecutive) merge into one WRITE per buffer, split at KVXD_WR_MAX_BYTES; every count and
- * length is computed in 64 bits.  Only the part's last WR is signalled (its completion retires
- * the part); the chunk's last WR carries the room's immediate if it is the last chunk.
- * Returns WRs added (0: the send queue is full); *done: the whole chunk is built.
+ * left off (post_b: the buffer, counted from the chunk's first; post_i: the page): a chunk
+ * larger than the send queue goes in parts over several iterations, never refused for its
+ * size.  Contiguous runs (source and destination pages both consecutive) merge into one WRITE
+ * per buffer, split at KVXD_WR_MAX_BYTES; a sliced region writes each page's slice on its own.
+ * Every count and length is computed in 64 bits.  Only the part's last WR is signalled (its
+ * completion retires the part); the chunk's last WR carries the room's immediate if it is the
+ * last chunk.  Returns WRs added (0: the send queue is full); *done: the whole chunk is built.
  */
 static int
 chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 	    const struct kvxd_chunk *ch, bool *done)
 {
 	const struct kvxd_meta *m = r->meta;
-	uint64_t ps = m->page_size;
+	const struct kvxd_meta_region *g = &m->reg[ch->region];
+	uint64_t ps = g->page_size;
 	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
 	uint64_t room_left = (uint64_t)q->sq_depth - q->sq_used - (uint64_t)q->chain_n;
 	int base = q->chain_n;
@@ -405,11 +420,12 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 		return 0;
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
-	while (r->post_b < m->nbufs && room_left > 0) {
+	while (r->post_b < ch->nbufs && room_left > 0) {
 		struct kvxd_wr *w = wr_get(q);
 		struct kvx_vx_sge *sg = &q->sges[(size_t)(w - q->wrs) * q->max_sge];
-		uint64_t b = r->post_b, d = m->pages[ch->dst_offset + r->post_i];
-		uint32_t nsge, run = wr_gather(q, ch, m, b, r->post_i, max_run, sg, &nsge);
+		uint64_t b = (uint64_t)ch->buf_first + r->post_b;
+		uint64_t d = g->pages[ch->dst_offset + r->post_i];
+		uint32_t nsge, run = wr_gather(q, ch, g, b, r->post_i, max_run, sg, &nsge);
 		struct kvx_vx_write *x;
 
 		w->room = r;
@@ -418,10 +434,10 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 			.wr_id = (uint64_t)(uintptr_t)w,
 			.sg = sg,
 			.nsge = nsge,
-			.raddr = m->addr + (b * m->pool_npages + d) * ps,
-			.rkey = corrupt ? m->rkey ^ 0x5a5a00u : m->rkey,
+			.raddr = g->addr + (b * g->pool_npages + d) * ps + g->dst_off,
+			.rkey = corrupt ? g->rkey ^ 0x5a5a00u : g->rkey,
 		};
-		stat_add(&c->st.bytes_posted, run * ps);
+		stat_add(&c->st.bytes_posted, g->len ? g->len : run * ps);
 		stat_add(&c->st.sge_posted, nsge);
 		room_left--;
 		r->post_i += run;
@@ -431,7 +447,7 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 		}
 	}
 	q->chain[q->chain_n - 1].signaled = true;
-	if (r->post_b >= m->nbufs) {
+	if (r->post_b >= ch->nbufs) {
 		*done = true;
 		r->post_b = r->post_i = 0;
 		if (ch->last) {
@@ -450,20 +466,43 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 	return q->chain_n - base;
 }
 
+/* Does the chunk fit the room's metadata: its region, its destination pages, its buffers in
+ * both pools, and this source's slice of the region in its own pages? */
 static bool
 chunk_fits_room(const struct kvx_pcore_room *r, const struct kvxd_chunk *ch, char *why, size_t len)
 {
 	const struct kvxd_meta *m = r->meta;
+	const struct kvxd_meta_region *g;
+	const struct kvxd_pool *p = ch->pool;
 
-	if ((uint64_t)ch->dst_offset + ch->npages > m->npages) {
-		snprintf(why, len, "chunk %u: pages %u+%u beyond the room's %u destination pages",
-			 ch->index, ch->dst_offset, ch->npages, m->npages);
+	if (ch->region >= m->nreg) {
+		snprintf(why, len, "chunk %u: region %u, the room has %u", ch->index, ch->region,
+			 m->nreg);
 		return false;
 	}
-	if (ch->pool->page_size != m->page_size || ch->pool->nbufs != m->nbufs) {
-		snprintf(why, len,
-			 "pool geometry mismatch: source %u x %u B, destination %u x %u B",
-			 ch->pool->nbufs, ch->pool->page_size, m->nbufs, m->page_size);
+	g = &m->reg[ch->region];
+	if (ch->npages == 0 || ch->nbufs == 0) {
+		snprintf(why, len, "chunk %u: no pages or no buffers", ch->index);
+		return false;
+	}
+	if ((uint64_t)ch->dst_offset + ch->npages > g->npages) {
+		snprintf(why, len, "chunk %u: pages %u+%u beyond region %u's %u destination pages",
+			 ch->index, ch->dst_offset, ch->npages, ch->region, g->npages);
+		return false;
+	}
+	if ((uint64_t)ch->buf_first + ch->nbufs > g->nbufs) {
+		snprintf(why, len, "chunk %u: buffers %u+%u beyond the destination's %u", ch->index,
+			 ch->buf_first, ch->nbufs, g->nbufs);
+		return false;
+	}
+	if (g->len == 0 && p->page_size != g->page_size) {
+		snprintf(why, len, "page size mismatch: source %u B, destination %u B",
+			 p->page_size, g->page_size);
+		return false;
+	}
+	if (g->len && (uint64_t)g->src_off + g->len > p->page_size) {
+		snprintf(why, len, "slice %u+%u beyond the source's %u-byte page", g->src_off,
+			 g->len, p->page_size);
 		return false;
 	}
 	return true;

@@ -50,13 +50,25 @@ struct kvxd_pool {
 	bool orphan;	 /* its engine went away: unregister once refs drops to 0 */
 };
 
-/* One prefill submission, copied out of the engine's message. */
+/* One prefill submission, copied out of the engine's message: src pages of buffers
+ * [buf_first, buf_first + nbufs) to the destination pages dst_offset.. of region `region`. */
 struct kvxd_chunk {
 	struct kvxd_chunk *next;
 	struct kvxd_pool *pool;
 	uint32_t index, npages, dst_offset;
+	uint32_t region, buf_first, nbufs;
 	bool last;
 	uint32_t pages[];
+};
+
+/* One region of a ROOM_META: the destination pool, this source's slice of each page (len 0:
+ * the whole page) and the region's destination pages (into the meta's pages[]). */
+struct kvxd_meta_region {
+	uint64_t addr;
+	uint32_t rkey, page_size, pool_npages, nbufs;
+	uint32_t src_off, dst_off, len;
+	uint32_t npages;
+	const uint32_t *pages;
 };
 
 /* Prefill: the decode side's ROOM_META for this source. */
@@ -65,9 +77,10 @@ struct kvxd_meta {
 	uint32_t epoch; /* the peer session it arrived on: valid for that session's QPs only */
 	uint32_t gen, token;
 	uint16_t src_idx, nsrc;
-	uint64_t addr;
-	uint32_t rkey, page_size, pool_npages, nbufs, npages;
-	uint32_t pages[];
+	uint32_t dst_rank; /* the decode endpoint's rank on its node */
+	uint32_t nreg;
+	struct kvxd_meta_region reg[KVX_MAX_REGIONS];
+	uint32_t pages[]; /* every region's pages, region by region */
 };
 
 /*
@@ -89,6 +102,7 @@ struct kvx_pcore_room {
 	struct kvx_room_table_node by_id;    /* key: id << 1 | role */
 	struct kvx_room_table_node by_token; /* decode: key = token base */
 	uint64_t id;
+	uint32_t rank; /* its engine's rank: rooms are keyed by (id, rank, role) */
 	uint32_t token;
 	int core;
 	uint8_t role;
@@ -186,6 +200,7 @@ struct kvxd_msg {
 	int peer;
 	uint16_t src_idx;
 	uint8_t state;
+	uint32_t dst_rank, src_rank; /* STATUS_PUSH: the decode endpoint's rank and the room's */
 	char reason[KVXD_REASON_MAX];
 };
 
@@ -250,10 +265,11 @@ uint32_t kvx_pcore_flush(struct kvxd_core *c);
 struct kvxd_qpc *kvx_pcore_qpc_alloc(uint32_t sq_depth, uint32_t rq_depth, uint32_t max_sge);
 void kvx_pcore_qpc_free(struct kvxd_qpc *q);
 
+/* The by_id table's sub-key of a room: its engine rank and role (the key is the room id). */
 static inline uint64_t
-kvxd_room_key(uint64_t id, int role)
+kvxd_room_sub(uint32_t rank, int role)
 {
-	return id << 1 | (uint64_t)role;
+	return (uint64_t)rank << 1 | (uint64_t)role;
 }
 
 /* The room's state as its core last set it.  Thread: any (acquire; pairs with the core's

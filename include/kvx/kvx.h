@@ -22,6 +22,8 @@ extern "C" {
 #define KVX_MAX_SOURCES 16		      /* sources (prefill nodes) of one room */
 #define KVX_MAX_ROOM_PAGES 4096		      /* destination pages of one room */
 #define KVX_ROOM_ID_MAX ((uint64_t)INT64_MAX) /* room ids are 63-bit */
+#define KVX_MAX_REGIONS 4		      /* regions of one room */
+#define KVX_RANK_MAX 65535u		      /* engine ranks are 0..KVX_RANK_MAX */
 
 struct kvx_conn;
 
@@ -77,6 +79,16 @@ struct kvx_event {
 struct kvx_conn *kvx_connect(const char *path);
 void kvx_disconnect(struct kvx_conn *c);
 
+/* Connect as rank `rank` (0..KVX_RANK_MAX) of an engine: the TP (or PP) rank of this process.
+ * Rooms are keyed by (room id, rank) on a node, so every rank of an engine opens (decode) or
+ * submits to (prefill) the same room id, and a decode room names its sources by node and rank.
+ * kvx_connect() is rank 0.  Two engines of one rank on one node share that rank's room ids (the
+ * second open of a live id is refused with -EEXIST). */
+struct kvx_conn *kvx_connect_rank(const char *path, uint32_t rank);
+
+/* The rank this connection declared. */
+uint32_t kvx_rank(const struct kvx_conn *c);
+
 /* The node name of the kvxd this connection talks to (valid until disconnect). */
 const char *kvx_node_name(const struct kvx_conn *c);
 
@@ -91,14 +103,82 @@ int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
 /* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named
  * source nodes (each source writes its own chunks).  Returns the room's generation (>= 1) or
  * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms; a room counts until it
- * is closed).  Re-opening an id whose previous room ended starts a new generation. */
+ * is closed).  Re-opening an id whose previous room ended starts a new generation.  The same as
+ * kvx_room_open_regions() with one region, whole pages, and every source of rank 0. */
 int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 		      uint32_t npages, const char *const *sources, uint32_t nsources);
+
+/*
+ * Room shapes engines need (DESIGN.md section 6).  A decode room has one or more regions: a
+ * pool and that pool's pages (for example the K/V pages in one pool and an auxiliary buffer,
+ * with its own item size, in another).  Each source writes, for each region, a slice of every
+ * page: bytes [src_offset, src_offset + length) of its source page land at bytes
+ * [dst_offset, dst_offset + length) of the destination page, in every buffer the chunk names.
+ * A slice of length 0 is the whole page (source and destination pages of the same size): the
+ * usual case.  Head slices move between different TP sizes: a decode rank with TP 4 takes from
+ * prefill ranks 2d and 2d+1 (TP 8) their whole page into the two halves of its own page
+ * (dst_offset 0 and page/2); a decode rank with TP 8 takes half of a TP 4 prefill rank's page
+ * (src_offset 0 or page/2).
+ */
+struct kvx_slice {
+	uint32_t src_offset; /* bytes into each source page */
+	uint32_t dst_offset; /* bytes into each destination page */
+	uint32_t length;     /* bytes; 0: the whole page, both offsets 0 */
+};
+
+struct kvx_region {
+	int32_t pool_id;       /* a pool this engine registered */
+	uint32_t npages;       /* >= 1; the room's regions hold at most KVX_MAX_ROOM_PAGES */
+	const uint32_t *pages; /* destination pages of the pool, in the room's order */
+};
+
+struct kvx_source {
+	const char *node;			 /* the source's node name */
+	uint32_t rank;				 /* the prefill engine's rank on that node */
+	struct kvx_slice slice[KVX_MAX_REGIONS]; /* per region; all 0: whole pages */
+};
+
+/* Decode: open a room of nregions regions (1..KVX_MAX_REGIONS) filled by nsources sources
+ * (1..KVX_MAX_SOURCES, distinct (node, rank) pairs), each of which writes its chunks and ends
+ * with its last one.  Returns the generation (>= 1) or -errno: -EINVAL for a bad shape (the
+ * reply names it: a pool that is not this engine's, a page beyond its pool, a slice beyond a
+ * page, too many pages), plus kvx_room_open()'s errors. */
+int64_t kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kvx_region *regions,
+			      uint32_t nregions, const struct kvx_source *sources,
+			      uint32_t nsources);
+
+/* Prefill: one chunk of a room (kvx_chunk_submitv).  src_pages[i] of pool_id, in buffers
+ * [buf_first, buf_first + buf_count) (buf_count 0: buf_first to the pool's last buffer), is
+ * written to destination page dst_offset + i of the decode room's region `region` (its own slice
+ * of each page), in the same buffers.  Layer-wise transfer: one chunk per layer's buffers, as
+ * soon as the layer is computed.  last marks this source's last chunk of the room: every chunk
+ * submitted before it (any region, any buffers) has landed when decode sees the room's
+ * delivery. */
+struct kvx_chunk {
+	uint64_t room;
+	uint32_t chunk_index;
+	uint32_t region;
+	int32_t pool_id;
+	uint32_t npages;
+	const uint32_t *src_pages;
+	uint32_t dst_offset;
+	uint32_t buf_first;
+	uint32_t buf_count;
+	int last;
+};
+
+/* Prefill: submit n chunks (1..1024) in one call (one wake-up of kvxd for the batch).  Returns
+ * n when all were queued, or -errno for the first chunk libkvx refused locally (none of the
+ * batch was sent: -EINVAL, -ERANGE) or when kvxd went away (-ECONNRESET: chunks before it may
+ * have been queued; their rooms fail with the session).  kvxd reports a chunk it refuses as a
+ * FAILED event of its room, as for kvx_chunk_submit(). */
+int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n);
 
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to
  * the room's destination page dst_offset + i.  last marks this source's last chunk.  The call
  * is asynchronous: 0 means queued; failures arrive as a FAILED event (-EDQUOT when a new room
- * would pass max_rooms_per_engine, -ERANGE when dst_offset + npages passes KVX_MAX_ROOM_PAGES). */
+ * would pass max_rooms_per_engine, -ERANGE when dst_offset + npages passes KVX_MAX_ROOM_PAGES).
+ * The same as one kvx_chunk of region 0 and every buffer. */
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
 

@@ -202,10 +202,10 @@ patch_room(uint8_t *frame, struct kvxd *from)
 	if (type < KVX_WIRE_ROOM_META || type > KVX_WIRE_ABORT_ACK || last_room == 0)
 		return;
 	if (from == &B) { /* to decode "a" */
-		r = kvxd_room_find(&A, last_room, KVX_ROOM_DECODE);
+		r = kvxd_room_find(&A, last_room, 0, KVX_ROOM_DECODE);
 		gen = r ? (kvxd_room_aborting(r) ? r->abort_gen : r->pc.gen) : 0;
 	} else { /* to prefill "b" */
-		r = kvxd_room_find(&B, last_room, KVX_ROOM_PREFILL);
+		r = kvxd_room_find(&B, last_room, 0, KVX_ROOM_PREFILL);
 		gen = r ? r->pc.gen : 0;
 	}
 	put_le(frame + KVX_WIRE_HDR_LEN, last_room, 8);
@@ -267,17 +267,17 @@ open_room(unsigned int arg)
 {
 	struct {
 		struct kvx_eng_room_open m;
-		char src[1][KVX_NAME_MAX];
+		struct kvx_eng_region reg;
+		struct kvx_eng_source src[1];
 		uint32_t pages[POOL_PAGES];
-	} r = {.m = {.room = ++last_room,
-		     .pool_id = pool_of(&sa),
-		     .npages = arg % POOL_PAGES + 1,
-		     .nsources = 1}};
+	} r = {.m = {.room = ++last_room, .nregions = 1, .nsources = 1},
+	       .reg = {.pool_id = pool_of(&sa), .npages = arg % POOL_PAGES + 1}};
 
-	snprintf(r.src[0], sizeof(r.src[0]), "%s", "b");
-	for (uint32_t i = 0; i < r.m.npages; i++)
+	snprintf(r.src[0].name, sizeof(r.src[0].name), "%s", "b");
+	for (uint32_t i = 0; i < r.reg.npages; i++)
 		r.pages[i] = i;
-	fuzz_session_request(&sa, &r, sizeof(r.m) + sizeof(r.src) + 4 * r.m.npages,
+	fuzz_session_request(&sa, &r,
+			     sizeof(r.m) + sizeof(r.reg) + sizeof(r.src) + 4 * r.reg.npages,
 			     KVX_ENG_ROOM_OPEN, false);
 }
 
@@ -288,10 +288,10 @@ submit(unsigned int arg)
 		struct kvx_eng_chunk m;
 		uint32_t pages[POOL_PAGES];
 	} c = {.m = {.room = room_arg(arg), .pool_id = pool_of(&sb), .last = 1}};
-	struct kvxd_room *d = kvxd_room_find(&A, c.m.room, KVX_ROOM_DECODE);
+	struct kvxd_room *d = kvxd_room_find(&A, c.m.room, 0, KVX_ROOM_DECODE);
 
 	/* as many pages as the decode room has (a wrong count is refused, which is fine too) */
-	c.m.npages = d ? d->npages : POOL_PAGES;
+	c.m.npages = d ? d->reg[0].npages : POOL_PAGES;
 	for (uint32_t i = 0; i < c.m.npages; i++)
 		c.pages[i] = i;
 	fuzz_session_request(&sb, &c, sizeof(c.m) + 4 * c.m.npages, KVX_ENG_CHUNK, false);

@@ -60,17 +60,33 @@ check_same(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		CHECK(x->room == y->room && x->gen == y->gen && x->token == y->token, "room");
 		CHECK(x->src_idx == y->src_idx && x->nsrc == y->nsrc, "src");
 		CHECK(x->src_idx < x->nsrc, "src_idx %u nsrc %u", x->src_idx, x->nsrc);
-		CHECK(x->addr == y->addr && x->rkey == y->rkey, "addr/rkey");
-		CHECK(x->page_size == y->page_size && x->pool_npages == y->pool_npages &&
-			      x->nbufs == y->nbufs,
-		      "pool");
-		CHECK(x->npages == y->npages, "npages");
-		CHECK(x->npages >= 1 && x->npages <= KVX_WIRE_MAX_PAGES, "npages %u", x->npages);
-		for (uint32_t i = 0; i < x->npages; i++) {
-			uint32_t p = kvx_wire_room_meta_page(x, i);
+		CHECK(x->dst_rank == y->dst_rank && x->src_rank == y->src_rank, "ranks");
+		CHECK(x->dst_rank <= KVX_WIRE_RANK_MAX && x->src_rank <= KVX_WIRE_RANK_MAX, "rank");
+		CHECK(x->nreg == y->nreg && x->nreg >= 1 && x->nreg <= KVX_WIRE_MAX_REGIONS,
+		      "nreg %u", x->nreg);
+		for (uint32_t k = 0, total = 0; k < x->nreg; k++) {
+			const struct kvx_wire_region *g = &x->reg[k], *h = &y->reg[k];
 
-			CHECK(p == kvx_wire_room_meta_page(y, i), "page %u", i);
-			CHECK(p < x->pool_npages, "page %u = %u", i, p);
+			CHECK(g->addr == h->addr && g->rkey == h->rkey, "addr/rkey");
+			CHECK(g->page_size == h->page_size && g->pool_npages == h->pool_npages &&
+				      g->nbufs == h->nbufs,
+			      "pool");
+			CHECK(g->src_off == h->src_off && g->dst_off == h->dst_off &&
+				      g->len == h->len,
+			      "slice");
+			CHECK(g->len ? (uint64_t)g->dst_off + g->len <= g->page_size
+				     : !g->src_off && !g->dst_off,
+			      "slice %u+%u", g->dst_off, g->len);
+			CHECK(g->npages == h->npages, "npages");
+			total += g->npages;
+			CHECK(g->npages >= 1 && total <= KVX_WIRE_MAX_PAGES, "npages %u",
+			      g->npages);
+			for (uint32_t i = 0; i < g->npages; i++) {
+				uint32_t p = kvx_wire_region_page(g, i);
+
+				CHECK(p == kvx_wire_region_page(h, i), "page %u", i);
+				CHECK(p < g->pool_npages, "page %u = %u", i, p);
+			}
 		}
 		break;
 	}

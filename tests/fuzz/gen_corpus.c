@@ -100,18 +100,15 @@ frame(uint16_t type)
 		m.u.qp_info.qp[0].psn = 0x123456;
 		break;
 	case KVX_WIRE_ROOM_META:
-		m.u.room_meta = (struct kvx_wire_room_meta){.room = 1,
-							    .gen = 1,
-							    .token = 1u << 8,
-							    .src_idx = 0,
-							    .nsrc = 1,
-							    .addr = 0x10000,
-							    .rkey = 0x100,
-							    .page_size = 256,
-							    .pool_npages = 16,
-							    .nbufs = 1,
-							    .npages = 4,
-							    .pages_le = pages_le};
+		m.u.room_meta = (struct kvx_wire_room_meta){
+			.room = 1, .gen = 1, .token = 1u << 8, .src_idx = 0, .nsrc = 1, .nreg = 1};
+		m.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = 0x10000,
+								.rkey = 0x100,
+								.page_size = 256,
+								.pool_npages = 16,
+								.nbufs = 1,
+								.npages = 4,
+								.pages_le = pages_le};
 		break;
 	case KVX_WIRE_ROOM_STATUS:
 		m.u.room_status.room = 1;
@@ -227,14 +224,17 @@ eng_room_open(struct buf *b, uint64_t room, uint32_t npages)
 {
 	struct {
 		struct kvx_eng_room_open m;
-		char src[1][KVX_NAME_MAX];
+		struct kvx_eng_region reg;
+		struct kvx_eng_source src[1];
 		uint32_t pages[16];
-	} r = {.m = {.room = room, .pool_id = 1, .npages = npages, .nsources = 1}};
+	} r = {.m = {.room = room, .nregions = 1, .nsources = 1},
+	       .reg = {.pool_id = 1, .npages = npages}};
 
-	snprintf(r.src[0], sizeof(r.src[0]), "%s", "b");
+	snprintf(r.src[0].name, sizeof(r.src[0].name), "%s", "b");
 	for (uint32_t i = 0; i < npages; i++)
 		r.pages[i] = i;
-	eng_send(b, &r, sizeof(r.m) + sizeof(r.src) + 4 * npages, KVX_ENG_ROOM_OPEN, false);
+	eng_send(b, &r, sizeof(r.m) + sizeof(r.reg) + sizeof(r.src) + 4 * npages, KVX_ENG_ROOM_OPEN,
+		 false);
 }
 
 static void

@@ -302,4 +302,21 @@ nodes_remove_rooms_settled(void (*step)(int))
 	}
 }
 
+/* A decode room of rank 0 with one region of whole pages, straight into the tables (no checks,
+ * not on its core): kvxd_decode_room_new for the common shape. */
+static __attribute__((unused)) struct kvxd_room *
+decode_room_new1(struct kvxd *d, uint64_t id, int engine_id, struct kvxd_pool *pool,
+		 const uint32_t *pages, uint32_t npages, const char (*names)[KVX_NAME_MAX],
+		 const int *src_peer, uint32_t nsrc)
+{
+	struct kvxd_room_shape sh = {.nreg = 1, .nsrc = nsrc};
+
+	sh.reg[0].pool = pool;
+	sh.reg[0].npages = npages;
+	sh.reg[0].pages = pages;
+	for (uint32_t i = 0; i < nsrc; i++)
+		memcpy(sh.names[i], names[i], KVX_NAME_MAX);
+	return kvxd_decode_room_new(d, id, 0, engine_id, &sh, src_peer);
+}
+
 #endif /* KVX_TESTS_NODES_HARNESS_H */

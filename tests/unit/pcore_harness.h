@@ -254,7 +254,8 @@ decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 	E.next_token += 1u << KVXD_TOKEN_SHIFT;
 	r->src_peer[0] = 0;   /* its source is peer 0 ... */
 	r->meta_epoch[0] = 1; /* ... and its ROOM_META went out in session 1 */
-	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(id, r->role)), 0);
+	assert_int_equal(kvx_room_table_add_sub(E.by_id, &r->by_id, id, kvxd_room_sub(0, r->role)),
+			 0);
 	assert_int_equal(kvx_room_table_add(E.by_token, &r->by_token, r->token), 0);
 	m.room = r;
 	assert_int_equal(kvx_pcore_send(&E.dc.core, &m), 0);
@@ -269,17 +270,15 @@ make_meta(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages, int p
 {
 	struct kvxd_meta *meta = calloc(1, sizeof(*meta) + 4 * npages);
 
-	*meta = (struct kvxd_meta){.peer = peer,
-				   .epoch = 1,
-				   .gen = dr->gen,
-				   .token = dr->token,
-				   .nsrc = 1,
-				   .addr = (uint64_t)(uintptr_t)E.dc.mem,
-				   .rkey = E.dc.pool.rkey,
-				   .page_size = PS,
-				   .pool_npages = NP,
-				   .nbufs = NB,
-				   .npages = npages};
+	*meta = (struct kvxd_meta){
+		.peer = peer, .epoch = 1, .gen = dr->gen, .token = dr->token, .nsrc = 1, .nreg = 1};
+	meta->reg[0] = (struct kvxd_meta_region){.addr = (uint64_t)(uintptr_t)E.dc.mem,
+						 .rkey = E.dc.pool.rkey,
+						 .page_size = PS,
+						 .pool_npages = NP,
+						 .nbufs = NB,
+						 .npages = npages,
+						 .pages = meta->pages};
 	memcpy(meta->pages, dst, 4 * npages);
 	return meta;
 }
@@ -295,7 +294,8 @@ prefill_room_peer(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npage
 	r->role = r->fsm.role = KVX_ROOM_PREFILL;
 	r->core = 0;
 	meta = make_meta(dr, dst, npages, peer);
-	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(r->id, r->role)), 0);
+	assert_int_equal(
+		kvx_room_table_add_sub(E.by_id, &r->by_id, r->id, kvxd_room_sub(0, r->role)), 0);
 	m.room = r;
 	m.ptr = meta;
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
@@ -319,6 +319,7 @@ submit(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t n
 				  .index = index,
 				  .npages = npages,
 				  .dst_offset = off,
+				  .nbufs = NB,
 				  .last = last};
 	memcpy(ch->pages, src, 4 * npages);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);

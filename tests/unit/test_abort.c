@@ -102,7 +102,7 @@ teardown(void **state)
 static struct kvxd_room *
 room(struct kvxd *d, uint64_t id, int role)
 {
-	return kvxd_room_find(d, id, role);
+	return kvxd_room_find(d, id, 0, role);
 }
 
 /* Decode node d opens room id (pages 0..n-1 of its pool) with b as its only source, and b
@@ -132,7 +132,7 @@ submit(uint64_t id, uint32_t n)
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = &r->pc, .ptr = ch};
 
 	assert_non_null(ch);
-	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .last = true};
+	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .nbufs = 1, .last = true};
 	for (uint32_t i = 0; i < n; i++)
 		ch->pages[i] = i;
 	atomic_fetch_add(&pool[1].refs, 1);
@@ -343,17 +343,15 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	assert_true(t->tombstone);
 	/* a late chunk waits for metadata that a's ABORT made sure never counts */
 	submit(999, 2);
-	meta.u.room_meta = (struct kvx_wire_room_meta){.room = 999,
-						       .gen = 77,
-						       .token = 0x100,
-						       .nsrc = 1,
-						       .addr = (uint64_t)(uintptr_t)mem[0],
-						       .rkey = pool[0].rkey,
-						       .page_size = PS,
-						       .pool_npages = NP,
-						       .nbufs = 1,
-						       .npages = 2,
-						       .pages_le = le};
+	meta.u.room_meta = (struct kvx_wire_room_meta){
+		.room = 999, .gen = 77, .token = 0x100, .nsrc = 1, .nreg = 1};
+	meta.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
+							   .rkey = pool[0].rkey,
+							   .page_size = PS,
+							   .pool_npages = NP,
+							   .nbufs = 1,
+							   .npages = 2,
+							   .pages_le = le};
 	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
 	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
 	pump_ms(20);

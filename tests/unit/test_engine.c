@@ -414,20 +414,26 @@ eng_pool_unreg(struct eng *e, int id)
 static int
 eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply *out)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_room_open) + KVX_NAME_MAX + 64 * 4) / 8];
+	uint64_t buf[(sizeof(struct kvx_eng_room_open) + sizeof(struct kvx_eng_region) +
+		      sizeof(struct kvx_eng_source) + 64 * 4) /
+		     8];
 	struct kvx_eng_room_open *m = (void *)buf;
-	uint32_t *pages = (uint32_t *)((uint8_t *)(m + 1) + KVX_NAME_MAX);
+	struct kvx_eng_region *rg = (void *)(m + 1);
+	struct kvx_eng_source *src = (void *)(rg + 1);
+	uint32_t *pages = (uint32_t *)(src + 1);
 
 	assert_true(n <= 64);
 	memset(buf, 0, sizeof(buf));
 	m->room = id;
-	m->pool_id = pool;
-	m->npages = n;
+	m->nregions = 1;
 	m->nsources = 1;
-	memcpy(m + 1, "b", 2);
+	rg->pool_id = pool;
+	rg->npages = n;
+	memcpy(src->name, "b", 2);
 	for (uint32_t i = 0; i < n; i++)
 		pages[i] = i;
-	return eng_call(e, KVX_ENG_ROOM_OPEN, m, sizeof(*m) + KVX_NAME_MAX + 4 * n, -1, out);
+	return eng_call(e, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)(pages + n) - (uint8_t *)m),
+			-1, out);
 }
 
 static int
@@ -1395,7 +1401,7 @@ test_cap_rooms_per_engine_decode(void **state)
 	assert_int_equal(eng_room_open(&e, 2, pool, 4, NULL), 0);
 	assert_int_equal(eng_room_open(&e, 3, pool, 4, &r), -EDQUOT);
 	assert_non_null(strstr(r.text, "max_rooms_per_engine"));
-	assert_null(kvxd_room_find(&A, 3, KVX_ROOM_DECODE));
+	assert_null(kvxd_room_find(&A, 3, 0, KVX_ROOM_DECODE));
 	assert_int_equal(
 		counter(&e,
 			"kvx_engine_cap_refused_total{node=\"a\",cap=\"max_rooms_per_engine\"}"),
@@ -1433,7 +1439,7 @@ test_cap_rooms_per_engine_prefill(void **state)
 	assert_int_equal(ev->error, -EDQUOT);
 	assert_non_null(strstr(ev->reason, "max_rooms_per_engine"));
 	assert_null(eng_event(&e, 10, KVX_STATE_FAILED));
-	assert_null(kvxd_room_find(&B, 11, KVX_ROOM_PREFILL));
+	assert_null(kvxd_room_find(&B, 11, 0, KVX_ROOM_PREFILL));
 	/* room 10 never gets its metadata: the waiting timeout fails it, the engine closes it */
 	fake_ms += B.cfg.waiting_ms + 200;
 	for (int i = 0; i < 20 && !eng_event(&e, 10, KVX_STATE_FAILED); i++)
@@ -1443,7 +1449,7 @@ test_cap_rooms_per_engine_prefill(void **state)
 	e.nev = 0;
 	eng_chunk(&e, 11, pool, 2, 0);
 	assert_null(eng_event(&e, 11, KVX_STATE_FAILED));
-	assert_non_null(kvxd_room_find(&B, 11, KVX_ROOM_PREFILL));
+	assert_non_null(kvxd_room_find(&B, 11, 0, KVX_ROOM_PREFILL));
 	eng_close(&e);
 }
 
@@ -1489,8 +1495,8 @@ test_chunk_destination_range_checked(void **state)
 	ev = eng_event(&e, 21, KVX_STATE_FAILED);
 	assert_non_null(ev);
 	assert_int_equal(ev->error, -ERANGE);
-	assert_null(kvxd_room_find(&B, 20, KVX_ROOM_PREFILL));
-	assert_null(kvxd_room_find(&B, 21, KVX_ROOM_PREFILL));
+	assert_null(kvxd_room_find(&B, 20, 0, KVX_ROOM_PREFILL));
+	assert_null(kvxd_room_find(&B, 21, 0, KVX_ROOM_PREFILL));
 	eng_chunk(&e, 22, pool, 2, KVX_MAX_ROOM_PAGES - 2); /* the last two pages: fine */
 	assert_null(eng_event(&e, 22, KVX_STATE_FAILED));
 	eng_close(&e);
@@ -1528,7 +1534,7 @@ count_events(const struct eng *e, uint64_t id, int st)
 static struct kvxd_room *
 prefill_known(uint64_t id)
 {
-	struct kvxd_room *r = kvxd_room_find(&B, id, KVX_ROOM_PREFILL);
+	struct kvxd_room *r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
 
 	return r && kvxd_room_state(r) == KVX_ROOM_WAITING_FOR_INPUT ? r : NULL;
 }
@@ -1706,6 +1712,299 @@ test_shutdown_with_an_engine_holding_rooms(void **state)
 	eng_close(&ea);
 }
 
+/* ---- room shapes (issue 10): ranks, regions, head slices, layer-wise chunks ---------------- */
+
+static int
+eng_hello_rank(struct eng *e, uint32_t rank)
+{
+	struct kvx_eng_hello m = {.version = KVX_ENG_VERSION, .rank = rank};
+
+	return eng_call(e, KVX_ENG_HELLO, &m, sizeof(m), -1, NULL);
+}
+
+/* Decode: open room id of nreg regions (pool[g], pages[g][0..npages[g])) from nsrc sources. */
+static int
+eng_open_shape(struct eng *e, uint64_t id, uint32_t nreg, const int *pool, const uint32_t *npages,
+	       const uint32_t *const *pages, uint32_t nsrc, const struct kvx_source *src,
+	       struct eng_reply *out)
+{
+	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
+	struct kvx_eng_room_open *m = (void *)buf;
+	struct kvx_eng_region *rg = (void *)(m + 1);
+	struct kvx_eng_source *es = (void *)(rg + nreg);
+	uint32_t *pg = (uint32_t *)(es + nsrc);
+
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->nregions = nreg;
+	m->nsources = nsrc;
+	for (uint32_t g = 0; g < nreg; g++) {
+		rg[g].pool_id = pool[g];
+		rg[g].npages = npages[g];
+		memcpy(pg, pages[g], 4 * (size_t)npages[g]);
+		pg += npages[g];
+	}
+	for (uint32_t i = 0; i < nsrc; i++) {
+		snprintf(es[i].name, sizeof(es[i].name), "%s", src[i].node);
+		es[i].rank = src[i].rank;
+		memcpy(es[i].slice, src[i].slice, sizeof(es[i].slice));
+	}
+	return eng_call(e, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)pg - (uint8_t *)m), -1, out);
+}
+
+/* Prefill: one chunk: source pages 0..n-1 (+ src0) of pool, buffers [b0, b0 + nb), to region's
+ * destination pages dst_offset.. */
+static void
+eng_chunk_shape(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
+		uint32_t dst_offset, uint32_t b0, uint32_t nb, bool last)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
+	struct kvx_eng_chunk *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)(m + 1);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->dst_offset = dst_offset;
+	m->last = last;
+	m->region = region;
+	m->buf_first = b0;
+	m->buf_count = nb;
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = src0 + i;
+	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+}
+
+static struct kvxd_pool *
+pool_by_id(struct kvxd *d, int id)
+{
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (d->pools[i] && d->pools[i]->id == id)
+			return d->pools[i];
+	fail_msg("no pool %d", id);
+	return NULL;
+}
+
+/* Byte i of page p of buffer b of a pool, as the tests fill it: distinct per pool tag. */
+static uint8_t
+pattern(uint8_t tag, uint32_t b, uint32_t p, uint32_t i)
+{
+	return (uint8_t)(tag * 31 + b * 7 + p * 13 + i);
+}
+
+static void
+fill_pool(struct kvxd_pool *pool, uint8_t tag)
+{
+	for (uint32_t b = 0; b < pool->nbufs; b++)
+		for (uint32_t p = 0; p < pool->npages; p++)
+			for (uint32_t i = 0; i < pool->page_size; i++)
+				pool->base[((uint64_t)b * pool->npages + p) * pool->page_size + i] =
+					pattern(tag, b, p, i);
+}
+
+static uint8_t *
+page_at(struct kvxd_pool *pool, uint32_t b, uint32_t p)
+{
+	return pool->base + ((uint64_t)b * pool->npages + p) * pool->page_size;
+}
+
+static void
+pump_until_event(struct eng *e, uint64_t id, int st)
+{
+	for (int i = 0; i < MAX_STEPS && !eng_event(e, id, st); i++)
+		pump_once();
+	if (!eng_event(e, id, st))
+		fail_msg("room %llu: no event of state %d", (unsigned long long)id, st);
+}
+
+/* Every TP rank of an engine opens the same room id (rooms are keyed by id and rank): two
+ * decode ranks open room 700, each fed by the prefill rank of its own number, and each gets its
+ * own rank's bytes.  Before: the second open of the id was refused (-EEXIST). */
+static void
+test_ranks_share_a_room_id(void **state)
+{
+	struct eng ea[2], eb[2];
+	int pa[2], pb[2];
+	static const uint32_t dst[4] = {3, 4, 5, 6};
+	const uint32_t *pages[1] = {dst}, np[1] = {4};
+
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	for (uint32_t k = 0; k < 2; k++) {
+		eng_connect(&ea[k], &A);
+		eng_connect(&eb[k], &B);
+		assert_int_equal(eng_hello_rank(&ea[k], k), 0);
+		assert_int_equal(eng_hello_rank(&eb[k], k), 0);
+		pa[k] = eng_pool_id(&ea[k], 256, 16, 2);
+		pb[k] = eng_pool_id(&eb[k], 256, 16, 2);
+		fill_pool(pool_by_id(&B, pb[k]), (uint8_t)(10 + k));
+		memset(pool_by_id(&A, pa[k])->base, 0, 256 * 16 * 2);
+	}
+	for (uint32_t k = 0; k < 2; k++) {
+		struct kvx_source src = {.node = "b", .rank = k};
+
+		assert_int_equal(eng_open_shape(&ea[k], 700, 1, &pa[k], np, pages, 1, &src, NULL),
+				 0);
+	}
+	PUMP_UNTIL(kvxd_room_find(&B, 700, 0, KVX_ROOM_PREFILL) &&
+		   kvxd_room_find(&B, 700, 1, KVX_ROOM_PREFILL));
+	for (uint32_t k = 0; k < 2; k++)
+		eng_chunk_shape(&eb[k], 700, 0, pb[k], 0, 4, 0, 0, 0, true);
+	for (uint32_t k = 0; k < 2; k++) {
+		pump_until_event(&ea[k], 700, KVX_STATE_SUCCESS);
+		pump_until_event(&eb[k], 700, KVX_STATE_SUCCESS);
+	}
+	for (uint32_t k = 0; k < 2; k++)
+		for (uint32_t b = 0; b < 2; b++)
+			for (uint32_t i = 0; i < 4; i++)
+				assert_memory_equal(page_at(pool_by_id(&A, pa[k]), b, dst[i]),
+						    page_at(pool_by_id(&B, pb[k]), b, i), 256);
+	/* a second open of a live id by the same rank is still refused */
+	{
+		struct kvx_source src = {.node = "b", .rank = 0};
+		struct eng e2;
+
+		eng_connect(&e2, &A);
+		assert_int_equal(eng_hello_rank(&e2, 0), 0);
+		assert_int_equal(eng_open_shape(&e2, 700, 1, &pa[0], np, pages, 1, &src, NULL),
+				 -ENOENT); /* not its pool */
+		eng_close(&e2);
+	}
+	for (uint32_t k = 0; k < 2; k++) {
+		eng_close(&ea[k]);
+		eng_close(&eb[k]);
+	}
+}
+
+/*
+ * Different TP on the two sides, an auxiliary region, layer by layer.  Decode (one rank, pages
+ * of 256 B, 2 buffers = layers) takes from prefill ranks 0 and 1 (TP 2: pages of 128 B, their
+ * halves of the heads) each rank's whole page into its half of the decode page (head slices),
+ * one chunk per layer; rank 0 also sends an auxiliary region (a pool of 64-byte items, one
+ * buffer).  Every destination byte is the right source byte: rank 0's heads in bytes 0..127,
+ * rank 1's in 128..255 of every page of every layer, and rank 0's aux items.
+ */
+static void
+test_head_slices_aux_region_layer_by_layer(void **state)
+{
+	struct eng ea, eb[2];
+	int pa[2], pb[2], pbx;
+	static const uint32_t kv[3] = {9, 2, 14}, aux[1] = {5};
+	const uint32_t *pages[2] = {kv, aux}, np[2] = {3, 1};
+	struct kvx_source src[2] = {
+		{.node = "b", .rank = 0, .slice = {{.dst_offset = 0, .length = 128}}},
+		{.node = "b", .rank = 1, .slice = {{.dst_offset = 128, .length = 128}}},
+	};
+	struct kvxd_pool *d, *s[2], *dx, *sx;
+
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(&ea, &A);
+	assert_int_equal(eng_hello_rank(&ea, 0), 0);
+	pa[0] = eng_pool_id(&ea, 256, 16, 2);
+	pa[1] = eng_pool_id(&ea, 64, 8, 1);
+	for (uint32_t k = 0; k < 2; k++) {
+		eng_connect(&eb[k], &B);
+		assert_int_equal(eng_hello_rank(&eb[k], k), 0);
+		pb[k] = eng_pool_id(&eb[k], 128, 16, 2);
+		s[k] = pool_by_id(&B, pb[k]);
+		fill_pool(s[k], (uint8_t)(20 + k));
+	}
+	pbx = eng_pool_id(&eb[0], 64, 8, 1);
+	sx = pool_by_id(&B, pbx);
+	fill_pool(sx, 30);
+	d = pool_by_id(&A, pa[0]);
+	dx = pool_by_id(&A, pa[1]);
+	memset(d->base, 0xee, 256 * 16 * 2);
+	memset(dx->base, 0xee, 64 * 8);
+
+	/* the aux region (1) is whole pages: its slice is all zero */
+	assert_int_equal(eng_open_shape(&ea, 710, 2, pa, np, pages, 2, src, NULL), 0);
+	PUMP_UNTIL(kvxd_room_find(&B, 710, 0, KVX_ROOM_PREFILL) &&
+		   kvxd_room_find(&B, 710, 1, KVX_ROOM_PREFILL));
+	/* layer 0 from both ranks, then layer 1, then rank 0's aux item as its last chunk */
+	for (uint32_t b = 0; b < 2; b++)
+		for (uint32_t k = 0; k < 2; k++)
+			eng_chunk_shape(&eb[k], 710, 0, pb[k], 4, 3, 0, b, 1, b == 1 && k == 1);
+	eng_chunk_shape(&eb[0], 710, 1, pbx, 6, 1, 0, 0, 0, true);
+	pump_until_event(&ea, 710, KVX_STATE_SUCCESS);
+	pump_until_event(&eb[0], 710, KVX_STATE_SUCCESS);
+	pump_until_event(&eb[1], 710, KVX_STATE_SUCCESS);
+	for (uint32_t b = 0; b < 2; b++)
+		for (uint32_t i = 0; i < 3; i++)
+			for (uint32_t k = 0; k < 2; k++)
+				assert_memory_equal(page_at(d, b, kv[i]) + 128 * k,
+						    page_at(s[k], b, 4 + i), 128);
+	assert_memory_equal(page_at(dx, 0, aux[0]), page_at(sx, 0, 6), 64);
+	/* nothing else of the destination pools changed */
+	for (uint32_t b = 0; b < 2; b++)
+		for (uint32_t p = 0; p < 16; p++)
+			if (p != 9 && p != 2 && p != 14)
+				for (uint32_t i = 0; i < 256; i++)
+					assert_int_equal(page_at(d, b, p)[i], 0xee);
+	for (uint32_t p = 0; p < 8; p++)
+		if (p != 5)
+			for (uint32_t i = 0; i < 64; i++)
+				assert_int_equal(page_at(dx, 0, p)[i], 0xee);
+	eng_close(&ea);
+	eng_close(&eb[0]);
+	eng_close(&eb[1]);
+}
+
+/* Shapes that cannot work are refused with a clear error, and a chunk that does not fit its
+ * room's shape fails only that room. */
+static void
+test_bad_shapes_refused(void **state)
+{
+	struct eng ea, eb;
+	struct eng_reply r;
+	int pa, pb;
+	static const uint32_t kv[2] = {1, 2}, beyond[1] = {16};
+	const uint32_t *pages[1] = {kv}, np[1] = {2}, *bad[1] = {beyond}, nb1[1] = {1};
+	struct kvx_source src = {.node = "b", .slice = {{.dst_offset = 200, .length = 57}}};
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	/* a slice beyond the destination page */
+	assert_int_equal(eng_open_shape(&ea, 720, 1, &pa, np, pages, 1, &src, &r), -ERANGE);
+	assert_non_null(strstr(r.text, "slice 200+57 does not fit a 256-byte page"));
+	/* offsets on a whole-page slice */
+	src.slice[0] = (struct kvx_slice){.src_offset = 4};
+	assert_int_equal(eng_open_shape(&ea, 720, 1, &pa, np, pages, 1, &src, &r), -ERANGE);
+	/* a slice for a region the room does not have */
+	src.slice[0] = (struct kvx_slice){0};
+	src.slice[1] = (struct kvx_slice){.length = 8};
+	assert_int_equal(eng_open_shape(&ea, 720, 1, &pa, np, pages, 1, &src, &r), -EINVAL);
+	src.slice[1] = (struct kvx_slice){0};
+	/* a page beyond its region's pool */
+	assert_int_equal(eng_open_shape(&ea, 720, 1, &pa, nb1, bad, 1, &src, &r), -ERANGE);
+	assert_non_null(strstr(r.text, "region 0: destination page 16"));
+	/* the same source (node and rank) twice */
+	{
+		struct kvx_source two[2] = {{.node = "b", .rank = 3}, {.node = "b", .rank = 3}};
+
+		assert_int_equal(eng_open_shape(&ea, 720, 1, &pa, np, pages, 2, two, &r), -EINVAL);
+	}
+	/* a good room; then a chunk naming a region it does not have, and one whose buffers
+	 * go beyond the pool: each fails (the second one is refused by kvxd at once) */
+	assert_int_equal(eng_open_shape(&ea, 721, 1, &pa, np, pages, 1, &src, NULL), 0);
+	PUMP_UNTIL(kvxd_room_find(&B, 721, 0, KVX_ROOM_PREFILL));
+	eng_chunk_shape(&eb, 722, 0, pb, 0, 1, 0, 1, 1, true); /* pool has 1 buffer: 1+1 */
+	for (int i = 0; i < 10; i++)
+		pump_once();
+	assert_non_null(eng_event(&eb, 722, KVX_STATE_FAILED));
+	eng_chunk_shape(&eb, 721, 1, pb, 0, 2, 0, 0, 0, true);
+	pump_until_event(&eb, 721, KVX_STATE_FAILED);
+	pump_until_event(&ea, 721, KVX_STATE_RELEASED);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 int
 main(void)
 {
@@ -1749,6 +2048,9 @@ main(void)
 		T(test_cap_rooms_per_engine_prefill),
 		T(test_pool_geometry_overflow_refused),
 		T(test_chunk_destination_range_checked),
+		T(test_ranks_share_a_room_id),
+		T(test_head_slices_aux_region_layer_by_layer),
+		T(test_bad_shapes_refused),
 	};
 #undef T
 

@@ -241,9 +241,19 @@ request_ok(const uint8_t *buf, size_t n)
 		return n == sizeof(struct kvx_eng_rings);
 	case KVX_ENG_ROOM_OPEN: {
 		const struct kvx_eng_room_open *m = (const void *)buf;
+		const struct kvx_eng_region *rg = (const void *)(m + 1);
+		size_t fixed, total = 0;
 
-		return n >= sizeof(*m) &&
-		       n == sizeof(*m) + (size_t)m->nsources * KVX_NAME_MAX + (size_t)m->npages * 4;
+		if (n < sizeof(*m) || m->nregions > KVX_MAX_REGIONS ||
+		    m->nsources > KVX_MAX_SOURCES)
+			return false;
+		fixed = sizeof(*m) + m->nregions * sizeof(*rg) +
+			m->nsources * sizeof(struct kvx_eng_source);
+		if (n < fixed)
+			return false;
+		for (uint32_t i = 0; i < m->nregions; i++)
+			total += rg[i].npages;
+		return n == fixed + total * 4;
 	}
 	case KVX_ENG_CHUNK: {
 		const struct kvx_eng_chunk *m = (const void *)buf;
@@ -1019,8 +1029,10 @@ test_room_open_message(void **state)
 	const uint32_t pages[] = {5, 9, 2};
 	const char *src[] = {"pf0", "prefill-1.rack_2"};
 	const struct kvx_eng_room_open *m = (const void *)fx->f.last;
-	const char *names = (const char *)(m + 1);
+	const struct kvx_eng_region *rg = (const void *)(m + 1);
+	const struct kvx_eng_source *es = (const void *)(rg + 1);
 	char zero[KVX_NAME_MAX] = {0};
+	struct kvx_slice whole[KVX_MAX_REGIONS] = {0};
 
 	pthread_mutex_lock(&fx->f.mu);
 	fx->f.value = 3;
@@ -1028,16 +1040,19 @@ test_room_open_message(void **state)
 	assert_int_equal(kvx_room_open(fx->c, 1234, 2, pages, 3, src, 2), 3);
 	pthread_mutex_lock(&fx->f.mu);
 	assert_int_equal(fx->f.bad_in, 0);
-	assert_int_equal(fx->f.last_len, sizeof(*m) + 2 * KVX_NAME_MAX + 3 * 4);
+	assert_int_equal(fx->f.last_len, sizeof(*m) + sizeof(*rg) + 2 * sizeof(*es) + 3 * 4);
 	assert_int_equal(m->hdr.type, KVX_ENG_ROOM_OPEN);
 	assert_int_equal(m->room, 1234);
-	assert_int_equal(m->pool_id, 2);
-	assert_int_equal(m->npages, 3);
+	assert_int_equal(m->nregions, 1);
+	assert_int_equal(rg->pool_id, 2);
+	assert_int_equal(rg->npages, 3);
 	assert_int_equal(m->nsources, 2);
-	assert_string_equal(names, "pf0");
-	assert_memory_equal(names + 3, zero, KVX_NAME_MAX - 3);
-	assert_string_equal(names + KVX_NAME_MAX, "prefill-1.rack_2");
-	assert_memory_equal(names + 2 * KVX_NAME_MAX, pages, sizeof(pages));
+	assert_string_equal(es[0].name, "pf0");
+	assert_memory_equal(es[0].name + 3, zero, KVX_NAME_MAX - 3);
+	assert_int_equal(es[0].rank, 0);
+	assert_memory_equal(es[0].slice, whole, sizeof(whole));
+	assert_string_equal(es[1].name, "prefill-1.rack_2");
+	assert_memory_equal(es + 2, pages, sizeof(pages));
 	pthread_mutex_unlock(&fx->f.mu);
 }
 
@@ -1069,7 +1084,9 @@ test_chunk_submit_sends_one_datagram(void **state)
 	assert_int_equal(m->npages, 4);
 	assert_int_equal(m->dst_offset, 12);
 	assert_int_equal(m->last, 1);
-	assert_int_equal(m->pad, 0);
+	assert_int_equal(m->region, 0);
+	assert_int_equal(m->buf_first, 0);
+	assert_int_equal(m->buf_count, 0);
 	assert_memory_equal(m + 1, pages, sizeof(pages));
 	chunk_seq = m->hdr.seq;
 	pthread_mutex_unlock(&fx->f.mu);

@@ -64,7 +64,7 @@ static struct kvxd_room *
 open_room(uint64_t id)
 {
 	const int src[1] = {peer_of(&A, "b")->idx};
-	struct kvxd_room *r = kvxd_decode_room_new(&A, id, -1, &pool, pages, 1, names1, src, 1);
+	struct kvxd_room *r = decode_room_new1(&A, id, -1, &pool, pages, 1, names1, src, 1);
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN};
 
 	assert_non_null(r);

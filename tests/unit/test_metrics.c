@@ -599,7 +599,7 @@ test_histograms_fed_where_events_happen(void **state)
 	/* paused: no metadata goes to b, so the abort below releases at once */
 	kvxd_peer_admin(&A, "b", "pause");
 	PUMP_UNTIL(peer_of(&A, "b")->state == KVXD_PEER_IDLE);
-	r = kvxd_decode_room_new(&A, 77, -1, &pool, pages, 3, names1, src, 1);
+	r = decode_room_new1(&A, 77, -1, &pool, pages, 3, names1, src, 1);
 	assert_non_null(r);
 	m.room = &r->pc;
 	assert_int_equal(kvx_pcore_send(&A.cores[0], &m), 0);
@@ -643,7 +643,7 @@ test_room_end_counted_once(void **state)
 	static const uint32_t pages[3] = {0, 1, 2};
 	const int src[1] = {peer_of(&A, "b")->idx};
 	struct kvxd_hists was = A.hist;
-	struct kvxd_room *r = kvxd_decode_room_new(&A, 78, -1, &pool, pages, 3, names1, src, 1);
+	struct kvxd_room *r = decode_room_new1(&A, 78, -1, &pool, pages, 3, names1, src, 1);
 
 	(void)state;
 	assert_non_null(r);

@@ -33,12 +33,13 @@ huge_room(uint64_t id, struct kvxd_pool *src, uint32_t page_size, uint32_t pool_
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META, .room = r, .ptr = meta};
 
 	*src = E.pf.pool;
-	src->page_size = meta->page_size = page_size;
-	src->npages = meta->pool_npages = pool_npages;
-	src->nbufs = meta->nbufs = nbufs;
+	src->page_size = meta->reg[0].page_size = page_size;
+	src->npages = meta->reg[0].pool_npages = pool_npages;
+	src->nbufs = meta->reg[0].nbufs = nbufs;
 	r->id = id;
 	r->role = r->fsm.role = KVX_ROOM_PREFILL;
-	assert_int_equal(kvx_room_table_add(E.by_id, &r->by_id, kvxd_room_key(id, r->role)), 0);
+	assert_int_equal(kvx_room_table_add_sub(E.by_id, &r->by_id, id, kvxd_room_sub(0, r->role)),
+			 0);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
 	*dec = d;
 	return r;
@@ -50,7 +51,8 @@ submit_pool(struct kvx_pcore_room *r, struct kvxd_pool *pool, const uint32_t *sr
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * (size_t)npages);
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
 
-	*ch = (struct kvxd_chunk){.pool = pool, .npages = npages, .last = true};
+	*ch = (struct kvxd_chunk){
+		.pool = pool, .npages = npages, .nbufs = pool->nbufs, .last = true};
 	memcpy(ch->pages, src, 4 * (size_t)npages);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
 }

@@ -221,7 +221,7 @@ test_rooms_of_a_failed_peer_fail(void **state)
 	char err[256];
 
 	/* a decode room on a waiting for its source b (through the room owner: on b's list) */
-	r = kvxd_decode_room_new(&A, 42, -1, &pool, pages, 1, names, src_peer, 1);
+	r = decode_room_new1(&A, 42, -1, &pool, pages, 1, names, src_peer, 1);
 	assert_non_null(r);
 	assert_int_equal(kvx_fault_arm_list("handshake.after_rtr:0", err, sizeof(err)), 0);
 	kvxd_peer_admin(&A, "b", "try");

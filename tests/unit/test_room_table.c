@@ -145,6 +145,32 @@ test_add_lookup_del(void **state)
 	assert_int_equal(kvx_room_table_destroy(t), 0);
 }
 
+/* One key under several sub-keys (a room id of several engine ranks and two roles): distinct
+ * entries, each found under its own (key, sub) only; a present (key, sub) is refused. */
+static void
+test_sub_keys_are_distinct(void **state)
+{
+	struct kvx_room_table *t = kvx_room_table_create(0);
+	static struct entry e[4], dup;
+	static const uint64_t sub[4] = {0, 1, 2, (uint64_t)65535 << 1 | 1};
+
+	(void)state;
+	assert_non_null(t);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(kvx_room_table_add_sub(t, &e[i].node, 42, sub[i]), 0);
+	assert_int_equal(kvx_room_table_add_sub(t, &dup.node, 42, 2), -EEXIST);
+	rcu_read_lock();
+	for (int i = 0; i < 4; i++)
+		assert_ptr_equal(kvx_room_table_lookup_sub(t, 42, sub[i]), &e[i].node);
+	assert_ptr_equal(kvx_room_table_lookup(t, 42), &e[0].node); /* sub-key 0 */
+	assert_null(kvx_room_table_lookup_sub(t, 42, 3));
+	assert_null(kvx_room_table_lookup_sub(t, 43, 1));
+	rcu_read_unlock();
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(kvx_room_table_del(t, &e[i].node), 0);
+	assert_int_equal(kvx_room_table_destroy(t), 0);
+}
+
 static void
 test_key_extremes(void **state)
 {
@@ -551,12 +577,12 @@ test_hash_is_keyed(void **state)
 	memset(per_bucket, 0, sizeof(per_bucket));
 	for (uint64_t i = 1; i <= 4096; i++) {
 		uint64_t id = fmix64_inverse(i << 20); /* old hash: low 20 bits all zero */
-		unsigned long h = key_hash(t1, id);
+		unsigned long h = key_hash(t1, id, 0);
 
 		assert_true(fmix64(id) == i << 20);
 		if (++per_bucket[h & 1023] > max)
 			max = per_bucket[h & 1023];
-		same += h == key_hash(t2, id);
+		same += h == key_hash(t2, id, 0);
 	}
 	assert_true(max <= 20); /* 4 per bucket on average; one bucket under the old hash */
 	assert_int_equal(same, 0);
@@ -573,6 +599,7 @@ main(void)
 		cmocka_unit_test(test_key_extremes),
 		cmocka_unit_test(test_create_sizes),
 		cmocka_unit_test(test_for_each),
+		cmocka_unit_test(test_sub_keys_are_distinct),
 		cmocka_unit_test(test_destroy_after_mass_delete),
 		cmocka_unit_test(test_readers_vs_writer),
 	};

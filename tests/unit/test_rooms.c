@@ -79,7 +79,7 @@ static struct kvxd_room *
 decode_room(uint64_t id)
 {
 	const int src[2] = {peer_of(&A, "b")->idx, peer_of(&A, "c")->idx};
-	struct kvxd_room *r = kvxd_decode_room_new(&A, id, -1, &pool, pages, 2, names2, src, 2);
+	struct kvxd_room *r = decode_room_new1(&A, id, -1, &pool, pages, 2, names2, src, 2);
 
 	assert_non_null(r);
 	return r;
@@ -114,13 +114,13 @@ test_decode_room_on_each_source_list(void **state)
 static void
 test_prefill_room_on_its_owner_list(void **state)
 {
-	struct kvxd_room *r = kvxd_prefill_room_new(&A, 7, -1);
+	struct kvxd_room *r = kvxd_prefill_room_new(&A, 7, 0, -1);
 
 	(void)state;
 	assert_non_null(r);
 	assert_int_equal(visits(&A, "b").n, 0); /* no owner yet */
-	kvxd_room_set_owner(&A, r, peer_of(&A, "b")->idx, 5);
-	kvxd_room_set_owner(&A, r, peer_of(&A, "b")->idx, 5); /* a later session's META */
+	kvxd_room_set_owner(&A, r, peer_of(&A, "b")->idx, 0, 5);
+	kvxd_room_set_owner(&A, r, peer_of(&A, "b")->idx, 0, 5); /* a later session's META */
 	assert_int_equal(visits(&A, "b").n, 1);
 	assert_int_equal(visits(&A, "b").idx[0], 0);
 	assert_int_equal(visits(&A, "c").n, 0);

@@ -114,13 +114,23 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_uint(f, rm->token, 4);
 		fb_uint(f, rm->src_idx, 2);
 		fb_uint(f, rm->nsrc, 2);
-		fb_uint(f, rm->addr, 8);
-		fb_uint(f, rm->rkey, 4);
-		fb_uint(f, rm->page_size, 4);
-		fb_uint(f, rm->pool_npages, 4);
-		fb_uint(f, rm->nbufs, 4);
-		fb_uint(f, rm->npages, 4);
-		fb_bytes(f, rm->pages_le, (size_t)rm->npages * 4);
+		fb_uint(f, rm->dst_rank, 4);
+		fb_uint(f, rm->src_rank, 4);
+		fb_uint(f, rm->nreg, 1);
+		for (unsigned int k = 0; k < rm->nreg && k < KVX_WIRE_MAX_REGIONS; k++) {
+			const struct kvx_wire_region *g = &rm->reg[k];
+
+			fb_uint(f, g->addr, 8);
+			fb_uint(f, g->rkey, 4);
+			fb_uint(f, g->page_size, 4);
+			fb_uint(f, g->pool_npages, 4);
+			fb_uint(f, g->nbufs, 4);
+			fb_uint(f, g->src_off, 4);
+			fb_uint(f, g->dst_off, 4);
+			fb_uint(f, g->len, 4);
+			fb_uint(f, g->npages, 4);
+			fb_bytes(f, g->pages_le, (size_t)g->npages * 4);
+		}
 		break;
 	case KVX_WIRE_ROOM_STATUS:
 		fb_uint(f, rs->room, 8);
@@ -129,16 +139,22 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_uint(f, rs->state, 1);
 		fb_uint(f, (uint32_t)rs->error, 4);
 		fb_str(f, rs->reason, sizeof(rs->reason));
+		fb_uint(f, rs->dst_rank, 4);
+		fb_uint(f, rs->src_rank, 4);
 		break;
 	case KVX_WIRE_ABORT:
 		fb_uint(f, m->u.abort.room, 8);
 		fb_uint(f, m->u.abort.gen, 4);
 		fb_str(f, m->u.abort.endpoint, sizeof(m->u.abort.endpoint));
+		fb_uint(f, m->u.abort.dst_rank, 4);
+		fb_uint(f, m->u.abort.src_rank, 4);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		fb_uint(f, m->u.abort_ack.room, 8);
 		fb_uint(f, m->u.abort_ack.gen, 4);
 		fb_uint(f, m->u.abort_ack.src_idx, 2);
+		fb_uint(f, m->u.abort_ack.dst_rank, 4);
+		fb_uint(f, m->u.abort_ack.src_rank, 4);
 		break;
 	case KVX_WIRE_HEARTBEAT:
 		fb_uint(f, m->u.heartbeat_ns, 8);
@@ -196,12 +212,19 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 	case KVX_WIRE_ROOM_META:
 		for (unsigned int i = 0; i < BASE_NPAGES; i++)
 			set_page(i, pages[i]);
+		set_page(PAGES_CAP - 2, 7); /* region 1: two pages of a small pool */
+		set_page(PAGES_CAP - 1, 2);
 		m->u.room_meta = (struct kvx_wire_room_meta){
 			.room = 0x7fedcba987654321ull,
 			.gen = 0x11223344u,
 			.token = 0xdeadbeefu,
 			.src_idx = 2,
 			.nsrc = 3,
+			.dst_rank = 0x1234,
+			.src_rank = 0xfedc,
+			.nreg = 2,
+		};
+		m->u.room_meta.reg[0] = (struct kvx_wire_region){
 			.addr = 0x00007f0012340000ull,
 			.rkey = 0x55667788u,
 			.page_size = 16384,
@@ -210,6 +233,20 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 			.npages = BASE_NPAGES,
 			.pages_le = pages_le,
 		};
+		/* an auxiliary region, head-sliced: bytes 1024.. of the source page land at
+		 * 2048.. of each destination page */
+		m->u.room_meta.reg[1] = (struct kvx_wire_region){
+			.addr = 0x00007f00abcd0000ull,
+			.rkey = 0x01020304u,
+			.page_size = 4096,
+			.pool_npages = 8,
+			.nbufs = 1,
+			.src_off = 1024,
+			.dst_off = 2048,
+			.len = 2048,
+			.npages = 2,
+			.pages_le = pages_le + (size_t)(PAGES_CAP - 2) * 4,
+		};
 		break;
 	case KVX_WIRE_ROOM_STATUS:
 		m->u.room_status.room = 0x0123456789abcdefull;
@@ -217,6 +254,8 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 		m->u.room_status.src_idx = 15;
 		m->u.room_status.state = KVX_ROOM_FAILED;
 		m->u.room_status.error = -ETIMEDOUT;
+		m->u.room_status.dst_rank = 3;
+		m->u.room_status.src_rank = 65535;
 		snprintf(m->u.room_status.reason, sizeof(m->u.room_status.reason),
 			 "WC error: transport retry counter exceeded (qpn 0x12)");
 		break;
@@ -224,11 +263,15 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 		m->u.abort.room = 0x42;
 		m->u.abort.gen = 7;
 		snprintf(m->u.abort.endpoint, sizeof(m->u.abort.endpoint), "decode-0");
+		m->u.abort.dst_rank = 1;
+		m->u.abort.src_rank = 2;
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		m->u.abort_ack.room = 0x7fffffffffffffffull;
 		m->u.abort_ack.gen = 0xfffffffeu;
 		m->u.abort_ack.src_idx = 9;
+		m->u.abort_ack.dst_rank = 7;
+		m->u.abort_ack.src_rank = 6;
 		break;
 	case KVX_WIRE_HEARTBEAT:
 		m->u.heartbeat_ns = 0x1122334455667788ull;
@@ -275,15 +318,25 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		assert_int_equal(x->token, y->token);
 		assert_int_equal(x->src_idx, y->src_idx);
 		assert_int_equal(x->nsrc, y->nsrc);
-		assert_true(x->addr == y->addr);
-		assert_int_equal(x->rkey, y->rkey);
-		assert_int_equal(x->page_size, y->page_size);
-		assert_int_equal(x->pool_npages, y->pool_npages);
-		assert_int_equal(x->nbufs, y->nbufs);
-		assert_int_equal(x->npages, y->npages);
-		for (uint32_t i = 0; i < x->npages; i++)
-			assert_int_equal(kvx_wire_room_meta_page(x, i),
-					 kvx_wire_room_meta_page(y, i));
+		assert_int_equal(x->dst_rank, y->dst_rank);
+		assert_int_equal(x->src_rank, y->src_rank);
+		assert_int_equal(x->nreg, y->nreg);
+		for (unsigned int k = 0; k < x->nreg; k++) {
+			const struct kvx_wire_region *g = &x->reg[k], *h = &y->reg[k];
+
+			assert_true(g->addr == h->addr);
+			assert_int_equal(g->rkey, h->rkey);
+			assert_int_equal(g->page_size, h->page_size);
+			assert_int_equal(g->pool_npages, h->pool_npages);
+			assert_int_equal(g->nbufs, h->nbufs);
+			assert_int_equal(g->src_off, h->src_off);
+			assert_int_equal(g->dst_off, h->dst_off);
+			assert_int_equal(g->len, h->len);
+			assert_int_equal(g->npages, h->npages);
+			for (uint32_t i = 0; i < g->npages; i++)
+				assert_int_equal(kvx_wire_region_page(g, i),
+						 kvx_wire_region_page(h, i));
+		}
 		break;
 	}
 	case KVX_WIRE_ROOM_STATUS:
@@ -293,16 +346,22 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		assert_int_equal(a->u.room_status.state, b->u.room_status.state);
 		assert_int_equal(a->u.room_status.error, b->u.room_status.error);
 		assert_string_equal(a->u.room_status.reason, b->u.room_status.reason);
+		assert_int_equal(a->u.room_status.dst_rank, b->u.room_status.dst_rank);
+		assert_int_equal(a->u.room_status.src_rank, b->u.room_status.src_rank);
 		break;
 	case KVX_WIRE_ABORT:
 		assert_true(a->u.abort.room == b->u.abort.room);
 		assert_int_equal(a->u.abort.gen, b->u.abort.gen);
 		assert_string_equal(a->u.abort.endpoint, b->u.abort.endpoint);
+		assert_int_equal(a->u.abort.dst_rank, b->u.abort.dst_rank);
+		assert_int_equal(a->u.abort.src_rank, b->u.abort.src_rank);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		assert_true(a->u.abort_ack.room == b->u.abort_ack.room);
 		assert_int_equal(a->u.abort_ack.gen, b->u.abort_ack.gen);
 		assert_int_equal(a->u.abort_ack.src_idx, b->u.abort_ack.src_idx);
+		assert_int_equal(a->u.abort_ack.dst_rank, b->u.abort_ack.dst_rank);
+		assert_int_equal(a->u.abort_ack.src_rank, b->u.abort_ack.src_rank);
 		break;
 	case KVX_WIRE_HEARTBEAT:
 		assert_true(a->u.heartbeat_ns == b->u.heartbeat_ns);
@@ -337,7 +396,7 @@ roundtrip(const struct kvx_wire_msg *m)
 		fail_msg("decode %s: %d %s", kvx_wire_type_str(m->type), rc, err);
 	assert_msg_equal(m, &out);
 	if (m->type == KVX_WIRE_ROOM_META)
-		assert_ptr_equal(out.u.room_meta.pages_le, buf + KVX_WIRE_HDR_LEN + 48);
+		assert_ptr_equal(out.u.room_meta.reg[0].pages_le, buf + KVX_WIRE_HDR_LEN + 29 + 40);
 }
 
 /* ---- tests: round trips and layout ---- */
@@ -383,13 +442,15 @@ test_roundtrip_maxima(void **state)
 	roundtrip(&m);
 
 	base_msg(KVX_WIRE_ROOM_META, &m);
-	m.u.room_meta.npages = KVX_WIRE_MAX_PAGES;
-	m.u.room_meta.pool_npages = 0xffffffffu;
-	m.u.room_meta.nbufs = 1;
-	m.u.room_meta.page_size = 1;
-	m.u.room_meta.addr = 0;
+	m.u.room_meta.nreg = 1;
+	m.u.room_meta.reg[0].npages = KVX_WIRE_MAX_PAGES;
+	m.u.room_meta.reg[0].pool_npages = 0xffffffffu;
+	m.u.room_meta.reg[0].nbufs = 1;
+	m.u.room_meta.reg[0].page_size = 1;
+	m.u.room_meta.reg[0].addr = 0;
 	m.u.room_meta.nsrc = 16;
 	m.u.room_meta.src_idx = 15;
+	m.u.room_meta.dst_rank = KVX_WIRE_RANK_MAX;
 	for (uint32_t i = 0; i < KVX_WIRE_MAX_PAGES; i++)
 		set_page(i, 0xfffffffeu - i * 977);
 	roundtrip(&m);
@@ -413,12 +474,14 @@ test_little_endian_layout(void **state)
 {
 	static const uint8_t want[] = {
 		'K',  'V',  'X',  '1',				/* magic */
-		0x02, 0x00,					/* version */
+		0x03, 0x00,					/* version */
 		0x08, 0x00,					/* type ABORT_ACK */
-		0x0e, 0x00, 0x00, 0x00,				/* payload length 14 */
+		0x16, 0x00, 0x00, 0x00,				/* payload length 22 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* room */
 		0xd4, 0xc3, 0xb2, 0xa1,				/* gen */
 		0x0b, 0x00,					/* src_idx */
+		0x02, 0x01, 0x00, 0x00,				/* dst_rank */
+		0xff, 0xff, 0x00, 0x00,				/* src_rank */
 	};
 	struct kvx_wire_msg m = {.type = KVX_WIRE_ABORT_ACK};
 	uint8_t buf[64];
@@ -427,6 +490,8 @@ test_little_endian_layout(void **state)
 	m.u.abort_ack.room = 0x0102030405060708ull;
 	m.u.abort_ack.gen = 0xa1b2c3d4u;
 	m.u.abort_ack.src_idx = 11;
+	m.u.abort_ack.dst_rank = 0x102;
+	m.u.abort_ack.src_rank = 0xffff;
 	assert_int_equal(kvx_wire_encode(&m, buf, sizeof(buf), err, sizeof(err)), sizeof(want));
 	assert_memory_equal(buf, want, sizeof(want));
 }
@@ -529,10 +594,15 @@ test_truncated_payload(void **state)
 		{KVX_WIRE_HELLO, 8 + 8 + 3, "HELLO: payload truncated at name"},
 		{KVX_WIRE_QP_INFO, 2, "QP_INFO: payload truncated at qp[2].psn"},
 		{KVX_WIRE_ROOM_META, 1, "ROOM_META: payload truncated at pages"},
-		{KVX_WIRE_ROOM_META, BASE_NPAGES * 4 + 1, "ROOM_META: payload truncated at npages"},
-		{KVX_WIRE_ROOM_STATUS, 1, "ROOM_STATUS: payload truncated at reason"},
-		{KVX_WIRE_ABORT, 3, "ABORT: payload truncated at endpoint"},
-		{KVX_WIRE_ABORT_ACK, 1, "ABORT_ACK: payload truncated at src_idx"},
+		/* region 1's two pages, and one byte of its npages */
+		{KVX_WIRE_ROOM_META, 2 * 4 + 1, "ROOM_META: payload truncated at npages"},
+		{KVX_WIRE_ROOM_META, 2 * 4 + 40 + 1, "ROOM_META: payload truncated at pages"},
+		{KVX_WIRE_ROOM_STATUS, 1, "ROOM_STATUS: payload truncated at src_rank"},
+		{KVX_WIRE_ROOM_STATUS, 8 + 1, "ROOM_STATUS: payload truncated at reason"},
+		{KVX_WIRE_ABORT, 3, "ABORT: payload truncated at src_rank"},
+		{KVX_WIRE_ABORT, 8 + 3, "ABORT: payload truncated at endpoint"},
+		{KVX_WIRE_ABORT_ACK, 1, "ABORT_ACK: payload truncated at src_rank"},
+		{KVX_WIRE_ABORT_ACK, 8 + 1, "ABORT_ACK: payload truncated at src_idx"},
 	};
 	static struct frame f;
 	struct kvx_wire_msg m;
@@ -602,8 +672,10 @@ test_bad_header(void **state)
 
 	le_put(f.b + 4, 1, 2); /* the unauthenticated protocol of earlier kvx */
 	expect_decode(f.b, n, -EPROTO, "version 1");
-	le_put(f.b + 4, 3, 2);
-	expect_decode(f.b, n, -EPROTO, "version 3");
+	le_put(f.b + 4, 2, 2); /* before ranks and regions */
+	expect_decode(f.b, n, -EPROTO, "version 2");
+	le_put(f.b + 4, 4, 2);
+	expect_decode(f.b, n, -EPROTO, "version 4");
 	le_put(f.b + 4, 0, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "version 0");
 	le_put(f.b + 4, KVX_WIRE_VERSION, 2);
@@ -639,6 +711,13 @@ enum field {
 	F_RM_ADDR,
 	F_RM_NPAGES,
 	F_RM_PAGE3,
+	F_RM_NREG,
+	F_RM_DST_RANK,
+	F_RM_SRC_RANK,
+	F_RM_R1_LEN,
+	F_RM_R1_SRC_OFF,
+	F_RM_R1_DST_OFF,
+	F_RM_R1_NPAGES,
 	F_RS_ROOM,
 	F_RS_SRC_IDX,
 	F_RS_STATE,
@@ -648,6 +727,9 @@ enum field {
 	F_AB_ENDPOINT,
 	F_AA_ROOM,
 	F_AA_SRC_IDX,
+	F_RS_DST_RANK,
+	F_AB_SRC_RANK,
+	F_AA_DST_RANK,
 };
 
 struct bad_case {
@@ -703,22 +785,52 @@ apply(struct kvx_wire_msg *m, const struct bad_case *c)
 		rm->src_idx = (uint16_t)c->value;
 		break;
 	case F_RM_PAGE_SIZE:
-		rm->page_size = (uint32_t)c->value;
+		rm->reg[0].page_size = (uint32_t)c->value;
 		break;
 	case F_RM_POOL_NPAGES:
-		rm->pool_npages = (uint32_t)c->value;
+		rm->reg[0].pool_npages = (uint32_t)c->value;
 		break;
 	case F_RM_NBUFS:
-		rm->nbufs = (uint32_t)c->value;
+		rm->reg[0].nbufs = (uint32_t)c->value;
 		break;
 	case F_RM_ADDR:
-		rm->addr = c->value;
+		rm->reg[0].addr = c->value;
 		break;
 	case F_RM_NPAGES:
-		rm->npages = (uint32_t)c->value;
+		rm->reg[0].npages = (uint32_t)c->value;
 		break;
 	case F_RM_PAGE3:
 		set_page(3, (uint32_t)c->value);
+		break;
+	case F_RM_NREG:
+		rm->nreg = (uint8_t)c->value;
+		break;
+	case F_RM_DST_RANK:
+		rm->dst_rank = (uint32_t)c->value;
+		break;
+	case F_RM_SRC_RANK:
+		rm->src_rank = (uint32_t)c->value;
+		break;
+	case F_RM_R1_LEN:
+		rm->reg[1].len = (uint32_t)c->value;
+		break;
+	case F_RM_R1_SRC_OFF:
+		rm->reg[1].src_off = (uint32_t)c->value;
+		break;
+	case F_RM_R1_DST_OFF:
+		rm->reg[1].dst_off = (uint32_t)c->value;
+		break;
+	case F_RM_R1_NPAGES:
+		rm->reg[1].npages = (uint32_t)c->value;
+		break;
+	case F_RS_DST_RANK:
+		m->u.room_status.dst_rank = (uint32_t)c->value;
+		break;
+	case F_AB_SRC_RANK:
+		m->u.abort.src_rank = (uint32_t)c->value;
+		break;
+	case F_AA_DST_RANK:
+		m->u.abort_ack.dst_rank = (uint32_t)c->value;
 		break;
 	case F_RS_ROOM:
 		m->u.room_status.room = c->value;
@@ -780,21 +892,53 @@ test_bad_counts(void **state)
 	static const struct bad_case cases[] = {
 		{KVX_WIRE_QP_INFO, F_QP_NCORES, 0, NULL, "QP_INFO: ncores 0 out of range 1..8"},
 		{KVX_WIRE_QP_INFO, F_QP_NCORES, 9, NULL, "QP_INFO: ncores 9 out of range 1..8"},
-		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 0, NULL, "ROOM_META: npages is 0"},
-		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 4097, NULL,
-		 "ROOM_META: npages 4097 exceeds 4096"},
-		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 5000, NULL,
-		 "ROOM_META: npages 5000 exceeds 4096"},
+		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 0, NULL, "ROOM_META: region 0: npages is 0"},
+		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 4097, NULL, "pages in all regions exceed 4096"},
+		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 5000, NULL, "pages in all regions exceed 4096"},
+		/* the regions together: 4095 + 2 */
+		{KVX_WIRE_ROOM_META, F_RM_NPAGES, 4095, NULL, "pages in all regions exceed 4096"},
+		{KVX_WIRE_ROOM_META, F_RM_R1_NPAGES, 0, NULL, "ROOM_META: region 1: npages is 0"},
+		{KVX_WIRE_ROOM_META, F_RM_NREG, 0, NULL, "ROOM_META: nreg 0 out of range 1..4"},
+		{KVX_WIRE_ROOM_META, F_RM_NREG, 5, NULL, "ROOM_META: nreg 5 out of range 1..4"},
+		{KVX_WIRE_ROOM_META, F_RM_DST_RANK, 65536, NULL,
+		 "ROOM_META: dst_rank 65536 exceeds 65535"},
+		{KVX_WIRE_ROOM_META, F_RM_SRC_RANK, 0xffffffffu, NULL,
+		 "ROOM_META: src_rank 4294967295 exceeds 65535"},
+		{KVX_WIRE_ROOM_STATUS, F_RS_DST_RANK, 65536, NULL,
+		 "ROOM_STATUS: dst_rank 65536 exceeds 65535"},
+		{KVX_WIRE_ABORT, F_AB_SRC_RANK, 1u << 31, NULL,
+		 "ABORT: src_rank 2147483648 exceeds 65535"},
+		{KVX_WIRE_ABORT_ACK, F_AA_DST_RANK, 70000, NULL,
+		 "ABORT_ACK: dst_rank 70000 exceeds 65535"},
+		/* a slice must fit the destination page; length 0 (the whole page) has no offsets
+		 */
+		{KVX_WIRE_ROOM_META, F_RM_R1_LEN, 2049, NULL,
+		 "ROOM_META: region 1: slice 2048+2049 (source offset 1024) does not fit a "
+		 "4096-byte "
+		 "page"},
+		{KVX_WIRE_ROOM_META, F_RM_R1_DST_OFF, 0xfffff800u, NULL,
+		 "ROOM_META: region 1: slice 4294965248+2048"},
+		{KVX_WIRE_ROOM_META, F_RM_R1_SRC_OFF, 0xfffff801u, NULL,
+		 "ROOM_META: region 1: slice 2048+2048 (source offset 4294965249)"},
+		{KVX_WIRE_ROOM_META, F_RM_R1_LEN, 0, NULL,
+		 "ROOM_META: region 1: slice 2048+0 (source offset 1024) does not fit"},
 		{KVX_WIRE_ROOM_META, F_RM_NSRC, 0, NULL, "ROOM_META: nsrc 0 out of range 1..16"},
 		{KVX_WIRE_ROOM_META, F_RM_NSRC, 17, NULL, "ROOM_META: nsrc 17 out of range 1..16"},
 		{KVX_WIRE_ROOM_META, F_RM_SRC_IDX, 3, NULL,
 		 "ROOM_META: src_idx 3 not below nsrc 3"},
-		{KVX_WIRE_ROOM_META, F_RM_PAGE_SIZE, 0, NULL, "ROOM_META: page_size is 0"},
-		{KVX_WIRE_ROOM_META, F_RM_POOL_NPAGES, 0, NULL, "ROOM_META: pool_npages is 0"},
-		{KVX_WIRE_ROOM_META, F_RM_NBUFS, 0, NULL, "ROOM_META: nbufs is 0"},
+		{KVX_WIRE_ROOM_META, F_RM_PAGE_SIZE, 0, NULL,
+		 "ROOM_META: region 0: page_size, pool_npages and nbufs must be non-zero (0, 64, "
+		 "4)"},
+		{KVX_WIRE_ROOM_META, F_RM_POOL_NPAGES, 0, NULL,
+		 "ROOM_META: region 0: page_size, pool_npages and nbufs must be non-zero (16384, "
+		 "0, "
+		 "4)"},
+		{KVX_WIRE_ROOM_META, F_RM_NBUFS, 0, NULL,
+		 "ROOM_META: region 0: page_size, pool_npages and nbufs must be non-zero (16384, "
+		 "64, 0)"},
 		{KVX_WIRE_ROOM_META, F_RM_ADDR, 0xfffffffffff00000ull, NULL,
-		 "ROOM_META: addr 0xfffffffffff00000 + nbufs 4 x pool_npages 64 x page_size 16384 "
-		 "overflows 64 bits"},
+		 "ROOM_META: region 0: addr 0xfffffffffff00000 + nbufs 4 x pool_npages 64 x "
+		 "page_size 16384 overflows 64 bits"},
 		{KVX_WIRE_QP_INFO, F_QP_MTU, 0, NULL, "QP_INFO: mtu 0 is not"},
 		{KVX_WIRE_QP_INFO, F_QP_MTU, 1500, NULL, "QP_INFO: mtu 1500 is not"},
 		{KVX_WIRE_QP_INFO, F_QP_QPN2, 0x1000000, NULL,
@@ -903,12 +1047,12 @@ test_page_outside_pool(void **state)
 {
 	static const struct bad_case cases[] = {
 		{KVX_WIRE_ROOM_META, F_RM_PAGE3, BASE_POOL_NPAGES, NULL,
-		 "ROOM_META: pages[3] 64 not below pool_npages 64"},
+		 "ROOM_META: region 0: pages[3] 64 not below pool_npages 64"},
 		{KVX_WIRE_ROOM_META, F_RM_PAGE3, 0xffffffffu, NULL,
-		 "ROOM_META: pages[3] 4294967295 not below pool_npages 64"},
+		 "ROOM_META: region 0: pages[3] 4294967295 not below pool_npages 64"},
 		/* Shrinking the pool below page 63 (pages[1]) makes that page the offender. */
 		{KVX_WIRE_ROOM_META, F_RM_POOL_NPAGES, 63, NULL,
-		 "ROOM_META: pages[1] 63 not below pool_npages 63"},
+		 "ROOM_META: region 0: pages[1] 63 not below pool_npages 63"},
 	};
 
 	RUN_BAD(cases);
@@ -962,8 +1106,8 @@ test_encode_einval(void **state)
 	expect_encode(&m, -EINVAL, "HELLO: name length 64 exceeds 63");
 
 	base_msg(KVX_WIRE_ROOM_META, &m);
-	m.u.room_meta.pages_le = NULL;
-	expect_encode(&m, -EINVAL, "ROOM_META: pages_le");
+	m.u.room_meta.reg[1].pages_le = NULL;
+	expect_encode(&m, -EINVAL, "ROOM_META: region 1: pages_le");
 
 	/* -EINVAL wins over -ENOSPC: the range check comes first. */
 	base_msg(KVX_WIRE_QP_INFO, &m);
