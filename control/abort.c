@@ -319,12 +319,13 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		send_ack(d, r->pc.id, a->src_rank, p->idx, a->dst_rank, a->gen);
 		return;
 	}
-	if (r->meta_peer != p->idx + 1 || r->meta_rank != a->dst_rank) {
+	if (kvxd_room_owner(r, p->idx, a->dst_rank) < 0) {
 		/* not this endpoint's room: none of its pages can be written from here, so it is
 		 * acknowledged at once and the room is left alone; if the room has no metadata
 		 * yet, that endpoint's ROOM_META of this generation will be refused */
 		d->ctr.aborts_not_owner++;
-		if (r->meta_peer == 0) {
+		kvxd_room_meta_drop_parked(d, r, p->idx, a->dst_rank); /* never taken now */
+		if (r->nowners == 0) {
 			r->tomb_peer = p->idx + 1;
 			r->tomb_rank = a->dst_rank;
 			r->tomb_gen = a->gen;
@@ -441,7 +442,7 @@ next_due(const struct kvxd *d, const struct kvxd_room *r, uint64_t now)
 		DUE(waiting);
 	if (r->tombstone)
 		DUE(waiting);
-	if (r->engine_id < 0 && r->engine_gone && !r->meta_peer)
+	if (r->engine_id < 0 && r->engine_gone && !r->nowners)
 		DUE(r->gone_ms + d->cfg.waiting_ms);
 	if (r->engine_id < 0 && !r->engine_gone && !r->engine_told)
 		DUE(waiting);

@@ -41,7 +41,9 @@ room_line(struct kvx_room_table_node *n, void *arg)
 		w->off += snprintf(w->out + w->off, w->len - w->off,
 				   "room %llu %s gen %u state %s abort %s outstanding %llu%s%s\n",
 				   (unsigned long long)r->pc.id, kvx_room_role_str(r->pc.role),
-				   r->pc.role == KVX_ROOM_DECODE ? r->open_gen : r->meta_gen,
+				   r->pc.role == KVX_ROOM_DECODE ? r->open_gen
+				   : r->nowners			 ? r->owner[0].gen
+								 : 0,
 				   kvx_room_state_str(st), kvxd_abort_state_str(r->ab_state),
 				   (unsigned long long)(atomic_load(&r->pc.wr_posted) -
 							atomic_load(&r->pc.wr_done)),

@@ -685,6 +685,12 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
 		return;
 	}
+	if (m->ndest > KVX_MAX_DESTS) {
+		snprintf(why, sizeof(why), "%u decode endpoints: a room feeds at most %u", m->ndest,
+			 KVX_MAX_DESTS);
+		chunk_refuse(d, e, m->room, -EINVAL, why);
+		return;
+	}
 	if (m->region >= KVX_MAX_REGIONS) {
 		snprintf(why, sizeof(why), "region %u: a room has at most %u", m->region,
 			 KVX_MAX_REGIONS);
@@ -749,6 +755,12 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	}
 	if (m->last)
 		r->last_submitted = true;
+	if (!r->ndest) {
+		/* the engine says how many decode endpoints the room feeds: endpoints that waited
+		 * are taken (or refused beyond it) */
+		r->ndest = (uint8_t)(m->ndest ? m->ndest : 1);
+		kvxd_room_meta_unpark(d, r);
+	}
 	{
 		/* a room that already ended (decode aborted it before this chunk, or it failed
 		 * before any engine was there to hear it): its engine is told now, once; the
@@ -777,6 +789,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 				  .region = m->region,
 				  .buf_first = m->buf_first,
 				  .nbufs = nbufs,
+				  .ndest = m->ndest ? m->ndest : 1,
 				  .last = m->last != 0};
 	memcpy(ch->pages, pages, sizeof(uint32_t) * m->npages);
 	atomic_fetch_add(&pool->refs, 1);

@@ -233,6 +233,7 @@ struct kvxd_counters {
 	uint64_t rooms_freed; /* given back by their core (ROOM_FREE) and queued for freeing */
 	uint64_t meta_refused_owner, meta_refused_aborted, meta_refused_cap, status_refused_owner,
 		aborts_not_owner, tombstones_refused;
+	uint64_t meta_parked; /* ROOM_METAs of a further endpoint waiting for the engine's ndest */
 	/* the engine socket: connections refused (credentials), operator commands refused (not
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
 	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,

@@ -950,7 +950,7 @@ chunk_valid(const struct kvx_chunk *ch)
 	return ch->room <= KVX_ROOM_ID_MAX && ch->pool_id > 0 && ch->src_pages && ch->npages > 0 &&
 	       ch->npages <= KVX_MAX_ROOM_PAGES &&
 	       ch->dst_offset <= KVX_MAX_ROOM_PAGES - ch->npages && ch->region < KVX_MAX_REGIONS &&
-	       (uint64_t)ch->buf_first + ch->buf_count <= UINT32_MAX;
+	       ch->ndest <= KVX_MAX_DESTS && (uint64_t)ch->buf_first + ch->buf_count <= UINT32_MAX;
 }
 
 int
@@ -978,6 +978,7 @@ kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n
 		m->region = ch->region;
 		m->buf_first = ch->buf_first;
 		m->buf_count = ch->buf_count;
+		m->ndest = ch->ndest;
 		memcpy(m + 1, ch->src_pages, (size_t)ch->npages * sizeof(uint32_t));
 		r = request(c, KVX_ENG_CHUNK, len, -1, NULL);
 	}

@@ -356,6 +356,9 @@ control_counters(struct out *o, struct kvxd *d)
 		c->gid_mismatch);
 	COUNTER("room_meta_refused_owner_total", "ROOM_METAs refused: another endpoint's room",
 		c->meta_refused_owner);
+	COUNTER("room_meta_parked_total",
+		"ROOM_METAs of a further decode endpoint that waited for the engine's fan-out",
+		c->meta_parked);
 	COUNTER("room_meta_refused_aborted_total", "ROOM_METAs refused: aborted generation",
 		c->meta_refused_aborted);
 	COUNTER("room_meta_refused_cap_total", "ROOM_METAs refused: max_rooms_per_peer",

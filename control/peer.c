@@ -784,14 +784,6 @@ meta_refuse(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta
 	kvxd_peer_push_status(d, p, &st);
 }
 
-/* Is the room's owner (prefill: the decode endpoint whose ROOM_META it took) the endpoint
- * (peer, rank)? */
-static bool
-owned_by(const struct kvxd_room *r, const struct kvxd_peer *p, uint32_t rank)
-{
-	return r->meta_peer == p->idx + 1 && r->meta_rank == rank;
-}
-
 /* A ROOM_META as the polling core keeps it: one allocation, the regions' pages after it. */
 static struct kvxd_meta *
 meta_new(const struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
@@ -833,18 +825,23 @@ meta_new(const struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 	return meta;
 }
 
-/* A decode endpoint's metadata for one of our prefill rooms, (room, src_rank).  The first
- * endpoint (peer, dst_rank) to send it owns the room; another endpoint's never redirects it
- * (several decode endpoints per room are not built yet: refused and reported).  Rooms a peer's
- * metadata creates count against its max_rooms_per_peer. */
+/*
+ * A decode endpoint's metadata for one of our prefill rooms, (room, src_rank).  The first
+ * endpoint (peer, dst_rank) to send it owns the room.  Another endpoint never redirects it: it
+ * becomes one more destination of a fan-out room (up to the ndest the engine's chunks name),
+ * and before the engine said, its metadata waits (parked, at most KVXD_MAX_TARGETS); beyond
+ * ndest it is refused and reported.  Rooms a peer's metadata creates count against its
+ * max_rooms_per_peer.
+ */
 static void
 on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 {
 	struct kvxd_room *r = kvxd_room_find(d, rm->room, rm->src_rank, KVX_ROOM_PREFILL);
 	struct kvxd_meta *meta;
 	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_META};
+	int own = r ? kvxd_room_owner(r, p->idx, rm->dst_rank) : -1;
 
-	if (r && r->engine_gone && !r->meta_peer && !r->removing &&
+	if (r && r->engine_gone && !r->nowners && !r->removing &&
 	    kvxd_room_state(r) == KVX_ROOM_FAILED) {
 		/* its engine went before this metadata came: the room cannot be fed */
 		meta_refuse(d, p, rm, &d->ctr.meta_refused_engine_gone, -ECONNRESET,
@@ -852,21 +849,38 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		return;
 	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
-	    r->meta_gen != rm->gen && r->ntgt == 0 && !r->tombstone) {
+	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone) {
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
-	}
-	if (r && r->meta_peer && !owned_by(r, p, rm->dst_rank)) {
-		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
-			    "the room belongs to another decode endpoint");
-		return;
+		own = -1;
 	}
 	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
 	    r->tomb_gen == rm->gen) {
 		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */
 		return;
 	}
-	if (!r || (r->tombstone && r->engine_id < 0 && !r->meta_peer)) {
+	if (r && r->nowners && own < 0) {
+		/* another decode endpoint: one more destination, if the room feeds that many */
+		if (r->ndest && r->nowners >= r->ndest) {
+			meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
+				    "the room belongs to another decode endpoint");
+			return;
+		}
+		if (!r->ndest) { /* the engine has not said yet: wait for its first chunk */
+			meta = meta_new(p, rm);
+			if (!meta)
+				return;
+			if (!kvxd_room_meta_park(r, meta)) {
+				free(meta);
+				meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
+					    "too many decode endpoints for one room");
+				return;
+			}
+			d->ctr.meta_parked++;
+			return;
+		}
+	}
+	if (!r || (r->tombstone && r->engine_id < 0 && !r->nowners)) {
 		if (p->rooms_held >= d->cfg.max_rooms_per_peer) {
 			meta_refuse(d, p, rm, &d->ctr.meta_refused_cap, -EDQUOT,
 				    "the peer holds max_rooms_per_peer rooms");

@@ -36,7 +36,10 @@ room_free(struct kvxd_room *r)
 		kvxd_pool_put(r->reg[i].pool);
 		free(r->reg[i].pages);
 	}
-	free(r->pc.meta);
+	for (int i = 0; i < r->pc.nmeta; i++)
+		free(r->pc.metas[i]);
+	for (int i = 0; i < r->nparked; i++)
+		free(r->parked[i]);
 	free(r->src_names);
 	free(r);
 }
@@ -223,10 +226,89 @@ kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone)
 void
 kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank, uint32_t gen)
 {
-	r->meta_peer = peer + 1;
-	r->meta_rank = rank;
-	r->meta_gen = gen;
-	peer_link(d, r, 0, peer);
+	int k = kvxd_room_owner(r, peer, rank);
+
+	if (k < 0) {
+		if (r->nowners == KVXD_MAX_TARGETS)
+			return; /* the callers never get here: they cap at ndest */
+		k = r->nowners++;
+		r->owner[k].peer = peer;
+		r->owner[k].rank = rank;
+		peer_link(d, r, k, peer);
+	}
+	r->owner[k].gen = gen;
+}
+
+bool
+kvxd_room_meta_park(struct kvxd_room *r, struct kvxd_meta *m)
+{
+	for (int i = 0; i < r->nparked; i++)
+		if (r->parked[i]->peer == m->peer && r->parked[i]->dst_rank == m->dst_rank) {
+			free(r->parked[i]);
+			r->parked[i] = m;
+			return true;
+		}
+	if (r->nparked == KVXD_MAX_TARGETS)
+		return false;
+	r->parked[r->nparked++] = m;
+	return true;
+}
+
+void
+kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
+{
+	for (int i = 0; i < r->nparked; i++) {
+		struct kvxd_meta *m = r->parked[i];
+		struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_META, .room = &r->pc, .ptr = m};
+
+		if (r->nowners < r->ndest && d->peers[m->peer].epoch == m->epoch) {
+			kvxd_room_set_owner(d, r, m->peer, m->dst_rank, m->gen);
+			if (kvx_pcore_send(&d->cores[r->pc.core], &msg))
+				free(m);
+			continue;
+		}
+		{
+			struct kvx_wire_room_status st = {.room = r->pc.id,
+							  .gen = m->gen,
+							  .src_idx = m->src_idx,
+							  .state = KVX_ROOM_FAILED,
+							  .error = -EBUSY,
+							  .dst_rank = m->dst_rank,
+							  .src_rank = r->pc.rank};
+
+			d->ctr.meta_refused_owner++;
+			snprintf(st.reason, sizeof(st.reason),
+				 "ROOM_META refused by %s: the room feeds %u decode endpoints",
+				 d->cfg.name, r->ndest);
+			if (d->peers[m->peer].epoch == m->epoch)
+				kvxd_peer_push_status(d, &d->peers[m->peer], &st);
+			free(m);
+		}
+	}
+	r->nparked = 0;
+}
+
+void
+kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank)
+{
+	(void)d;
+	for (int i = 0; i < r->nparked; i++)
+		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank) {
+			free(r->parked[i]);
+			memmove(&r->parked[i], &r->parked[i + 1],
+				sizeof(r->parked[0]) * (size_t)(r->nparked - i - 1));
+			r->nparked--;
+			return;
+		}
+}
+
+int
+kvxd_room_owner(const struct kvxd_room *r, int peer, uint32_t rank)
+{
+	for (int k = 0; k < r->nowners; k++)
+		if (r->owner[k].peer == peer && r->owner[k].rank == rank)
+			return k;
+	return -1;
 }
 
 void
@@ -318,7 +400,7 @@ linger_until(const struct kvxd *d, const struct kvxd_room *r)
 {
 	if (r->pc.role != KVX_ROOM_PREFILL || r->engine_id >= 0)
 		return 0;
-	if (r->engine_gone && !r->meta_peer)
+	if (r->engine_gone && !r->nowners)
 		return r->gone_ms + d->cfg.waiting_ms;
 	if (!r->engine_gone && !r->engine_told)
 		return r->opened_ms + d->cfg.waiting_ms;

@@ -97,9 +97,18 @@ struct kvxd_room {
 	uint64_t bytes;	    /* prefill: what its chunks asked to write (the bytes histogram) */
 	bool waiting_fired; /* its waiting timeout fired (once) */
 	/* ownership and caps */
-	int meta_peer; /* prefill: 1 + the peer its ROOM_META came from (its owner), 0 = none yet */
-	uint32_t meta_rank; /* ... the rank of that decode endpoint on its node */
-	uint32_t meta_gen;  /* prefill: that ROOM_META's generation */
+	/* prefill: its owners, the decode endpoints (peer, rank) whose ROOM_META it took (fan-out:
+	 * up to ndest, in arrival order), each with that metadata's generation */
+	struct {
+		int peer;
+		uint32_t rank, gen;
+	} owner[KVXD_MAX_TARGETS];
+	uint8_t nowners;
+	/* prefill: how many decode endpoints its engine's chunks said it feeds (0: no chunk yet).
+	 * Until then another endpoint's ROOM_META waits here, and is taken (up to ndest) or
+	 * refused once the engine said (kvxd_peer_meta_unpark). */
+	uint8_t ndest, nparked;
+	struct kvxd_meta *parked[KVXD_MAX_TARGETS];
 	int held_by;	    /* the peer whose ROOM_META or ABORT created it (its caps), -1 = none */
 	bool held_tomb;	    /* ... charged as a tombstone */
 	int tomb_peer;	    /* prefill: 1 + a peer that aborted it before any ROOM_META, 0 = none */
@@ -188,10 +197,20 @@ bool kvxd_room_quiescent(const struct kvxd_room *r);
 
 /* Charge a room to a peer's cap (rooms, or tombstones), or move the charge; -1 uncharges. */
 void kvxd_room_charge(struct kvxd *d, struct kvxd_room *r, int peer, bool tombstone);
-/* Prefill: the room's ROOM_META came from endpoint (peer, rank) (its owner from now on): on
- * that peer's list. */
+/* Prefill: the room took the ROOM_META of endpoint (peer, rank) (one of its owners from now
+ * on, on that peer's list; again: its generation is updated).  At most KVXD_MAX_TARGETS. */
 void kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank,
 			 uint32_t gen);
+/* Prefill: the index of endpoint (peer, rank) among the room's owners, or -1. */
+int kvxd_room_owner(const struct kvxd_room *r, int peer, uint32_t rank);
+/* Prefill: another endpoint's ROOM_META before the engine said how many endpoints the room
+ * feeds: kept (replacing that endpoint's earlier one).  false: KVXD_MAX_TARGETS are parked. */
+bool kvxd_room_meta_park(struct kvxd_room *r, struct kvxd_meta *m);
+/* Prefill: the engine said (r->ndest): the parked metadata is taken in arrival order while
+ * the room has fewer than ndest owners (on to its core), the rest refused and reported. */
+void kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r);
+/* Prefill: endpoint (peer, rank) aborted: its parked metadata is never taken. */
+void kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank);
 /* r becomes e's room (counted against max_rooms_per_engine, on e's list). */
 void kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r);
 /* r leaves its engine's list (its engine's room count drops). */

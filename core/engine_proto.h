@@ -25,7 +25,7 @@
 
 #include "kvx/kvx.h"
 
-/* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region and buffers */
+/* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region, buffers and ndest */
 #define KVX_ENG_VERSION 2
 #define KVX_ENG_MSG_MAX (64 * 1024)		  /* largest datagram either side sends */
 #define KVX_ENG_TEXT_MAX (KVX_ENG_MSG_MAX - 1024) /* admin reply text (counters: every metric) */
@@ -119,6 +119,8 @@ struct kvx_eng_chunk {
 	uint32_t region;
 	uint32_t buf_first;
 	uint32_t buf_count; /* 0: to the pool's last buffer */
+	uint32_t ndest;	    /* 0: 1 */
+	uint32_t pad;
 };
 
 struct kvx_eng_room_close {

@@ -147,16 +147,18 @@ room_fail(struct kvxd_core *c, struct kvx_pcore_room *r, int error, const char *
 	va_end(ap);
 	drop_pending(c, r);
 	room_set(c, r, KVX_ROOM_FAILED);
-	if (r->role == KVX_ROOM_PREFILL && r->meta_known) {
+	for (int d = 0; r->role == KVX_ROOM_PREFILL && d < r->nmeta; d++) {
+		/* every decode endpoint of the room learns at once (DESIGN.md 5, rule 7) */
+		const struct kvxd_meta *mt = r->metas[d];
 		struct kvxd_msg m = {.type = KVXD_MSG_STATUS_PUSH,
 				     .room = r,
 				     .room_id = r->id,
-				     .gen = r->meta->gen,
-				     .peer = r->meta->peer,
-				     .src_idx = r->meta->src_idx,
+				     .gen = mt->gen,
+				     .peer = mt->peer,
+				     .src_idx = mt->src_idx,
 				     .state = KVX_ROOM_FAILED,
 				     .error = error,
-				     .dst_rank = r->meta->dst_rank,
+				     .dst_rank = mt->dst_rank,
 				     .src_rank = r->rank};
 
 		memcpy(m.reason, r->reason, sizeof(m.reason));
@@ -195,8 +197,30 @@ drain_remove(struct kvxd_core *c, struct kvx_pcore_room *r)
 	r->in_drain = false;
 }
 
+/* A QP that carried errored WRs of the room: the room drains only once it is quiescent. */
+static void
+err_qpc_add(struct kvx_pcore_room *r, struct kvxd_qpc *q)
+{
+	for (int i = 0; i < r->nerr_qpc; i++)
+		if (r->err_qpc[i] == q)
+			return;
+	/* a room posts on one QP per destination (a replaced connection carries none of its
+	 * WRs: the room failed with the old one) */
+	assert(r->nerr_qpc < KVXD_MAX_TARGETS);
+	r->err_qpc[r->nerr_qpc++] = q;
+}
+
+static bool
+err_qpcs_quiescent(const struct kvx_pcore_room *r)
+{
+	for (int i = 0; i < r->nerr_qpc; i++)
+		if (r->err_qpc[i]->sq_used || r->err_qpc[i]->chain_n)
+			return false;
+	return true;
+}
+
 /* Prefill: may this room be acknowledged?  Only when it is FAILED (or SUCCESS), every WR it
- * ever posted has its completion, and the QP that carried its errored WRs has reaped a
+ * ever posted has its completion, and every QP that carried its errored WRs has reaped a
  * completion for every WR posted on it (DESIGN.md 5, invariant 1).  Reports it once. */
 static void
 prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
@@ -206,13 +230,12 @@ prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
 	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
 	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
 		return;
-	if (room_outstanding(r) == 0 &&
-	    (!r->err_qpc || (r->err_qpc->sq_used == 0 && r->err_qpc->chain_n == 0))) {
+	if (room_outstanding(r) == 0 && err_qpcs_quiescent(r)) {
 		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
 
 		drain_remove(c, r);
 		r->drained_sent = true;
-		r->err_qpc = NULL; /* the QP may be retired and freed from here on */
+		r->nerr_qpc = 0; /* the QPs may be retired and freed from here on */
 		out_put(c, &m);
 	} else if (!r->in_drain) {
 		r->in_drain = true;
@@ -405,9 +428,8 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
  */
 static int
 chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
-	    const struct kvxd_chunk *ch, bool *done)
+	    const struct kvxd_meta *m, const struct kvxd_chunk *ch, bool *done)
 {
-	const struct kvxd_meta *m = r->meta;
 	const struct kvxd_meta_region *g = &m->reg[ch->region];
 	uint64_t ps = g->page_size;
 	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
@@ -469,9 +491,8 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 /* Does the chunk fit the room's metadata: its region, its destination pages, its buffers in
  * both pools, and this source's slice of the region in its own pages? */
 static bool
-chunk_fits_room(const struct kvx_pcore_room *r, const struct kvxd_chunk *ch, char *why, size_t len)
+chunk_fits_room(const struct kvxd_meta *m, const struct kvxd_chunk *ch, char *why, size_t len)
 {
-	const struct kvxd_meta *m = r->meta;
 	const struct kvxd_meta_region *g;
 	const struct kvxd_pool *p = ch->pool;
 
@@ -508,7 +529,8 @@ chunk_fits_room(const struct kvx_pcore_room *r, const struct kvxd_chunk *ch, cha
 	return true;
 }
 
-/* Post what the ready rooms can post now.  Returns chunks moved. */
+/* Post what the ready rooms can post now: each chunk to each destination in turn (fan-out),
+ * freed once it went to all of them.  Returns chunks moved. */
 static int
 ready_drain(struct kvxd_core *c)
 {
@@ -519,24 +541,39 @@ ready_drain(struct kvxd_core *c)
 		next = r->ready_next;
 		while (r->pend_head && moved < KVXD_BATCH) {
 			struct kvxd_chunk *ch = r->pend_head;
-			struct kvxd_qpc *q = c->qpc_by_peer[r->meta->peer];
-			char why[KVXD_REASON_MAX];
-			bool done;
-			int n;
+			bool blocked = false;
 
-			if (!q || q->errored || q->closing || q->epoch != r->meta->epoch)
-				break; /* waits for the connection its metadata came on, or for the
-					* metadata again on a replacement */
-			if (!chunk_fits_room(r, ch, why, sizeof(why))) {
-				room_fail(c, r, -EINVAL, "%s", why);
-				prefill_check_drained(c, r);
-				break;
+			while (r->post_d < r->ndest) {
+				const struct kvxd_meta *m = r->metas[r->post_d];
+				struct kvxd_qpc *q = c->qpc_by_peer[m->peer];
+				char why[KVXD_REASON_MAX];
+				bool done;
+				int n;
+
+				if (!q || q->errored || q->closing || q->epoch != m->epoch) {
+					blocked = true; /* waits for the connection its metadata
+							 * came on, or for the metadata again on a
+							 * replacement */
+					break;
+				}
+				if (!chunk_fits_room(m, ch, why, sizeof(why))) {
+					room_fail(c, r, -EINVAL, "%s", why);
+					prefill_check_drained(c, r);
+					return moved;
+				}
+				n = chunk_build(c, r, q, m, ch, &done);
+				if (n > 0 && r->fsm.state < KVX_ROOM_TRANSFERRING)
+					room_set(c, r, KVX_ROOM_TRANSFERRING);
+				if (!done) {
+					blocked = true; /* send queue full: continue after
+							 * completions */
+					break;
+				}
+				r->post_d++;
 			}
-			n = chunk_build(c, r, q, ch, &done);
-			if (n > 0 && r->fsm.state < KVX_ROOM_TRANSFERRING)
-				room_set(c, r, KVX_ROOM_TRANSFERRING);
-			if (!done)
-				break; /* send queue full: continue after completions */
+			if (blocked)
+				break;
+			r->post_d = 0;
 			r->pend_head = ch->next;
 			if (!r->pend_head)
 				r->pend_tail = NULL;
@@ -580,8 +617,7 @@ flush_chains(struct kvxd_core *c)
 					room_fail(c, r, rc, "post_send failed on qp 0x%x: %s",
 						  q->qpn, strerror(-rc));
 					wr_put(q, w);
-					if (!r->err_qpc)
-						r->err_qpc = q;
+					err_qpc_add(r, q);
 					prefill_check_drained(c, r); /* waits for chain_n */
 				}
 				qpc_mark_errored(c, q);
@@ -653,8 +689,7 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		stat_add(&c->st.wc_ok, 1);
 		prefill_check_done(c, r);
 	} else {
-		if (!r->err_qpc)
-			r->err_qpc = q; /* its WRs stay counted until this QP has flushed */
+		err_qpc_add(r, q); /* its WRs stay counted until this QP has flushed */
 		if (wc->status == KVX_VX_WC_FLUSH_ERR) {
 			stat_add(&c->st.wc_flush, 1);
 			room_fail(c, r, -ECANCELED,
@@ -771,24 +806,39 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		break;
 	case KVXD_MSG_ROOM_META: {
 		struct kvxd_meta *nm = m->ptr;
+		int d = 0;
 
-		/* A room's metadata binds it to one peer session; a newer session of the same
-		 * generation brings it again (DESIGN.md 5: a replaced connection never carries an
-		 * old session's writes unless decode re-issued the room). */
+		/* One ROOM_META per decode endpoint (peer, rank).  An endpoint's metadata binds
+		 * the room to one peer session; a newer session of the same generation brings it
+		 * again (DESIGN.md 5: a replaced connection never carries an old session's writes
+		 * unless decode re-issued the room). */
+		while (d < r->nmeta &&
+		       (r->metas[d]->peer != nm->peer || r->metas[d]->dst_rank != nm->dst_rank))
+			d++;
 		if (kvx_room_state_terminal(r->fsm.state) ||
-		    (r->meta_known && (nm->gen != r->meta->gen || nm->epoch <= r->meta->epoch ||
-				       nm->peer != r->meta->peer))) {
+		    (d < r->nmeta &&
+		     (nm->gen != r->metas[d]->gen || nm->epoch <= r->metas[d]->epoch)) ||
+		    (d == r->nmeta && d == KVXD_MAX_TARGETS)) {
 			give_back(c, KVXD_MSG_META_FREE, nm);
 			break;
 		}
-		if (r->meta_known)
-			give_back(c, KVXD_MSG_META_FREE, r->meta);
-		r->meta = nm;
-		r->meta_known = true;
-		r->gen = r->meta->gen;
+		if (d < r->nmeta) {
+			give_back(c, KVXD_MSG_META_FREE, r->metas[d]);
+		} else if (r->ndest && d >= r->ndest) {
+			/* more endpoints than its engine feeds: refused by the control core
+			 * already; never posted to */
+			give_back(c, KVXD_MSG_META_FREE, nm);
+			room_fail(c, r, -EBUSY, "a decode endpoint beyond the room's %u", r->ndest);
+			prefill_check_drained(c, r);
+			break;
+		} else {
+			r->nmeta++;
+		}
+		r->metas[d] = nm;
+		r->gen = r->metas[0]->gen;
 		if (r->fsm.state == KVX_ROOM_BOOTSTRAPPING)
 			room_set(c, r, KVX_ROOM_WAITING_FOR_INPUT);
-		if (r->pend_head)
+		if (r->pend_head && r->ndest && r->nmeta == r->ndest)
 			ready_add(c, r);
 		break;
 	}
@@ -802,13 +852,35 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
 			break;
 		}
+		if (ch->ndest == 0)
+			ch->ndest = 1;
+		if (ch->ndest > KVXD_MAX_TARGETS || (r->ndest && ch->ndest != r->ndest)) {
+			stat_add(&c->st.chunks_skipped, 1);
+			room_fail(c, r, -EINVAL, "chunk %u: %u decode endpoints, earlier chunks %u",
+				  ch->index, ch->ndest, r->ndest);
+			give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+			prefill_check_drained(c, r);
+			break;
+		}
+		if (!r->ndest) {
+			r->ndest = (uint8_t)ch->ndest;
+			if (r->nmeta > r->ndest) {
+				stat_add(&c->st.chunks_skipped, 1);
+				room_fail(c, r, -EBUSY,
+					  "%u decode endpoints sent metadata, the engine feeds %u",
+					  r->nmeta, r->ndest);
+				give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+				prefill_check_drained(c, r);
+				break;
+			}
+		}
 		ch->next = NULL;
 		if (r->pend_tail)
 			r->pend_tail->next = ch;
 		else
 			r->pend_head = ch;
 		r->pend_tail = ch;
-		if (r->meta_known)
+		if (r->nmeta == r->ndest)
 			ready_add(c, r);
 		break;
 	}

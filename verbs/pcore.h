@@ -32,8 +32,9 @@
 
 #define KVXD_REASON_MAX 96
 #define KVXD_BATCH 32
-#define KVXD_TOKEN_SHIFT 4	     /* imm = token base | source index (16 sources) */
-#define KVXD_MAX_TARGETS 8	     /* decode endpoints that may abort one prefill room */
+#define KVXD_TOKEN_SHIFT 4 /* imm = token base | source index (16 sources) */
+#define KVXD_MAX_TARGETS 8 /* decode endpoints of one prefill room (fan-out) */
+_Static_assert(KVXD_MAX_TARGETS == KVX_MAX_DESTS, "one bound for the engine and the cores");
 #define KVXD_WR_MAX_BYTES (1u << 30) /* one RDMA WRITE moves at most this much */
 
 /* A pool an engine registered (control core owns it; immutable while referenced). */
@@ -57,6 +58,7 @@ struct kvxd_chunk {
 	struct kvxd_pool *pool;
 	uint32_t index, npages, dst_offset;
 	uint32_t region, buf_first, nbufs;
+	uint32_t ndest; /* decode endpoints the room feeds (1..KVXD_MAX_TARGETS) */
 	bool last;
 	uint32_t pages[];
 };
@@ -119,13 +121,20 @@ struct kvx_pcore_room {
 	uint32_t src_done_mask;
 	struct kvxd_chunk *pend_head, *pend_tail; /* prefill: not yet posted */
 	struct kvx_pcore_room *ready_next;	  /* prefill: in the core's ready list */
-	bool in_ready, last_posted, meta_known;
-	struct kvxd_meta *meta;
-	struct kvxd_qpc *err_qpc;	   /* prefill: the QP its errored WRs were on */
+	bool in_ready, last_posted;
+	/* prefill: the ROOM_META of each decode endpoint it feeds (fan-out), in arrival order,
+	 * and how many its engine's chunks said it feeds (0: no chunk yet).  Its chunks are
+	 * posted once all ndest are known, to each of them in turn. */
+	struct kvxd_meta *metas[KVXD_MAX_TARGETS];
+	uint8_t nmeta, ndest;
+	/* prefill: the QPs its errored WRs were on (at most one per destination) */
+	struct kvxd_qpc *err_qpc[KVXD_MAX_TARGETS];
+	uint8_t nerr_qpc;
 	struct kvx_pcore_room *drain_next; /* prefill: in the core's drain-wait list */
 	bool in_drain, drained_sent;
-	uint32_t post_b, post_i; /* prefill: where the chunk at pend_head continues (buffer,
-				  * page): a chunk larger than the send queue goes in parts */
+	uint32_t post_d, post_b, post_i; /* prefill: where the chunk at pend_head continues
+					  * (destination, buffer, page): a chunk larger than
+					  * the send queue goes in parts */
 };
 
 enum kvxd_tag_kind { KVXD_TAG_SEND = 1, KVXD_TAG_RECV = 2 };

@@ -24,6 +24,7 @@ extern "C" {
 #define KVX_ROOM_ID_MAX ((uint64_t)INT64_MAX) /* room ids are 63-bit */
 #define KVX_MAX_REGIONS 4		      /* regions of one room */
 #define KVX_RANK_MAX 65535u		      /* engine ranks are 0..KVX_RANK_MAX */
+#define KVX_MAX_DESTS 8			      /* decode endpoints of one prefill room */
 
 struct kvx_conn;
 
@@ -153,7 +154,15 @@ int64_t kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kv
  * of each page), in the same buffers.  Layer-wise transfer: one chunk per layer's buffers, as
  * soon as the layer is computed.  last marks this source's last chunk of the room: every chunk
  * submitted before it (any region, any buffers) has landed when decode sees the room's
- * delivery. */
+ * delivery.
+ *
+ * Fan-out: ndest (1..KVX_MAX_DESTS; 0 means 1) is how many decode endpoints (decode node and
+ * rank, for example the ranks of a decode engine with a larger TP, or several decode data-parallel
+ * ranks) this room feeds; every chunk of the room names the same ndest.  The first ndest
+ * endpoints whose metadata names this room (and this rank) are its destinations; each chunk is
+ * written to each of them, with its own region pages and slices, and the room succeeds once
+ * every WRITE to every destination completed.  A failure or an abort from any of them fails
+ * the room for all (each is told at once, and each is acknowledged after the drain). */
 struct kvx_chunk {
 	uint64_t room;
 	uint32_t chunk_index;
@@ -164,6 +173,7 @@ struct kvx_chunk {
 	uint32_t dst_offset;
 	uint32_t buf_first;
 	uint32_t buf_count;
+	uint32_t ndest;
 	int last;
 };
 

@@ -1,2 +1,2 @@
 # an ABORT from any endpoint fails the room
-s/if (r->meta_peer != p->idx + 1 || r->meta_rank != a->dst_rank) {/if (0) {/
+s/if (kvxd_room_owner(r, p->idx, a->dst_rank) < 0) {/if (0) {/

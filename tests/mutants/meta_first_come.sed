@@ -1,2 +1,2 @@
-# a ROOM_META from another endpoint is not refused here (first come, silently kept)
-s/if (r \&\& r->meta_peer \&\& !owned_by(r, p, rm->dst_rank)) {/if (0) {/
+# a ROOM_META from another endpoint is not held back here: taken as one more destination at once
+s/if (r \&\& r->nowners \&\& own < 0) {/if (0) {/

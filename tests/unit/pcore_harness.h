@@ -148,7 +148,8 @@ teardown(void **state)
 			r->pend_head = ch->next;
 			free(ch);
 		}
-		free(r->meta);
+		for (int d = 0; d < r->nmeta; d++)
+			free(r->metas[d]);
 		free(r);
 	}
 	for (struct side *s = &E.pf; s; s = s == &E.pf ? &E.dc : NULL) {

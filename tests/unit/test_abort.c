@@ -292,11 +292,13 @@ test_release_timeout_fences_before_release(void **state)
 	assert_true(peer_of(&A, "b")->epoch > epoch);
 }
 
-/* A second decode endpoint that sends ROOM_META for a room another endpoint owns: refused,
- * counted, and reported to it (its room fails at once and releases: nothing of b's writes to
- * it); its ABORT is acknowledged at once and leaves the owner's room alone.  The owner's room
- * moves its data to the owner only.  (Before: the later ROOM_META redirected nothing but the
- * first-come one won silently, and any endpoint's ABORT failed the owner's room.) */
+/* A second decode endpoint that sends ROOM_META for a room another endpoint owns, before b's
+ * engine said how many endpoints the room feeds: its metadata waits (parked); once the engine
+ * says one (what its first chunk does, control/engine.c), it is refused, counted, and reported
+ * to it (its room fails at once and releases: nothing of b's writes to it); its ABORT is
+ * acknowledged at once and leaves the owner's room alone.  The owner's room moves its data to
+ * the owner only.  (Before: the later ROOM_META redirected nothing but the first-come one won
+ * silently, and any endpoint's ABORT failed the owner's room.) */
 static void
 test_second_endpoint_cannot_take_a_room(void **state)
 {
@@ -308,12 +310,18 @@ test_second_endpoint_cannot_take_a_room(void **state)
 	assert_null(dc);
 	assert_true(kvxd_decode_room_open(&C, -1, 105, &pool[2], pages, 2, names, 1) > 0);
 	dc = room(&C, 105, KVX_ROOM_DECODE);
-	PUMP_UNTIL(B.ctr.meta_refused_owner == 1);
+	PUMP_UNTIL(B.ctr.meta_parked == 1);
+	pb = room(&B, 105, KVX_ROOM_PREFILL);
+	assert_int_equal(pb->nowners, 1);
+	assert_int_equal(B.ctr.meta_refused_owner, 0);
+	pb->ndest = 1; /* b's engine: one decode endpoint */
+	kvxd_room_meta_unpark(&B, pb);
+	assert_int_equal(B.ctr.meta_refused_owner, 1);
 	PUMP_UNTIL(kvxd_room_released(dc)); /* failure pushed, c aborts, b ACKs at once */
 	assert_int_equal(C.ctr.fences, 0);
 	assert_int_equal(B.ctr.aborts_not_owner, 1);
-	pb = room(&B, 105, KVX_ROOM_PREFILL);
-	assert_int_equal(pb->meta_peer, peer_of(&B, "a")->idx + 1);
+	assert_int_equal(pb->nowners, 1);
+	assert_int_equal(pb->owner[0].peer, peer_of(&B, "a")->idx);
 	assert_int_equal(pb->ntgt, 0); /* c's ABORT touched nothing of a's room */
 	assert_int_not_equal(kvxd_room_state(pb), KVX_ROOM_FAILED);
 	memset(mem[1], 0x3c, 2 * PS);

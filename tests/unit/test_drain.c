@@ -179,7 +179,8 @@ test_metadata_is_bound_to_its_session(void **state)
 	assert_int_equal(fake_vx_writes_executed(), 0);
 	assert_null(find_event(d, KVX_ROOM_SUCCESS));
 	/* decode re-issues the room on session 2: now it goes */
-	*meta = *p->meta;
+	*meta = *p->metas[0];
+	meta->reg[0].pages = meta->pages; /* its own pages, not the old meta's */
 	meta->epoch = 2;
 	d->meta_epoch[0] = 2; /* what the control core records as it sends it */
 	memcpy(meta->pages, dst, 8);

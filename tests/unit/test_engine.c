@@ -2005,6 +2005,142 @@ test_bad_shapes_refused(void **state)
 	eng_close(&eb);
 }
 
+/* A decode engine with TP 2 (ranks 0 and 1, pages of 128 B: half the heads each) fed by a
+ * prefill engine with TP 1 (pages of 256 B) on two decode nodes' worth of endpoints: one
+ * prefill room, two destinations, each its own half of every page (source slices).  The second
+ * endpoint's metadata waits until the engine's first chunk says ndest = 2. */
+static void
+fan_out_setup(struct eng *ea, struct eng *eb, int *pa, int *pb, uint64_t id)
+{
+	static const uint32_t kv[3] = {9, 2, 14};
+	const uint32_t *pages[1] = {kv}, np[1] = {3};
+
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(eb, &B);
+	assert_int_equal(eng_hello_rank(eb, 0), 0);
+	*pb = eng_pool_id(eb, 256, 16, 2);
+	fill_pool(pool_by_id(&B, *pb), 40);
+	for (uint32_t k = 0; k < 2; k++) {
+		struct kvx_source src = {
+			.node = "b", .rank = 0, .slice = {{.src_offset = 128 * k, .length = 128}}};
+
+		eng_connect(&ea[k], &A);
+		assert_int_equal(eng_hello_rank(&ea[k], k), 0);
+		pa[k] = eng_pool_id(&ea[k], 128, 16, 2);
+		memset(pool_by_id(&A, pa[k])->base, 0xee, 128 * 16 * 2);
+		assert_int_equal(eng_open_shape(&ea[k], id, 1, &pa[k], np, pages, 1, &src, NULL),
+				 0);
+	}
+	PUMP_UNTIL(B.ctr.meta_parked == 1); /* the second endpoint waits for the engine */
+}
+
+static void
+eng_chunk_fan(struct eng *e, uint64_t id, int pool, uint32_t src0, uint32_t n, uint32_t b0,
+	      uint32_t ndest, bool last)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
+	struct kvx_eng_chunk *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)(m + 1);
+
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->last = last;
+	m->buf_first = b0;
+	m->buf_count = 1;
+	m->ndest = ndest;
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = src0 + i;
+	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+}
+
+static void
+test_fan_out_to_two_decode_ranks(void **state)
+{
+	struct eng ea[2], eb;
+	int pa[2], pb;
+	static const uint32_t kv[3] = {9, 2, 14};
+	struct kvxd_room *r;
+
+	fan_out_setup(ea, &eb, pa, &pb, 730);
+	eng_chunk_fan(&eb, 730, pb, 4, 3, 0, 2, false); /* layer 0, to both destinations */
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	/* a third endpoint of that room is refused at once now that the engine said two */
+	{
+		struct eng e3;
+		int p3;
+		struct kvx_source src = {.node = "b", .rank = 0};
+		const uint32_t *pages[1] = {kv}, np[1] = {3};
+		uint64_t before = B.ctr.meta_refused_owner;
+
+		eng_connect(&e3, &A);
+		assert_int_equal(eng_hello_rank(&e3, 2), 0);
+		p3 = eng_pool_id(&e3, 256, 16, 2);
+		memset(pool_by_id(&A, p3)->base, 0xee, 256 * 16 * 2);
+		assert_int_equal(eng_open_shape(&e3, 730, 1, &p3, np, pages, 1, &src, NULL), 0);
+		PUMP_UNTIL(B.ctr.meta_refused_owner == before + 1);
+		pump_until_event(&e3, 730, KVX_STATE_RELEASED);
+		for (uint32_t i = 0; i < 256 * 16 * 2; i++) /* nothing was written to it */
+			assert_int_equal(pool_by_id(&A, p3)->base[i], 0xee);
+		eng_close(&e3);
+	}
+	eng_chunk_fan(&eb, 730, pb, 4, 3, 1, 2, true); /* layer 1, the last */
+	for (uint32_t k = 0; k < 2; k++)
+		pump_until_event(&ea[k], 730, KVX_STATE_SUCCESS);
+	pump_until_event(&eb, 730, KVX_STATE_SUCCESS);
+	assert_int_equal(count_events(&eb, 730, KVX_STATE_SUCCESS), 1);
+	assert_int_equal(count_events(&eb, 730, KVX_STATE_FAILED), 0);
+	r = kvxd_room_find(&B, 730, 0, KVX_ROOM_PREFILL);
+	assert_non_null(r);
+	assert_int_equal(r->nowners, 2);
+	for (uint32_t k = 0; k < 2; k++)
+		for (uint32_t b = 0; b < 2; b++)
+			for (uint32_t i = 0; i < 3; i++)
+				assert_memory_equal(page_at(pool_by_id(&A, pa[k]), b, kv[i]),
+						    page_at(pool_by_id(&B, pb), b, 4 + i) + 128 * k,
+						    128);
+	eng_close(&ea[0]);
+	eng_close(&ea[1]);
+	eng_close(&eb);
+}
+
+/* One of the two destinations aborts: the room fails for both (the other is told at once by a
+ * failure push, not a timeout), both decode rooms are released after the drain (each endpoint
+ * acknowledged), and the prefill engine hears FAILED once. */
+static void
+test_fan_out_abort_from_one_fails_all(void **state)
+{
+	struct eng ea[2], eb;
+	int pa[2], pb;
+	uint64_t acks;
+
+	fan_out_setup(ea, &eb, pa, &pb, 731);
+	eng_chunk_fan(&eb, 731, pb, 4, 3, 0, 2, false); /* layer 0 */
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	acks = B.ctr.acks_sent;
+	/* the first destination aborts (the push to the second is what tells it) */
+	assert_int_equal(eng_room_req(&ea[0], KVX_ENG_ROOM_ABORT, 731), 0);
+	pump_until_event(&ea[0], 731, KVX_STATE_RELEASED);
+	pump_until_event(&ea[1], 731, KVX_STATE_RELEASED);
+	assert_int_equal(count_events(&ea[1], 731, KVX_STATE_SUCCESS), 0);
+	assert_int_equal(B.ctr.acks_sent - acks, 2); /* one per endpoint */
+	assert_int_equal(A.ctr.fences, 0);
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	eng_chunk_fan(&eb, 731, pb, 4, 3, 1, 2, true); /* layer 1: skipped */
+	pump_until_event(&eb, 731, KVX_STATE_FAILED);
+	assert_int_equal(count_events(&eb, 731, KVX_STATE_FAILED), 1);
+	assert_int_equal(count_events(&eb, 731, KVX_STATE_SUCCESS), 0);
+	eng_close(&ea[0]);
+	eng_close(&ea[1]);
+	eng_close(&eb);
+}
+
 int
 main(void)
 {
@@ -2051,6 +2187,8 @@ main(void)
 		T(test_ranks_share_a_room_id),
 		T(test_head_slices_aux_region_layer_by_layer),
 		T(test_bad_shapes_refused),
+		T(test_fan_out_to_two_decode_ranks),
+		T(test_fan_out_abort_from_one_fails_all),
 	};
 #undef T
 

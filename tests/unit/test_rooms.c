@@ -124,7 +124,17 @@ test_prefill_room_on_its_owner_list(void **state)
 	assert_int_equal(visits(&A, "b").n, 1);
 	assert_int_equal(visits(&A, "b").idx[0], 0);
 	assert_int_equal(visits(&A, "c").n, 0);
-	assert_int_equal(r->meta_gen, 5);
+	assert_int_equal(r->nowners, 1);
+	assert_int_equal(r->owner[0].gen, 5);
+	/* a second endpoint (fan-out): rank 1 of c, then rank 2 of b: one link per owner */
+	kvxd_room_set_owner(&A, r, peer_of(&A, "c")->idx, 1, 6);
+	kvxd_room_set_owner(&A, r, peer_of(&A, "b")->idx, 2, 7);
+	assert_int_equal(r->nowners, 3);
+	assert_int_equal(kvxd_room_owner(r, peer_of(&A, "c")->idx, 1), 1);
+	assert_int_equal(kvxd_room_owner(r, peer_of(&A, "c")->idx, 0), -1);
+	assert_int_equal(visits(&A, "c").n, 1);
+	assert_int_equal(visits(&A, "c").idx[0], 1);
+	assert_int_equal(visits(&A, "b").n, 2);
 }
 
 /* Every room holds one place in the timer heap from creation to removal, so that arming its
