@@ -20,6 +20,7 @@ or ValueError for an argument refused before anything is sent.
 """
 
 import enum
+import errno
 import mmap
 import os
 import time
@@ -174,12 +175,23 @@ class Pool(PoolMemory):
             raise
         self._conn = conn
 
-    def close(self) -> None:
+    def close(self, busy_timeout: float = 5.0) -> None:
+        """Unregister, then unmap.  kvxd refuses (EBUSY) while a room or a chunk still holds
+        the pool; its polling cores drop those references shortly after the room ended (and
+        was closed), so EBUSY is retried for up to busy_timeout seconds, then raised (the
+        mapping is released either way; kvxd frees the pool when the connection closes)."""
         if self._fd < 0:
             return
         try:
-            if not self._conn.closed:
-                self._conn._c.pool_unregister(self.id)
+            deadline = time.monotonic() + busy_timeout
+            while not self._conn.closed:
+                try:
+                    self._conn._c.pool_unregister(self.id)
+                    break
+                except Error as e:
+                    if e.errno != errno.EBUSY or time.monotonic() >= deadline:
+                        raise
+                time.sleep(0.01)
         finally:
             super().close()
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Pools: a memfd of page_size x npages x nbufs bytes (computed in 64 bits), mapped shared,
 buffer-major pages; registered with kvxd by Conn.pool (fake kvxd)."""
+import errno
 import os
+import threading
 
 import pytest
 
@@ -87,3 +89,19 @@ def test_pool_bad_geometry_sends_nothing(conn, fake):
     with pytest.raises(ValueError):
         conn.pool(100, 1, 1)
     assert fake.requests == []
+
+
+def test_pool_close_retries_ebusy(conn, fake):
+    # kvxd answers EBUSY while its cores still hold the pool: close() asks again
+    with conn.pool(256, 8, 2) as pool:
+        fake.status[(POOL_UNREG, pool.id)] = -errno.EBUSY
+        threading.Timer(0.2, lambda: fake.status.pop((POOL_UNREG, pool.id))).start()
+    assert fake.count(POOL_UNREG) > 1 and fake.requests[-1] == (POOL_UNREG, dict(pool_id=1))
+
+
+def test_pool_close_gives_up(conn, fake):
+    pool = conn.pool(256, 8, 2)
+    fake.status[(POOL_UNREG, pool.id)] = -errno.EBUSY
+    with pytest.raises(kvx.Error) as ei:
+        pool.close(busy_timeout=0.1)
+    assert ei.value.errno == errno.EBUSY and pool.closed
