@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Errors from a real kvxd reach Python as kvx.Error with the errno kvx.h documents."""
+import errno
+
+import pytest
+
+import kvx
+
+
+def test_close_unknown_room_is_enoent(decode, prefill):
+    for conn in (decode, prefill):
+        with pytest.raises(kvx.Error) as ei:
+            conn.close_room(987654321)
+        assert ei.value.errno == errno.ENOENT
+
+
+def test_abort_unknown_room_is_enoent(decode):
+    with pytest.raises(kvx.Error) as ei:
+        decode.abort(987654322)
+    assert ei.value.errno == errno.ENOENT
+
+
+def test_open_room_on_unknown_pool_is_refused(decode):
+    with pytest.raises(kvx.Error) as ei:
+        decode.open_room(5, 4242, [0], ["prefill"])
+    assert ei.value.errno != 0
+
+
+def test_operator_command_and_admin_text(decode):
+    assert "peer prefill" in decode.admin("peers")
