@@ -28,6 +28,22 @@ from typing import Dict, List, Optional, Sequence, Union
 import kvx
 
 
+def _pages(kv_indices):
+    """SGLang hands page indices as numpy int32/int64 arrays; kvx takes uint32 buffers (or
+    sequences of ints).  A numpy array is checked and converted; anything else goes as is
+    (kvx checks it)."""
+    if type(kv_indices).__module__ == "numpy" and hasattr(kv_indices, "astype"):
+        import numpy
+
+        a = numpy.asarray(kv_indices)
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise TypeError(f"kv_indices: a 1-D integer array, not {a.dtype} of {a.ndim} dims")
+        if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
+            raise ValueError("kv_indices: page indices must be in 0..2^32-1")
+        return numpy.ascontiguousarray(a, dtype=numpy.uint32)
+    return kv_indices
+
+
 class KVPoll:
     Failed = 0
     Bootstrapping = 1
@@ -94,7 +110,8 @@ class KVManager:
             self.conn.close()
             raise
         self._rooms: Dict[int, object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # _rooms
+        self._drain_lock = threading.Lock()  # one drain at a time: events handed out in order
         self.unclaimed_events: List[kvx.Event] = []  # events of rooms nobody holds
 
     @property
@@ -118,18 +135,25 @@ class KVManager:
                 raise  # before its first chunk reached kvxd)
 
     def drain(self) -> None:
-        """Read every event ready now (never waits) and hand each to its room."""
-        while True:
-            evs = self.conn.read_events(256, 0)
-            if not evs:
-                return
-            for ev in evs:
-                with self._lock:
-                    who = self._rooms.get(ev.room)
-                if who is None:
-                    self.unclaimed_events.append(ev)
-                else:
-                    who._on_event(ev)
+        """Read every event ready now (never waits for one) and hand each to its room, in
+        order.  One thread drains at a time; a second one returns at once (the first hands
+        out everything).  A room that ended is closed here (a round trip to the local kvxd)."""
+        if not self._drain_lock.acquire(blocking=False):
+            return
+        try:
+            while True:
+                evs = self.conn.read_events(256, 0)
+                if not evs:
+                    return
+                for ev in evs:
+                    with self._lock:
+                        who = self._rooms.get(ev.room)
+                    if who is None:
+                        self.unclaimed_events.append(ev)
+                    else:
+                        who._on_event(ev)
+        finally:
+            self._drain_lock.release()
 
     def rooms_in_flight(self) -> int:
         with self._lock:
@@ -215,7 +239,8 @@ class KVSender(_Room):
             raise ValueError(f"pages {start}..{start + n} pass num_kv_indices {self._num}")
         last = start + n == self._num
         try:
-            self.mgr.conn.submit(self.room, self._chunk, self.mgr.pool, kv_indices, start, last)
+            self.mgr.conn.submit(self.room, self._chunk, self.mgr.pool, _pages(kv_indices),
+                                 start, last)
         except kvx.Error as e:  # kvxd gone, or the submission refused: the room failed
             self._errno, self._reason = e.errno, e.strerror
             self._state = KVPoll.Failed
@@ -259,8 +284,8 @@ class KVReceiver(_Room):
             raise RuntimeError("init() twice")
         self.mgr._register(self.room, self)
         try:
-            self.generation = self.mgr.conn.open_room(self.room, self.mgr.pool, kv_indices,
-                                                      self.sources)
+            self.generation = self.mgr.conn.open_room(self.room, self.mgr.pool,
+                                                      _pages(kv_indices), self.sources)
         except kvx.Error as e:  # not opened: kvxd holds nothing, the pages stay the engine's
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)

@@ -160,3 +160,25 @@ def test_only_rank_0(fake):
         s = KVSender(m, "decode", 2)
         with pytest.raises(NotImplementedError):
             s.init(1, aux_index=0)
+
+
+numpy = pytest.importorskip("numpy")
+
+
+def test_numpy_indices_as_sglang_passes_them(fake):
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "decode") as m:
+        r = KVReceiver(m, "prefill", 1)
+        r.init(numpy.array([5, 3, 2**32 - 1], dtype=numpy.int64))
+        assert fake.requests[-1][1]["pages"] == [5, 3, 2**32 - 1]
+        s = KVSender(m, "decode", 2)
+        s.init(4)
+        s.send(numpy.array([1, 2], dtype=numpy.int32))
+        s.send(numpy.arange(10, dtype=numpy.int32)[::5])  # strided: copied contiguous
+        m.conn.close_room(99)
+        assert [c["pages"] for t, c in fake.requests if t == CHUNK] == [[1, 2], [0, 5]]
+        n = len(fake.requests)
+        for bad, exc in ((numpy.array([-1]), ValueError), (numpy.array([2**32]), ValueError),
+                         (numpy.array([1.0]), TypeError), (numpy.zeros((2, 2), int), TypeError)):
+            with pytest.raises(exc):
+                KVReceiver(m, "prefill", 3).init(bad)
+        assert len(fake.requests) == n
