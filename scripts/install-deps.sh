@@ -20,6 +20,9 @@ PKGS="$PKGS dpkg-dev file systemd"
 PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"
 # the VM test of the metrics endpoint parses its text with Prometheus' own Python parser
 PKGS="$PKGS python3-prometheus-client"
+# the Python package kvx (python/): its C extension builds against Debian's python3 (3.11); its
+# tests run under pytest (numpy is optional for the package, its tests use it where present)
+PKGS="$PKGS python3-dev python3-pytest python3-numpy"
 
 missing=""
 for p in $PKGS; do

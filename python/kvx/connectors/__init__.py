@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Connectors shaped like inference engines' own KV-transfer classes (sglang)."""

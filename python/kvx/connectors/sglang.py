@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An SGLang-shaped KV connector over kvx.
+
+The classes have the shapes of SGLang's disaggregation base classes
+(sglang/srt/disaggregation/base/conn.py: KVArgs, KVPoll, KVManager, KVSender, KVReceiver), so a
+scheduler written against them drives kvx the same way.  What maps to what, and what an engine
+must change (its KV lives in host memory, in the manager's memfd pool), is in python/README.md.
+
+Semantics kvx guarantees and this connector keeps:
+  - poll() never blocks: it drains the connection's events with a timeout of 0.
+  - A receiver's pages are the engine's again only once kvxd said RELEASED (or SUCCESS): a
+    failed or aborted receiver's poll() returns Failed only after RELEASED, never at FAILED
+    (until then a source may still be writing into them).  Meanwhile it returns Transferring.
+  - A sender's source pages are free at its room's SUCCESS or FAILED (no WRITE outstanding).
+  - failure_exception() raises KVTransferError carrying the errno and kvxd's reason.
+
+Today's shape: one pool per node and one rank.  The room model with TP ranks, regions, head
+slices, fan-out and layer-wise chunks is being added to libkvx; the rank parameters are kept
+here so those become additive, and anything but rank 0 raises NotImplementedError (nothing is
+faked).
+"""
+
+import enum
+import errno as _errno
+import threading
+from typing import Dict, List, Optional, Sequence, Union
+
+import kvx
+
+
+def _pages(kv_indices):
+    """SGLang hands page indices as numpy int32/int64 arrays; kvx takes uint32 buffers (or
+    sequences of ints).  A numpy array is checked and converted; anything else goes as is
+    (kvx checks it)."""
+    if type(kv_indices).__module__ == "numpy" and hasattr(kv_indices, "astype"):
+        import numpy
+
+        a = numpy.asarray(kv_indices)
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise TypeError(f"kv_indices: a 1-D integer array, not {a.dtype} of {a.ndim} dims")
+        if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
+            raise ValueError("kv_indices: page indices must be in 0..2^32-1")
+        return numpy.ascontiguousarray(a, dtype=numpy.uint32)
+    return kv_indices
+
+
+class KVPoll:
+    Failed = 0
+    Bootstrapping = 1
+    WaitingForInput = 2
+    Transferring = 3
+    Success = 4
+
+
+class DisaggregationMode(enum.Enum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class KVTransferError(Exception):
+    """A room failed: .room, .errno (positive, 0 if none was given) and .reason (kvxd's)."""
+
+    def __init__(self, room: int, errno: int, reason: str):
+        self.room, self.errno, self.reason = room, errno, reason
+        name = _errno.errorcode.get(errno, str(errno))
+        super().__init__(f"room {room}: {reason or 'failed'} ({name})")
+
+
+class KVArgs:
+    """What the manager needs.  SGLang's KVArgs carries device pointers (kv_data_ptrs); kvx
+    instead hands the engine a host-memory pool it allocates (KVManager.pool) of nbufs buffers
+    (e.g. K and V of every layer) of npages pages of page_size bytes (kv_item_len)."""
+
+    def __init__(self, kvx_socket: str, page_size: int, npages: int, nbufs: int,
+                 engine_rank: int = 0):
+        self.kvx_socket = kvx_socket
+        self.page_size = page_size
+        self.npages = npages
+        self.nbufs = nbufs
+        self.engine_rank = engine_rank
+
+
+def _not_rank0(what: str):
+    # TP/PP ranks are the room model being added to libkvx (DESIGN.md section 6): until then a
+    # rank other than 0 has no honest mapping.
+    raise NotImplementedError(f"{what}: only rank 0 is supported until libkvx has ranked rooms")
+
+
+# A receiver's pages go back to the engine on these room states, and on no other: FAILED is
+# not one of them, since a source may still be writing until kvxd says RELEASED (kvx.h).
+# (tests/python/mutants/release_on_failed.sed adds FAILED: the VM canary test must fail then.)
+_RECEIVER_PAGES_BACK_ON = (kvx.State.RELEASED,)
+
+
+class KVManager:
+    """One per engine: the kvx connection, the pool, and the rooms in flight.  Events are read
+    by whichever sender or receiver polls and handed to their rooms."""
+
+    def __init__(self, args: KVArgs, disaggregation_mode: Union[DisaggregationMode, str],
+                 rank: int = 0):
+        if rank != 0 or args.engine_rank != 0:
+            _not_rank0("KVManager")
+        self.mode = DisaggregationMode(getattr(disaggregation_mode, "value",
+                                               disaggregation_mode))
+        self.args = args
+        self.conn = kvx.connect(args.kvx_socket)
+        try:
+            self.pool = self.conn.pool(args.page_size, args.npages, args.nbufs)
+        except BaseException:
+            self.conn.close()
+            raise
+        self._rooms: Dict[int, object] = {}
+        self._lock = threading.Lock()  # _rooms
+        self._drain_lock = threading.Lock()  # one drain at a time: events handed out in order
+        self.unclaimed_events: List[kvx.Event] = []  # events of rooms nobody holds
+
+    @property
+    def node_name(self) -> str:
+        return self.conn.node_name
+
+    def _register(self, room: int, who) -> None:
+        with self._lock:
+            if room in self._rooms:
+                raise ValueError(f"room {room} is already in flight on this manager")
+            self._rooms[room] = who
+
+    def _forget(self, room: int) -> None:
+        """The room ended for good: drop kvxd's bookkeeping and ours."""
+        with self._lock:
+            self._rooms.pop(room, None)
+        try:
+            self.conn.close_room(room)
+        except kvx.Error as e:
+            if e.errno != _errno.ENOENT:  # never opened here (a sender's room that failed
+                raise  # before its first chunk reached kvxd)
+
+    def drain(self) -> None:
+        """Read every event ready now (never waits for one) and hand each to its room, in
+        order.  One thread drains at a time; a second one returns at once (the first hands
+        out everything).  A room that ended is closed here (a round trip to the local kvxd)."""
+        if not self._drain_lock.acquire(blocking=False):
+            return
+        try:
+            while True:
+                evs = self.conn.read_events(256, 0)
+                if not evs:
+                    return
+                for ev in evs:
+                    with self._lock:
+                        who = self._rooms.get(ev.room)
+                    if who is None:
+                        self.unclaimed_events.append(ev)
+                    else:
+                        who._on_event(ev)
+        finally:
+            self._drain_lock.release()
+
+    def rooms_in_flight(self) -> int:
+        with self._lock:
+            return len(self._rooms)
+
+    def close(self) -> None:
+        try:
+            self.pool.close()
+        finally:
+            self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Room:
+    def __init__(self, mgr: KVManager, room: int):
+        if isinstance(room, bool) or not isinstance(room, int) or not 0 <= room <= kvx.ROOM_ID_MAX:
+            raise ValueError(f"bootstrap_room must be an int in 0..{kvx.ROOM_ID_MAX}")
+        self.mgr = mgr
+        self.room = room
+        self._state = KVPoll.Bootstrapping
+        self._errno = 0
+        self._reason = ""
+
+    def _fail_reason(self, ev: kvx.Event) -> None:
+        if ev.error and not self._errno:
+            self._errno = ev.errno
+        if ev.reason and not self._reason:
+            self._reason = ev.reason
+
+    def poll(self) -> int:
+        """The room's KVPoll state.  Never blocks."""
+        if self._state not in (KVPoll.Success, KVPoll.Failed):
+            self.mgr.drain()
+        return self._state
+
+    def failure_exception(self):
+        raise KVTransferError(self.room, self._errno, self._reason)
+
+
+class KVSender(_Room):
+    """Prefill: send a room's KV pages (of the manager's pool) to the decode side."""
+
+    def __init__(self, mgr: KVManager, bootstrap_addr: Optional[str], bootstrap_room: int,
+                 dest_tp_ranks: Optional[Sequence[int]] = None, pp_rank: int = 0):
+        if pp_rank != 0 or (dest_tp_ranks is not None and list(dest_tp_ranks) != [0]):
+            _not_rank0("KVSender")
+        super().__init__(mgr, bootstrap_room)
+        # bootstrap_addr names no server: kvxd already knows its decode peers, and the room's
+        # metadata comes from the decode side (ROOM_META); kept for SGLang's signature
+        self.bootstrap_addr = bootstrap_addr
+        self._num: Optional[int] = None
+        self._sent = 0
+        self._chunk = 0
+        mgr._register(bootstrap_room, self)
+
+    def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
+        if aux_index is not None:
+            raise NotImplementedError("aux buffers are not carried by kvx yet")
+        if not 1 <= num_kv_indices <= kvx.MAX_ROOM_PAGES:
+            raise ValueError(f"num_kv_indices {num_kv_indices}: 1..{kvx.MAX_ROOM_PAGES}")
+        self._num = num_kv_indices
+        # kvx takes chunks before the decode side's metadata arrives: input is welcome now
+        self._state = KVPoll.WaitingForInput
+
+    def send(self, kv_indices, index_slice: Optional[slice] = None) -> None:
+        """One chunk: kv_indices (pages of the pool) go to the room's pages index_slice (by
+        default, right after the previous chunk).  The chunk that reaches num_kv_indices is the
+        last.  Failures show in poll()."""
+        if self._num is None:
+            raise RuntimeError("send() before init()")
+        if self._state in (KVPoll.Success, KVPoll.Failed):
+            return  # the room already ended (failed): nothing more goes out
+        n = len(kv_indices)
+        start = self._sent if index_slice is None else index_slice.start
+        if index_slice is not None and index_slice.stop - index_slice.start != n:
+            raise ValueError(f"index_slice {index_slice} does not hold {n} pages")
+        if start < 0 or start + n > self._num:
+            raise ValueError(f"pages {start}..{start + n} pass num_kv_indices {self._num}")
+        last = start + n == self._num
+        try:
+            self.mgr.conn.submit(self.room, self._chunk, self.mgr.pool, _pages(kv_indices),
+                                 start, last)
+        except kvx.Error as e:  # kvxd gone, or the submission refused: the room failed
+            self._errno, self._reason = e.errno, e.strerror
+            self._state = KVPoll.Failed
+            with self.mgr._lock:
+                self.mgr._rooms.pop(self.room, None)
+            return
+        self._chunk += 1
+        self._sent = start + n
+        self._state = KVPoll.Transferring
+
+    def _on_event(self, ev: kvx.Event) -> None:
+        if ev.state == kvx.State.SUCCESS:
+            self._state = KVPoll.Success
+            self.mgr._forget(self.room)
+        elif ev.state == kvx.State.FAILED:
+            # a prefill room's FAILED comes once it drained: no WRITE of it is outstanding
+            self._fail_reason(ev)
+            self._state = KVPoll.Failed
+            self.mgr._forget(self.room)
+
+
+class KVReceiver(_Room):
+    """Decode: receive a room's KV pages into pages of the manager's pool."""
+
+    def __init__(self, mgr: KVManager, bootstrap_addr: Union[str, Sequence[str]],
+                 bootstrap_room: int, prefill_dp_rank: Optional[int] = None):
+        if prefill_dp_rank not in (None, 0):
+            _not_rank0("KVReceiver")
+        super().__init__(mgr, bootstrap_room)
+        # bootstrap_addr: the kvx node name(s) of the prefill side that will write the room
+        self.sources = [bootstrap_addr] if isinstance(bootstrap_addr, str) else list(bootstrap_addr)
+        self.generation: Optional[int] = None
+        self.abort_generation: Optional[int] = None
+        self._opened = False
+        self._released = False
+
+    def init(self, kv_indices, aux_index: Optional[int] = None) -> None:
+        if aux_index is not None:
+            raise NotImplementedError("aux buffers are not carried by kvx yet")
+        if self._state != KVPoll.Bootstrapping:
+            raise RuntimeError("init() twice")
+        self.mgr._register(self.room, self)
+        try:
+            self.generation = self.mgr.conn.open_room(self.room, self.mgr.pool,
+                                                      _pages(kv_indices), self.sources)
+        except kvx.Error as e:  # not opened: kvxd holds nothing, the pages stay the engine's
+            with self.mgr._lock:
+                self.mgr._rooms.pop(self.room, None)
+            self._errno, self._reason = e.errno, e.strerror
+            self._state = KVPoll.Failed
+            return
+        except BaseException:
+            with self.mgr._lock:
+                self.mgr._rooms.pop(self.room, None)
+            raise
+        self._opened = True
+        self._state = KVPoll.WaitingForInput
+
+    def abort(self) -> None:
+        """Abort the room.  poll() says Failed once kvxd released the pages (or Success if the
+        last delivery won the race)."""
+        if self._state in (KVPoll.Success, KVPoll.Failed) or self.abort_generation is not None:
+            return
+        if not self._opened:  # nothing was opened: nothing can write into the pages
+            self._errno, self._reason = _errno.ECANCELED, "aborted before init"
+            self._state = KVPoll.Failed
+            return
+        try:
+            self.abort_generation = self.mgr.conn.abort(self.room)
+        except kvx.Error as e:
+            if e.errno != _errno.EALREADY:  # EALREADY: it succeeded, SUCCESS is on its way
+                raise
+            return
+        if not self._errno:
+            self._errno, self._reason = _errno.ECANCELED, "aborted by the engine"
+        self._state = KVPoll.Transferring
+
+    def _on_event(self, ev: kvx.Event) -> None:
+        if ev.state in (kvx.State.WAITING_FOR_INPUT, kvx.State.TRANSFERRING):
+            if self._state not in (KVPoll.Success, KVPoll.Failed):
+                self._state = (KVPoll.WaitingForInput if ev.state == kvx.State.WAITING_FOR_INPUT
+                               else KVPoll.Transferring)
+            return
+        if ev.state in (kvx.State.FAILED, kvx.State.DRAINING):
+            self._fail_reason(ev)
+            if self._state not in (KVPoll.Success, KVPoll.Failed):
+                self._state = KVPoll.Transferring  # a source may still write: not ours yet
+        if ev.state in _RECEIVER_PAGES_BACK_ON and self._state != KVPoll.Success:
+            self._state = KVPoll.Failed
+        if ev.state == kvx.State.SUCCESS:
+            self._state = KVPoll.Success
+            self.mgr._forget(self.room)
+        elif ev.state == kvx.State.RELEASED:
+            self._released = True
+            self.mgr._forget(self.room)
