@@ -16,6 +16,8 @@ HDR = struct.Struct("=HHIQ")  # struct kvx_eng_hdr
 REPLY = struct.Struct("=HHIQiIq")  # struct kvx_eng_reply (without its text)
 EVENT = struct.Struct("=HHIQQIii96s4x")  # struct kvx_eng_event: hdr + struct kvx_event
 NAME_MAX = 64
+SOURCE_SIZE = NAME_MAX + 8 + 4 * 3 * 4  # struct kvx_eng_source: name, rank, pad, 4 slices
+CHUNK_FIXED = 8 + 10 * 4  # struct kvx_eng_chunk after its header: room, 10 u32
 
 HELLO, POOL_REG, POOL_UNREG, ROOM_OPEN, CHUNK, ROOM_CLOSE, ADMIN, ROOM_ABORT, RINGS = range(1, 10)
 T_REPLY, T_EVENT = 64, 65
@@ -34,6 +36,8 @@ class FakeKvxd:
         self.admin_replies = {}  # cmd -> (status, text)
         self.pool_sizes = []  # st_size of each memfd POOL_REG carried
         self.gen = 1
+        self.hello = None  # HELLO's version and rank
+        self.shapes = []  # ROOM_OPEN's regions, ranks, slices; CHUNK's region, buffers, ndest
         self.sock = None
         self.lock = threading.Lock()
         self.connected = threading.Event()
@@ -90,6 +94,8 @@ class FakeKvxd:
             type_, _, length, seq = HDR.unpack_from(data)
             body = data[HDR.size:]
             if type_ == HELLO:
+                version, rank = struct.unpack_from("=II", body)
+                self.hello = dict(version=version, rank=rank)
                 self._reply(seq, 0, 0, self.node.encode())
             elif type_ == RINGS:
                 self._reply(seq, -errno.EOPNOTSUPP)
@@ -109,21 +115,41 @@ class FakeKvxd:
                 self.requests.append((type_, dict(pool_id=pool_id)))
                 self._reply(seq, self.status.get((type_, pool_id), 0))
             elif type_ == ROOM_OPEN:
-                room, pool_id, npages, nsrc = struct.unpack_from("=QiII", body)
-                off = 24
-                srcs = [body[off + i * NAME_MAX: off + (i + 1) * NAME_MAX].rstrip(b"\0").decode()
-                        for i in range(nsrc)]
-                off += nsrc * NAME_MAX
-                pages = list(struct.unpack_from(f"={npages}I", body, off))
-                self.requests.append((type_, dict(room=room, pool_id=pool_id, pages=pages,
-                                                  sources=srcs)))
+                # engine protocol 2: room, nregions, nsources; regions (pool, npages);
+                # sources (name, rank, pad, 4 slices of 3 u32); every region's pages
+                room, nreg, nsrc = struct.unpack_from("=QII", body)
+                off = 16
+                regions = [struct.unpack_from("=iI", body, off + 8 * i) for i in range(nreg)]
+                off += 8 * nreg
+                srcs, ranks, slices = [], [], []
+                for i in range(nsrc):
+                    base = off + i * SOURCE_SIZE
+                    srcs.append(body[base: base + NAME_MAX].rstrip(b"\0").decode())
+                    (rank,) = struct.unpack_from("=I", body, base + NAME_MAX)
+                    ranks.append(rank)
+                    sl = struct.unpack_from("=12I", body, base + NAME_MAX + 8)
+                    slices.append([tuple(sl[3 * k: 3 * k + 3]) for k in range(4)])
+                off += nsrc * SOURCE_SIZE
+                region_pages = []
+                for _, npages in regions:
+                    region_pages.append(list(struct.unpack_from(f"={npages}I", body, off)))
+                    off += 4 * npages
+                self.requests.append((type_, dict(room=room, pool_id=regions[0][0],
+                                                  pages=region_pages[0], sources=srcs)))
+                self.shapes.append(dict(room=room, ranks=ranks, slices=slices,
+                                        regions=[(r[0], pg) for r, pg in
+                                                 zip(regions, region_pages)]))
                 st = self.status.get((type_, room), 0)
                 self._reply(seq, st, 0 if st else self.gen)
             elif type_ == CHUNK:
-                room, idx, pool_id, npages, dst, last = struct.unpack_from("=QIiIII", body)
-                pages = list(struct.unpack_from(f"={npages}I", body, 32))
+                (room, idx, pool_id, npages, dst, last, region, buf_first, buf_count,
+                 ndest) = struct.unpack_from("=QIiIIIIIII", body)
+                pages = list(struct.unpack_from(f"={npages}I", body, CHUNK_FIXED))
                 self.requests.append((type_, dict(room=room, chunk_index=idx, pool_id=pool_id,
                                                   pages=pages, dst_offset=dst, last=last)))
+                self.shapes.append(dict(room=room, chunk_index=idx, region=region,
+                                        buf_first=buf_first, buf_count=buf_count,
+                                        ndest=ndest))
             elif type_ in (ROOM_CLOSE, ROOM_ABORT):
                 (room,) = struct.unpack_from("=Q", body)
                 self.requests.append((type_, dict(room=room)))
