@@ -29,9 +29,13 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Union
 from . import _kvx
 from ._kvx import Error
 
-__all__ = ["Error", "State", "Event", "Conn", "Pool", "PoolMemory", "connect", "version"]
+__all__ = ["Error", "State", "Event", "Conn", "Pool", "PoolMemory", "Region", "Source", "Slice",
+           "Chunk", "connect", "version"]
 
 MAX_SOURCES = _kvx.MAX_SOURCES
+MAX_REGIONS = _kvx.MAX_REGIONS
+MAX_DESTS = _kvx.MAX_DESTS
+RANK_MAX = _kvx.RANK_MAX
 MAX_ROOM_PAGES = _kvx.MAX_ROOM_PAGES
 ROOM_ID_MAX = _kvx.ROOM_ID_MAX
 PAGE_SIZE_MAX = _kvx.PAGE_SIZE_MAX
@@ -64,6 +68,46 @@ class Event(NamedTuple):
     def errno(self) -> int:
         """The positive errno of a failure, or 0."""
         return -self.error if self.error < 0 else self.error
+
+
+class Slice(NamedTuple):
+    """Which bytes of each page a source writes (struct kvx_slice): bytes [src_offset,
+    src_offset + length) of its page land at [dst_offset, dst_offset + length) of the
+    destination page.  length 0 is the whole page (the usual case)."""
+    src_offset: int = 0
+    dst_offset: int = 0
+    length: int = 0
+
+
+class Region(NamedTuple):
+    """A decode room's region (struct kvx_region): destination pages of one pool, for example
+    the K/V pages, or an auxiliary buffer of its own item size in another pool."""
+    pool: object  # a Pool, or a pool id
+    pages: object  # page indices: a sequence of ints or a uint32 buffer
+
+
+class Source(NamedTuple):
+    """A source of a decode room (struct kvx_source): a prefill node and the engine rank on it,
+    with its slice of each region (None, or fewer than the regions: whole pages)."""
+    node: str
+    rank: int = 0
+    slices: Optional[Sequence[Optional[Slice]]] = None
+
+
+class Chunk(NamedTuple):
+    """A prefill chunk (struct kvx_chunk): src_pages of pool, in buffers [buf_first,
+    buf_first + buf_count) (buf_count 0: to the pool's last buffer), to destination pages
+    dst_offset.. of region `region`, for a room that feeds ndest decode endpoints."""
+    room: int
+    chunk_index: int
+    pool: object
+    src_pages: object
+    dst_offset: int = 0
+    last: bool = False
+    region: int = 0
+    buf_first: int = 0
+    buf_count: int = 0
+    ndest: int = 1
 
 
 def version() -> str:
@@ -200,12 +244,27 @@ def _pool_id(pool) -> int:
     return pool.id if isinstance(pool, Pool) else pool
 
 
-class Conn:
-    """A connection to the local kvxd (kvx_connect).  Close it (or use `with`)."""
+def _pages(pages):
+    return list(pages) if isinstance(pages, range) else pages
 
-    def __init__(self, path: Union[str, bytes, os.PathLike]):
-        self._c = _kvx.Conn(os.fsdecode(path))
+
+def _chunk_tuple(ch: Chunk) -> tuple:
+    return (ch.room, ch.chunk_index, _pool_id(ch.pool), _pages(ch.src_pages), ch.dst_offset,
+            bool(ch.last), ch.region, ch.buf_first, ch.buf_count, ch.ndest)
+
+
+class Conn:
+    """A connection to the local kvxd (kvx_connect_rank) as engine rank `rank` (the TP or PP
+    rank of this process: rooms are keyed by room id and rank, so every rank of an engine uses
+    the same room ids).  Close it (or use `with`)."""
+
+    def __init__(self, path: Union[str, bytes, os.PathLike], rank: int = 0):
+        self._c = _kvx.Conn(os.fsdecode(path), rank)
         self.path = os.fsdecode(path)
+
+    @property
+    def rank(self) -> int:
+        return self._c.rank
 
     @property
     def node_name(self) -> str:
@@ -241,14 +300,37 @@ class Conn:
             sources = list(sources)  # a str is refused, not taken as a list of letters
         return self._c.room_open(room, _pool_id(pool), pages, sources)
 
+    def open_room_regions(self, room: int, regions: Sequence[Region],
+                          sources: Sequence[Source]) -> int:
+        """Decode: a room of several regions (K/V pages, auxiliary buffers), written by sources
+        named by node and rank, each with its slice of each region's pages (head slices between
+        different TP sizes).  Returns the room's generation."""
+        regs = [(_pool_id(r.pool), _pages(r.pages)) for r in regions]
+        srcs = []
+        for src in sources:
+            if isinstance(src, str):
+                src = Source(src)
+            slices = None if src.slices is None else [
+                None if sl is None else tuple(sl) for sl in src.slices]
+            srcs.append((src.node, src.rank, slices))
+        return self._c.room_open_regions(room, regs, srcs)
+
     def submit(self, room: int, chunk_index: int, pool: Union[Pool, int], src_pages,
-               dst_offset: int = 0, last: bool = False) -> None:
-        """Prefill: src_pages[i] of `pool` (every buffer) goes to the room's destination page
-        dst_offset + i.  Asynchronous: failures come as a FAILED event."""
-        if isinstance(src_pages, range):
-            src_pages = list(src_pages)
-        self._c.chunk_submit(room, chunk_index, _pool_id(pool), src_pages, dst_offset,
-                             bool(last))
+               dst_offset: int = 0, last: bool = False, *, region: int = 0,
+               buf_first: int = 0, buf_count: int = 0, ndest: int = 1) -> None:
+        """Prefill: src_pages[i] of `pool` goes to destination page dst_offset + i of region
+        `region`, in buffers [buf_first, buf_first + buf_count) (0: to the last buffer; one
+        buffer per chunk is layer-wise transfer).  ndest: the decode endpoints the room feeds
+        (every chunk of a room names the same).  Asynchronous: failures come as a FAILED
+        event."""
+        self._c.chunk_submitv([_chunk_tuple(Chunk(room, chunk_index, pool, src_pages,
+                                                  dst_offset, last, region, buf_first,
+                                                  buf_count, ndest))])
+
+    def submit_many(self, chunks: Sequence[Chunk]) -> int:
+        """Prefill: several chunks in one call (kvx_chunk_submitv: one wake-up of kvxd).
+        Returns how many were queued; nothing is sent when one is refused locally."""
+        return self._c.chunk_submitv([_chunk_tuple(ch) for ch in chunks])
 
     def abort(self, room: int) -> int:
         """Decode: abort a room; returns the abort generation.  The pages stay kvxd's until
@@ -287,6 +369,6 @@ class Conn:
                 return
 
 
-def connect(path: Union[str, bytes, os.PathLike]) -> Conn:
-    """Connect to the kvxd whose engine socket is at path."""
-    return Conn(path)
+def connect(path: Union[str, bytes, os.PathLike], rank: int = 0) -> Conn:
+    """Connect to the kvxd whose engine socket is at path, as engine rank `rank`."""
+    return Conn(path, rank)

@@ -324,15 +324,20 @@ conn_leave(ConnObject *self)
 static int
 Conn_init(ConnObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"path", NULL};
-	PyObject *path_obj;
+	static char *kwlist[] = {"path", "rank", NULL};
+	PyObject *path_obj, *orank = NULL;
 	const char *path;
 	struct kvx_conn *c;
+	int64_t rank = 0;
 	int e;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&:Conn", kwlist, PyUnicode_FSConverter,
-					 &path_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|O:Conn", kwlist, PyUnicode_FSConverter,
+					 &path_obj, &orank))
 		return -1;
+	if (orank && get_i64(orank, "rank", 0, KVX_RANK_MAX, &rank) < 0) {
+		Py_DECREF(path_obj);
+		return -1;
+	}
 	path = PyBytes_AS_STRING(path_obj);
 	if (self->c) {
 		Py_DECREF(path_obj);
@@ -346,7 +351,7 @@ Conn_init(ConnObject *self, PyObject *args, PyObject *kwds)
 		return -1;
 	}
 	Py_BEGIN_ALLOW_THREADS;
-	c = kvx_connect(path);
+	c = kvx_connect_rank(path, (uint32_t)rank);
 	e = errno;
 	Py_END_ALLOW_THREADS;
 	if (!c) {
@@ -416,6 +421,18 @@ static PyObject *
 Conn_get_closed(ConnObject *self, void *unused)
 {
 	return PyBool_FromLong(self->c == NULL);
+}
+
+static PyObject *
+Conn_get_rank(ConnObject *self, void *unused)
+{
+	PyObject *r;
+
+	if (conn_enter(self) < 0)
+		return NULL;
+	r = PyLong_FromUnsignedLong(kvx_rank(self->c));
+	conn_leave(self);
+	return r;
 }
 
 static PyObject *
@@ -573,6 +590,260 @@ Conn_chunk_submit(ConnObject *self, PyObject *args, PyObject *kwds)
 	Py_RETURN_NONE;
 }
 
+/* One node name: 1..KVX_NAME_MAX-1 bytes of [A-Za-z0-9_.-]; points into o (a str). */
+static const char *
+node_get(PyObject *o, const char *name)
+{
+	const char *s;
+	Py_ssize_t len;
+
+	if (!PyUnicode_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", name,
+			     Py_TYPE(o)->tp_name);
+		return NULL;
+	}
+	s = PyUnicode_AsUTF8AndSize(o, &len);
+	if (!s)
+		return NULL;
+	if (len < 1 || len >= KVX_NAME_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: a node name of 1..%d bytes", name,
+			     KVX_NAME_MAX - 1);
+		return NULL;
+	}
+	for (Py_ssize_t j = 0; j < len; j++)
+		if (!name_char_ok(s[j])) {
+			PyErr_Format(PyExc_ValueError, "%s: %R: node names use [A-Za-z0-9_.-]",
+				     name, o);
+			return NULL;
+		}
+	return s;
+}
+
+/* A sequence (not a str) of lo..hi items, as a new PySequence_Fast, or NULL. */
+static PyObject *
+seq_get(PyObject *o, const char *name, Py_ssize_t lo, Py_ssize_t hi)
+{
+	PyObject *seq;
+	Py_ssize_t n;
+
+	if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a sequence, not %.100s", name,
+			     Py_TYPE(o)->tp_name);
+		return NULL;
+	}
+	seq = PySequence_Fast(o, name);
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	if (n < lo || n > hi) {
+		PyErr_Format(PyExc_ValueError, "%s: %zd items, must be %zd..%zd", name, n, lo, hi);
+		Py_DECREF(seq);
+		return NULL;
+	}
+	return seq;
+}
+
+/* room_open_regions(room, regions, sources) -> generation
+ *   regions: 1..KVX_MAX_REGIONS (pool_id, pages); sources: 1..KVX_MAX_SOURCES
+ *   (node, rank, slices), slices a sequence of at most nregions (src_offset, dst_offset,
+ *   length) (missing: whole pages). */
+static PyObject *
+Conn_room_open_regions(ConnObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = {"room", "regions", "sources", NULL};
+	PyObject *oroom, *oreg, *osrc, *rseq = NULL, *sseq = NULL, *res = NULL;
+	struct kvx_region reg[KVX_MAX_REGIONS] = {0};
+	struct kvx_source src[KVX_MAX_SOURCES] = {0};
+	struct pages pg[KVX_MAX_REGIONS] = {0};
+	uint32_t nreg = 0, nsrc, i, k;
+	uint64_t room, total = 0;
+	int64_t r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:room_open_regions", kwlist, &oroom, &oreg,
+					 &osrc))
+		return NULL;
+	if (get_room(oroom, &room) < 0)
+		return NULL;
+	rseq = seq_get(oreg, "regions", 1, KVX_MAX_REGIONS);
+	if (!rseq)
+		return NULL;
+	for (; nreg < (uint32_t)PySequence_Fast_GET_SIZE(rseq); nreg++) {
+		PyObject *opool, *opages;
+		char name[32];
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(rseq, nreg),
+				      "OO;a region is "
+				      "(pool_id, pages)",
+				      &opool, &opages) ||
+		    get_pool_id(opool, &reg[nreg].pool_id) < 0)
+			goto out;
+		snprintf(name, sizeof(name), "regions[%u].pages", nreg);
+		if (pages_get(opages, name, &pg[nreg]) < 0)
+			goto out;
+		reg[nreg].npages = pg[nreg].n;
+		reg[nreg].pages = pg[nreg].p;
+		total += pg[nreg].n;
+	}
+	if (total > KVX_MAX_ROOM_PAGES) {
+		PyErr_Format(PyExc_ValueError, "regions: %llu pages, a room holds at most %d",
+			     (unsigned long long)total, KVX_MAX_ROOM_PAGES);
+		goto out;
+	}
+	sseq = seq_get(osrc, "sources", 1, KVX_MAX_SOURCES);
+	if (!sseq)
+		goto out;
+	nsrc = (uint32_t)PySequence_Fast_GET_SIZE(sseq);
+	for (i = 0; i < nsrc; i++) {
+		PyObject *onode, *orank, *oslices = NULL, *slseq;
+		int64_t rank;
+		char name[40];
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(sseq, i),
+				      "OO|O;a source is (node, rank[, slices])", &onode, &orank,
+				      &oslices))
+			goto out;
+		snprintf(name, sizeof(name), "sources[%u].node", i);
+		src[i].node = node_get(onode, name);
+		snprintf(name, sizeof(name), "sources[%u].rank", i);
+		if (!src[i].node || get_i64(orank, name, 0, KVX_RANK_MAX, &rank) < 0)
+			goto out;
+		src[i].rank = (uint32_t)rank;
+		for (k = 0; k < i; k++)
+			if (!strcmp(src[k].node, src[i].node) && src[k].rank == src[i].rank) {
+				PyErr_Format(PyExc_ValueError,
+					     "sources: %s rank %u is listed twice", src[i].node,
+					     src[i].rank);
+				goto out;
+			}
+		if (!oslices || oslices == Py_None)
+			continue;
+		snprintf(name, sizeof(name), "sources[%u].slices", i);
+		slseq = seq_get(oslices, name, 0, nreg);
+		if (!slseq)
+			goto out;
+		for (k = 0; k < (uint32_t)PySequence_Fast_GET_SIZE(slseq); k++) {
+			PyObject *it = PySequence_Fast_GET_ITEM(slseq, k), *a, *b, *c;
+			struct kvx_slice *sl = &src[i].slice[k];
+
+			if (it == Py_None)
+				continue;
+			if (!PyArg_ParseTuple(it, "OOO;a slice is (src_offset, dst_offset, length)",
+					      &a, &b, &c) ||
+			    get_u32(a, "src_offset", 0, &sl->src_offset) < 0 ||
+			    get_u32(b, "dst_offset", 0, &sl->dst_offset) < 0 ||
+			    get_u32(c, "length", 0, &sl->length) < 0) {
+				Py_DECREF(slseq);
+				goto out;
+			}
+			/* 64-bit: an offset plus the length stays within a u32 page */
+			if ((sl->length == 0 && (sl->src_offset || sl->dst_offset)) ||
+			    (uint64_t)sl->src_offset + sl->length > UINT32_MAX ||
+			    (uint64_t)sl->dst_offset + sl->length > UINT32_MAX) {
+				PyErr_Format(PyExc_ValueError,
+					     "sources[%u].slices[%u]: (%u, %u, %u) is not a slice "
+					     "(length 0 is the whole page, without offsets)",
+					     i, k, sl->src_offset, sl->dst_offset, sl->length);
+				Py_DECREF(slseq);
+				goto out;
+			}
+		}
+		Py_DECREF(slseq);
+	}
+	if (conn_enter(self) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS;
+	r = kvx_room_open_regions(self->c, room, reg, nreg, src, nsrc);
+	Py_END_ALLOW_THREADS;
+	conn_leave(self);
+	res = r < 0 ? raise_errno((int)r, "kvx_room_open_regions", NULL) : PyLong_FromLongLong(r);
+out:
+	for (k = 0; k < KVX_MAX_REGIONS; k++)
+		pages_put(&pg[k]);
+	Py_XDECREF(rseq);
+	Py_XDECREF(sseq); /* the node names point into its items: used up to here */
+	return res;
+}
+
+#define CHUNKV_MAX 1024 /* kvx_chunk_submitv's batch */
+
+/* chunk_submitv(chunks) -> n: each chunk (room, chunk_index, pool_id, src_pages, dst_offset,
+ * last, region, buf_first, buf_count, ndest), all sent in one call (one wake-up of kvxd). */
+static PyObject *
+Conn_chunk_submitv(ConnObject *self, PyObject *arg)
+{
+	PyObject *seq = seq_get(arg, "chunks", 1, CHUNKV_MAX), *res = NULL;
+	struct kvx_chunk *ch = NULL;
+	struct pages *pg = NULL;
+	Py_ssize_t n, i;
+	int r;
+
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	ch = PyMem_Calloc((size_t)n, sizeof(*ch));
+	pg = PyMem_Calloc((size_t)n, sizeof(*pg));
+	if (!ch || !pg) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject *oroom, *oidx, *opool, *opages, *ooff, *olast, *oreg, *ob0, *onb, *ond;
+		char name[32];
+
+		if (!PyArg_ParseTuple(
+			    PySequence_Fast_GET_ITEM(seq, i),
+			    "OOOOOOOOOO;a chunk is (room, chunk_index, pool_id, src_pages, "
+			    "dst_offset, last, region, buf_first, buf_count, ndest)",
+			    &oroom, &oidx, &opool, &opages, &ooff, &olast, &oreg, &ob0, &onb, &ond))
+			goto out;
+		if (get_room(oroom, &ch[i].room) < 0 ||
+		    get_u32(oidx, "chunk_index", 0, &ch[i].chunk_index) < 0 ||
+		    get_pool_id(opool, &ch[i].pool_id) < 0 ||
+		    get_u32(ooff, "dst_offset", 0, &ch[i].dst_offset) < 0 ||
+		    get_u32(oreg, "region", 0, &ch[i].region) < 0 ||
+		    get_u32(ob0, "buf_first", 0, &ch[i].buf_first) < 0 ||
+		    get_u32(onb, "buf_count", 0, &ch[i].buf_count) < 0 ||
+		    get_u32(ond, "ndest", 0, &ch[i].ndest) < 0)
+			goto out;
+		ch[i].last = PyObject_IsTrue(olast);
+		if (ch[i].last < 0)
+			goto out;
+		if (ch[i].region >= KVX_MAX_REGIONS || ch[i].ndest > KVX_MAX_DESTS ||
+		    (uint64_t)ch[i].buf_first + ch[i].buf_count > UINT32_MAX) {
+			PyErr_Format(PyExc_ValueError,
+				     "chunks[%zd]: region below %d, ndest up to %d, buf_first + "
+				     "buf_count within 32 bits",
+				     i, KVX_MAX_REGIONS, KVX_MAX_DESTS);
+			goto out;
+		}
+		snprintf(name, sizeof(name), "chunks[%zd].src_pages", i);
+		if (pages_get(opages, name, &pg[i]) < 0)
+			goto out;
+		ch[i].src_pages = pg[i].p;
+		ch[i].npages = pg[i].n;
+		if ((uint64_t)ch[i].dst_offset + ch[i].npages > KVX_MAX_ROOM_PAGES) {
+			PyErr_Format(PyExc_ValueError,
+				     "chunks[%zd]: dst_offset %u + %u pages passes %d room pages",
+				     i, ch[i].dst_offset, ch[i].npages, KVX_MAX_ROOM_PAGES);
+			goto out;
+		}
+	}
+	if (conn_enter(self) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS;
+	r = kvx_chunk_submitv(self->c, ch, (uint32_t)n);
+	Py_END_ALLOW_THREADS;
+	conn_leave(self);
+	res = r < 0 ? raise_errno(r, "kvx_chunk_submitv", NULL) : PyLong_FromLong(r);
+out:
+	for (i = 0; pg && i < n; i++)
+		pages_put(&pg[i]);
+	PyMem_Free(pg);
+	PyMem_Free(ch);
+	Py_DECREF(seq);
+	return res;
+}
+
 static PyObject *
 Conn_room_abort(ConnObject *self, PyObject *arg)
 {
@@ -716,6 +987,12 @@ static PyMethodDef Conn_methods[] = {
 	 "room_open(room, pool_id, pages, sources) -> generation"},
 	{"chunk_submit", KWFN(Conn_chunk_submit), METH_VARARGS | METH_KEYWORDS,
 	 "chunk_submit(room, chunk_index, pool_id, src_pages, dst_offset, last)"},
+	{"room_open_regions", KWFN(Conn_room_open_regions), METH_VARARGS | METH_KEYWORDS,
+	 "room_open_regions(room, regions, sources) -> generation; regions: [(pool_id, pages)], "
+	 "sources: [(node, rank[, [(src_offset, dst_offset, length) per region]])]"},
+	{"chunk_submitv", (PyCFunction)Conn_chunk_submitv, METH_O,
+	 "chunk_submitv([(room, chunk_index, pool_id, src_pages, dst_offset, last, region, "
+	 "buf_first, buf_count, ndest)]) -> n"},
 	{"room_abort", (PyCFunction)Conn_room_abort, METH_O,
 	 "room_abort(room) -> abort generation"},
 	{"room_close", (PyCFunction)Conn_room_close, METH_O, "room_close(room)"},
@@ -728,6 +1005,7 @@ static PyMethodDef Conn_methods[] = {
 static PyGetSetDef Conn_getset[] = {
 	{"closed", (getter)Conn_get_closed, NULL, "True once closed", NULL},
 	{"node_name", (getter)Conn_get_node_name, NULL, "the kvxd node's name", NULL},
+	{"rank", (getter)Conn_get_rank, NULL, "the engine rank this connection declared", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -735,7 +1013,8 @@ static PyTypeObject ConnType = {
 	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvx._kvx.Conn",
 	.tp_basicsize = sizeof(ConnObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Conn(path): a libkvx connection to the kvxd whose engine socket is path.",
+	.tp_doc = "Conn(path, rank=0): a libkvx connection, as engine rank `rank`, to the kvxd "
+		  "whose engine socket is path.",
 	.tp_new = Conn_new,
 	.tp_init = (initproc)Conn_init,
 	.tp_dealloc = (destructor)Conn_dealloc,
@@ -790,6 +1069,9 @@ PyInit__kvx(void)
 	if (!kvx_error || PyModule_AddObjectRef(m, "Error", kvx_error) < 0 ||
 	    PyModule_AddObjectRef(m, "Conn", (PyObject *)&ConnType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_SOURCES", KVX_MAX_SOURCES) < 0 ||
+	    PyModule_AddIntConstant(m, "MAX_REGIONS", KVX_MAX_REGIONS) < 0 ||
+	    PyModule_AddIntConstant(m, "MAX_DESTS", KVX_MAX_DESTS) < 0 ||
+	    PyModule_AddIntConstant(m, "RANK_MAX", KVX_RANK_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_ROOM_PAGES", KVX_MAX_ROOM_PAGES) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", KVX_NAME_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "PAGE_SIZE_MAX", PAGE_SIZE_MAX) < 0 ||
