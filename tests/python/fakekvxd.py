@@ -11,6 +11,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 
 HDR = struct.Struct("=HHIQ")  # struct kvx_eng_hdr
 REPLY = struct.Struct("=HHIQiIq")  # struct kvx_eng_reply (without its text)
@@ -60,6 +61,14 @@ class FakeKvxd:
     def count(self, type_):
         return sum(1 for t, _ in self.requests if t == type_)
 
+    def wait_for(self, cond, timeout=5.0):
+        """Wait until cond() (requests arrive asynchronously: chunks get no reply)."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() >= deadline:
+                raise AssertionError("the fake kvxd never got what the test waited for")
+            time.sleep(0.005)
+
     def close(self):
         try:
             self.srv.close()
@@ -75,11 +84,20 @@ class FakeKvxd:
             self.sock.send(msg)
 
     def _serve(self):
-        try:
-            self.sock, _ = self.srv.accept()
-        except OSError:
-            return
-        self.connected.set()
+        # one session at a time; the next connection is served once the previous one ended
+        while True:
+            try:
+                sock, _ = self.srv.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.sock:
+                    self.sock.close()
+                self.sock = sock
+            self.connected.set()
+            self._session()
+
+    def _session(self):
         fds = array.array("i")
         while True:
             try:

@@ -14,10 +14,17 @@ Semantics kvx guarantees and this connector keeps:
   - A sender's source pages are free at its room's SUCCESS or FAILED (no WRITE outstanding).
   - failure_exception() raises KVTransferError carrying the errno and kvxd's reason.
 
-Today's shape: one pool per node and one rank.  The room model with TP ranks, regions, head
-slices, fan-out and layer-wise chunks is being added to libkvx; the rank parameters are kept
-here so those become additive, and anything but rank 0 raises NotImplementedError (nothing is
-faked).
+Room shapes (DESIGN.md section 6), mapped from the two sides' tensor-parallel sizes
+(KVArgs.tp_rank, tp_size, and the other side's TP size), heads split evenly across ranks:
+  - every TP rank connects as its own kvx rank and uses the same bootstrap room id;
+  - prefill TP P >= decode TP D: decode rank d has the sources prefill ranks d*P/D ..
+    (d+1)*P/D - 1, each writing its whole page into its own slice of the decode page;
+  - P < D: decode rank d takes its slice of prefill rank d*P/D's page, and each prefill room
+    feeds D/P decode ranks (fan-out, ndest);
+  - an auxiliary region (aux_index: first output token, hidden states, ...) with its own item
+    size, written with a rank's last chunk by the first source of each decode rank;
+  - send() once per chunk, and per layer too (layers=(first, count) of the pool's buffers):
+    layer-wise transfer.
 """
 
 import enum
@@ -69,21 +76,39 @@ class KVTransferError(Exception):
 class KVArgs:
     """What the manager needs.  SGLang's KVArgs carries device pointers (kv_data_ptrs); kvx
     instead hands the engine a host-memory pool it allocates (KVManager.pool) of nbufs buffers
-    (e.g. K and V of every layer) of npages pages of page_size bytes (kv_item_len)."""
+    (e.g. K and V of every layer) of npages pages of page_size bytes (kv_item_len: this rank's
+    heads), and an auxiliary pool (KVManager.aux_pool) of aux_count items of aux_item_len
+    bytes when aux_item_len is set.  tp_rank and tp_size are this engine's; peer_tp_size the
+    other side's (prefill: the decode TP size; decode: the prefill TP size)."""
 
     def __init__(self, kvx_socket: str, page_size: int, npages: int, nbufs: int,
-                 engine_rank: int = 0):
+                 engine_rank: int = 0, tp_size: int = 1, peer_tp_size: int = 1,
+                 aux_item_len: int = 0, aux_count: int = 0):
         self.kvx_socket = kvx_socket
         self.page_size = page_size
         self.npages = npages
         self.nbufs = nbufs
         self.engine_rank = engine_rank
+        self.tp_size = tp_size
+        self.peer_tp_size = peer_tp_size
+        self.aux_item_len = aux_item_len
+        self.aux_count = aux_count
+        for name in ("tp_size", "peer_tp_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= kvx.RANK_MAX:
+                raise ValueError(f"{name} {v!r}: 1..{kvx.RANK_MAX}")
+        big, small = max(tp_size, peer_tp_size), min(tp_size, peer_tp_size)
+        if big % small:
+            raise ValueError(f"TP sizes {tp_size} and {peer_tp_size}: one must divide the other")
+        if not 0 <= engine_rank < tp_size:
+            raise ValueError(f"engine_rank {engine_rank}: 0..{tp_size - 1}")
+        if (aux_item_len == 0) != (aux_count == 0):
+            raise ValueError("aux_item_len and aux_count: both set, or neither")
 
 
-def _not_rank0(what: str):
-    # TP/PP ranks are the room model being added to libkvx (DESIGN.md section 6): until then a
-    # rank other than 0 has no honest mapping.
-    raise NotImplementedError(f"{what}: only rank 0 is supported until libkvx has ranked rooms")
+def _unsupported(what: str):
+    raise NotImplementedError(f"{what}: not carried by kvx (pipeline and data-parallel ranks "
+                              "are separate engines: give each its own kvx rank)")
 
 
 # A receiver's pages go back to the engine on these room states, and on no other: FAILED is
@@ -97,16 +122,21 @@ class KVManager:
     by whichever sender or receiver polls and handed to their rooms."""
 
     def __init__(self, args: KVArgs, disaggregation_mode: Union[DisaggregationMode, str],
-                 rank: int = 0):
-        if rank != 0 or args.engine_rank != 0:
-            _not_rank0("KVManager")
+                 rank: Optional[int] = None):
+        if rank is not None and rank != args.engine_rank:
+            raise ValueError(f"rank {rank} is not KVArgs.engine_rank {args.engine_rank}")
         self.mode = DisaggregationMode(getattr(disaggregation_mode, "value",
                                                disaggregation_mode))
         self.args = args
-        self.conn = kvx.connect(args.kvx_socket)
+        self.conn = kvx.connect(args.kvx_socket, rank=args.engine_rank)
+        self.aux_pool = None
         try:
             self.pool = self.conn.pool(args.page_size, args.npages, args.nbufs)
+            if args.aux_item_len:
+                self.aux_pool = self.conn.pool(args.aux_item_len, args.aux_count, 1)
         except BaseException:
+            if getattr(self, "pool", None) is not None:
+                self.pool.close()
             self.conn.close()
             raise
         self._rooms: Dict[int, object] = {}
@@ -161,9 +191,40 @@ class KVManager:
 
     def close(self) -> None:
         try:
+            if self.aux_pool is not None:
+                self.aux_pool.close()
             self.pool.close()
         finally:
             self.conn.close()
+
+    # ---- the TP mapping (see the module's docstring) ----
+
+    def decode_sources(self, prefill_node: str):
+        """Decode: this rank's sources, as kvx.Source with the K/V region's slice (and whole
+        pages for the aux region)."""
+        a = self.args
+        d, dn, pn = a.engine_rank, a.tp_size, a.peer_tp_size
+        if pn >= dn:
+            per = pn // dn  # prefill ranks per decode rank: whole source pages, our slices
+            sub = a.page_size // per
+            if sub * per != a.page_size:
+                raise ValueError(f"page_size {a.page_size} does not split into {per} ranks")
+            return [kvx.Source(prefill_node, d * per + j,
+                               [kvx.Slice(0, j * sub, sub) if per > 1 else None])
+                    for j in range(per)]
+        per = dn // pn  # decode ranks per prefill rank: our slice of its page
+        return [kvx.Source(prefill_node, d // per,
+                           [kvx.Slice((d % per) * a.page_size, 0, a.page_size)])]
+
+    def prefill_ndest(self) -> int:
+        """Prefill: how many decode ranks each of this rank's rooms feeds."""
+        return max(1, self.args.peer_tp_size // self.args.tp_size)
+
+    def prefill_sends_aux(self) -> bool:
+        """Prefill: does this rank write the aux item (the first source of each destination)?"""
+        a = self.args
+        per = a.tp_size // a.peer_tp_size
+        return per <= 1 or a.engine_rank % per == 0
 
     def __enter__(self):
         return self
@@ -203,52 +264,88 @@ class KVSender(_Room):
 
     def __init__(self, mgr: KVManager, bootstrap_addr: Optional[str], bootstrap_room: int,
                  dest_tp_ranks: Optional[Sequence[int]] = None, pp_rank: int = 0):
-        if pp_rank != 0 or (dest_tp_ranks is not None and list(dest_tp_ranks) != [0]):
-            _not_rank0("KVSender")
+        if pp_rank != 0:
+            _unsupported("pp_rank")
         super().__init__(mgr, bootstrap_room)
+        # dest_tp_ranks: the decode ranks this room feeds; kvx takes their number (fan-out)
+        self.ndest = mgr.prefill_ndest() if dest_tp_ranks is None else len(dest_tp_ranks)
+        if not 1 <= self.ndest <= kvx.MAX_DESTS:
+            raise ValueError(f"{self.ndest} decode ranks: a room feeds 1..{kvx.MAX_DESTS}")
         # bootstrap_addr names no server: kvxd already knows its decode peers, and the room's
         # metadata comes from the decode side (ROOM_META); kept for SGLang's signature
         self.bootstrap_addr = bootstrap_addr
         self._num: Optional[int] = None
         self._sent = 0
         self._chunk = 0
+        self._aux: Optional[int] = None
+        self._layers_done = 0
+        self._layer_start = 0
         mgr._register(bootstrap_room, self)
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
-        if aux_index is not None:
-            raise NotImplementedError("aux buffers are not carried by kvx yet")
+        if aux_index is not None and self.mgr.aux_pool is None:
+            raise ValueError("aux_index without an aux pool (KVArgs.aux_item_len)")
         if not 1 <= num_kv_indices <= kvx.MAX_ROOM_PAGES:
             raise ValueError(f"num_kv_indices {num_kv_indices}: 1..{kvx.MAX_ROOM_PAGES}")
         self._num = num_kv_indices
+        self._aux = aux_index if self.mgr.prefill_sends_aux() else None
+        self._layers_done = 0
         # kvx takes chunks before the decode side's metadata arrives: input is welcome now
         self._state = KVPoll.WaitingForInput
 
-    def send(self, kv_indices, index_slice: Optional[slice] = None) -> None:
+    def send(self, kv_indices, index_slice: Optional[slice] = None,
+             layers: Optional[Sequence[int]] = None) -> None:
         """One chunk: kv_indices (pages of the pool) go to the room's pages index_slice (by
-        default, right after the previous chunk).  The chunk that reaches num_kv_indices is the
-        last.  Failures show in poll()."""
+        default, right after the previous chunk), in every buffer, or, layer by layer, in the
+        buffers layers = (first, count) of the pool.  The chunk that reaches num_kv_indices in
+        the pool's last buffer is the last (with the aux item, when there is one).  Failures
+        show in poll()."""
         if self._num is None:
             raise RuntimeError("send() before init()")
         if self._state in (KVPoll.Success, KVPoll.Failed):
             return  # the room already ended (failed): nothing more goes out
         n = len(kv_indices)
-        start = self._sent if index_slice is None else index_slice.start
+        if layers is None:
+            b0, nb = 0, self.mgr.args.nbufs
+            if self._layers_done:
+                raise ValueError("send() of every buffer after layer-wise chunks")
+            start = self._sent if index_slice is None else index_slice.start
+        else:
+            b0, nb = layers
+            if b0 != self._layers_done % self.mgr.args.nbufs or nb < 1 or \
+                    b0 + nb > self.mgr.args.nbufs:
+                raise ValueError(f"layers {tuple(layers)}: the next are from buffer "
+                                 f"{self._layers_done % self.mgr.args.nbufs}, up to "
+                                 f"{self.mgr.args.nbufs}")
+            start = (self._sent if b0 == 0 else self._layer_start) \
+                if index_slice is None else index_slice.start
         if index_slice is not None and index_slice.stop - index_slice.start != n:
             raise ValueError(f"index_slice {index_slice} does not hold {n} pages")
         if start < 0 or start + n > self._num:
             raise ValueError(f"pages {start}..{start + n} pass num_kv_indices {self._num}")
-        last = start + n == self._num
+        last = start + n == self._num and b0 + nb == self.mgr.args.nbufs
+        chunks = [kvx.Chunk(self.room, self._chunk, self.mgr.pool, _pages(kv_indices), start,
+                            last and self._aux is None, region=0, buf_first=b0,
+                            buf_count=nb, ndest=self.ndest)]
+        if last and self._aux is not None:
+            chunks.append(kvx.Chunk(self.room, self._chunk + 1, self.mgr.aux_pool,
+                                    [self._aux], 0, True, region=1, ndest=self.ndest))
         try:
-            self.mgr.conn.submit(self.room, self._chunk, self.mgr.pool, _pages(kv_indices),
-                                 start, last)
+            self.mgr.conn.submit_many(chunks)
         except kvx.Error as e:  # kvxd gone, or the submission refused: the room failed
             self._errno, self._reason = e.errno, e.strerror
             self._state = KVPoll.Failed
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)
             return
-        self._chunk += 1
-        self._sent = start + n
+        self._chunk += len(chunks)
+        if layers is not None:
+            self._layer_start = start
+            self._layers_done += nb
+            if b0 + nb == self.mgr.args.nbufs:  # every layer of these pages went
+                self._sent = start + n
+        else:
+            self._sent = start + n
         self._state = KVPoll.Transferring
 
     def _on_event(self, ev: kvx.Event) -> None:
@@ -265,27 +362,32 @@ class KVSender(_Room):
 class KVReceiver(_Room):
     """Decode: receive a room's KV pages into pages of the manager's pool."""
 
-    def __init__(self, mgr: KVManager, bootstrap_addr: Union[str, Sequence[str]],
-                 bootstrap_room: int, prefill_dp_rank: Optional[int] = None):
+    def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int,
+                 prefill_dp_rank: Optional[int] = None):
         if prefill_dp_rank not in (None, 0):
-            _not_rank0("KVReceiver")
+            _unsupported("prefill_dp_rank")
         super().__init__(mgr, bootstrap_room)
-        # bootstrap_addr: the kvx node name(s) of the prefill side that will write the room
-        self.sources = [bootstrap_addr] if isinstance(bootstrap_addr, str) else list(bootstrap_addr)
+        # bootstrap_addr: the kvx node name of the prefill engine that will write the room;
+        # its ranks and their slices follow from the two TP sizes (KVManager.decode_sources)
+        if not isinstance(bootstrap_addr, str):
+            raise TypeError("bootstrap_addr: the prefill side's kvx node name")
+        self.sources = mgr.decode_sources(bootstrap_addr)
         self.generation: Optional[int] = None
         self.abort_generation: Optional[int] = None
         self._opened = False
         self._released = False
 
     def init(self, kv_indices, aux_index: Optional[int] = None) -> None:
-        if aux_index is not None:
-            raise NotImplementedError("aux buffers are not carried by kvx yet")
+        if aux_index is not None and self.mgr.aux_pool is None:
+            raise ValueError("aux_index without an aux pool (KVArgs.aux_item_len)")
         if self._state != KVPoll.Bootstrapping:
             raise RuntimeError("init() twice")
+        regions = [kvx.Region(self.mgr.pool, _pages(kv_indices))]
+        if aux_index is not None:
+            regions.append(kvx.Region(self.mgr.aux_pool, [aux_index]))
         self.mgr._register(self.room, self)
         try:
-            self.generation = self.mgr.conn.open_room(self.room, self.mgr.pool,
-                                                      _pages(kv_indices), self.sources)
+            self.generation = self.mgr.conn.open_room_regions(self.room, regions, self.sources)
         except kvx.Error as e:  # not opened: kvxd holds nothing, the pages stay the engine's
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)

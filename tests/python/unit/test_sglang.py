@@ -145,21 +145,81 @@ def test_sender_failure_carries_reason(fake):
         assert fake.count(CHUNK) == n
 
 
-def test_only_rank_0(fake):
-    with pytest.raises(NotImplementedError):
-        KVManager(KVArgs(fake.path, 256, 4, 1, engine_rank=1), "decode")
-    with pytest.raises(NotImplementedError):
-        KVManager(KVArgs(fake.path, 256, 4, 1), "decode", rank=2)
+def test_unsupported_ranks_and_bad_tp(fake):
     with KVManager(KVArgs(fake.path, 256, 4, 1), "prefill") as m:
-        with pytest.raises(NotImplementedError):
-            KVSender(m, "decode", 1, dest_tp_ranks=[0, 1])
         with pytest.raises(NotImplementedError):
             KVSender(m, "decode", 1, pp_rank=1)
         with pytest.raises(NotImplementedError):
             KVReceiver(m, "p", 1, prefill_dp_rank=1)
+        with pytest.raises(ValueError):
+            KVSender(m, "decode", 1, dest_tp_ranks=list(range(9)))  # more than MAX_DESTS
         s = KVSender(m, "decode", 2)
-        with pytest.raises(NotImplementedError):
-            s.init(1, aux_index=0)
+        with pytest.raises(ValueError):
+            s.init(1, aux_index=0)  # no aux pool
+    with pytest.raises(ValueError):
+        KVArgs(fake.path, 256, 4, 1, tp_size=4, peer_tp_size=3)  # neither divides the other
+    with pytest.raises(ValueError):
+        KVArgs(fake.path, 256, 4, 1, engine_rank=2, tp_size=2)
+    with pytest.raises(ValueError):
+        KVManager(KVArgs(fake.path, 256, 4, 1), "decode", rank=2)  # not KVArgs.engine_rank
+
+
+def test_decode_sources_follow_the_tp_sizes(fake):
+    """Heads split evenly: each decode rank names the prefill ranks that hold its heads, with
+    the slice of the page each one writes."""
+    cases = [
+        # (decode tp rank, decode tp, prefill tp, page) -> [(rank, (src_off, dst_off, len))]
+        ((0, 1, 1, 256), [(0, (0, 0, 0))]),
+        ((1, 2, 2, 256), [(1, (0, 0, 0))]),
+        ((0, 1, 2, 256), [(0, (0, 0, 128)), (1, (0, 128, 128))]),
+        ((1, 2, 8, 256), [(4, (0, 0, 64)), (5, (0, 64, 64)), (6, (0, 128, 64)),
+                          (7, (0, 192, 64))]),
+        ((3, 4, 2, 128), [(1, (128, 0, 128))]),
+        ((0, 4, 1, 64), [(0, (0, 0, 64))]),
+    ]
+    for (d, dn, pn, page), want in cases:
+        with KVManager(KVArgs(fake.path, page, 4, 1, engine_rank=d, tp_size=dn,
+                              peer_tp_size=pn), "decode") as m:
+            assert fake.hello["rank"] == d
+            r = KVReceiver(m, "prefill", 100 + d)
+            r.init([0, 1])
+            shape = fake.shapes[-1]
+            got = [(rk, sl[0]) for rk, sl in zip(shape["ranks"], shape["slices"])]
+            assert got == want, (d, dn, pn)
+            assert fake.requests[-1][1]["sources"] == ["prefill"] * len(want)
+
+
+def test_prefill_fan_out_aux_and_layers(fake):
+    """Prefill TP 1 feeding decode TP 2: every chunk names ndest 2; layer by layer, the last
+    layer of the last pages is the last chunk, and the aux item goes with it (region 1)."""
+    args = KVArgs(fake.path, 256, 8, 3, tp_size=1, peer_tp_size=2, aux_item_len=64,
+                  aux_count=4)
+    with KVManager(args, "prefill") as m:
+        s = KVSender(m, "decode", 9)
+        assert s.ndest == 2
+        s.init(4, aux_index=3)
+        for b in range(3):
+            s.send([5, 6], layers=(b, 1))
+        with pytest.raises(ValueError):
+            s.send([7, 0], layers=(2, 1))  # layer 0 of the next pages comes first
+        for b in range(3):
+            s.send([7, 0], layers=(b, 1))
+        fake.wait_for(lambda: fake.count(CHUNK) == 7)
+        chunks = [(r, sh) for (t, r), sh in zip(
+            [q for q in fake.requests if q[0] == CHUNK],
+            [x for x in fake.shapes if "chunk_index" in x])]
+        got = [(r["dst_offset"], r["last"], sh["region"], sh["buf_first"], sh["buf_count"],
+                sh["ndest"]) for r, sh in chunks]
+        assert got == [(0, 0, 0, 0, 1, 2), (0, 0, 0, 1, 1, 2), (0, 0, 0, 2, 1, 2),
+                       (2, 0, 0, 0, 1, 2), (2, 0, 0, 1, 1, 2), (2, 0, 0, 2, 1, 2),
+                       (0, 1, 1, 0, 0, 2)]
+        assert chunks[-1][0]["pages"] == [3] and chunks[-1][0]["pool_id"] == m.aux_pool.id
+    # prefill TP 2 into decode TP 1: only rank 0 writes the aux item
+    for rank, sends_aux in ((0, True), (1, False)):
+        args = KVArgs(fake.path, 128, 8, 1, engine_rank=rank, tp_size=2, peer_tp_size=1,
+                      aux_item_len=64, aux_count=4)
+        with KVManager(args, "prefill") as m:
+            assert m.prefill_sends_aux() is sends_aux and m.prefill_ndest() == 1
 
 
 numpy = pytest.importorskip("numpy")

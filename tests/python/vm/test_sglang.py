@@ -153,3 +153,76 @@ def test_abort_canaries():
                 assert final[r] == KVPoll.Success
                 dst, k4 = dst_of[r.room]
                 assert exact(dm.pool, 4000 + k4, dst, page, bufs), f"room {r.room} differs"
+
+
+def tp_managers(prefill_tp, decode_tp, page_all_heads, npages, bufs, aux=64):
+    """One KVManager per TP rank on each side; each rank's page holds its share of the heads."""
+    pms = [KVManager(KVArgs(PREFILL_SOCK, page_all_heads // prefill_tp, npages, bufs,
+                            engine_rank=k, tp_size=prefill_tp, peer_tp_size=decode_tp,
+                            aux_item_len=aux, aux_count=npages), "prefill")
+           for k in range(prefill_tp)]
+    dms = [KVManager(KVArgs(DECODE_SOCK, page_all_heads // decode_tp, npages, bufs,
+                            engine_rank=k, tp_size=decode_tp, peer_tp_size=prefill_tp,
+                            aux_item_len=aux, aux_count=npages), "decode")
+           for k in range(decode_tp)]
+    return pms, dms
+
+
+def heads(room, b, i, page_all_heads):
+    """The bytes of all heads of room's page i in layer b (the model's 'truth')."""
+    return pattern(room * 7919 + i * 3 + b, page_all_heads)
+
+
+@pytest.mark.parametrize("prefill_tp,decode_tp", [(2, 1), (1, 2)])
+def test_tp_ranks_head_slices_aux_layer_by_layer(prefill_tp, decode_tp):
+    """Every TP rank of both engines uses the same bootstrap rooms: prefill TP 2 into decode
+    TP 1 (two sources per room, head slices), and prefill TP 1 into decode TP 2 (one prefill
+    room feeding two decode ranks).  Chunks go layer by layer (two page ranges x every layer),
+    the aux item with the last one.  Each decode rank ends up with exactly its heads of every
+    page of every layer, and the aux item."""
+    page_all, bufs, n, rooms = 4096, 3, 4, 4
+    pms, dms = tp_managers(prefill_tp, decode_tp, page_all, n * rooms, bufs)
+    try:
+        objs = []
+        for k in range(rooms):
+            room = 7000 + k
+            src = list(range(k * n, (k + 1) * n))
+            dst = list(range(k * n, (k + 1) * n))[::-1]
+            for pr, pm in enumerate(pms):  # each prefill rank holds its heads
+                w = page_all // prefill_tp
+                for b in range(bufs):
+                    for i, p in enumerate(src):
+                        pm.pool.page(b, p)[:] = heads(room, b, i, page_all)[pr * w:(pr + 1) * w]
+                pm.aux_pool.page(0, k)[:] = pattern(room + (1 << 41), 64)
+            for dm in dms:
+                r = KVReceiver(dm, "prefill", room)
+                r.init(dst, aux_index=rooms + k)
+                objs.append((r, dst))
+            for pm in pms:
+                s = KVSender(pm, "decode", room)
+                s.init(n, aux_index=k)
+                for half in range(2):  # two page ranges, each layer by layer
+                    for b in range(bufs):
+                        s.send(src[half * 2:half * 2 + 2], slice(half * 2, half * 2 + 2),
+                               layers=(b, 1))
+                objs.append((s, None))
+        final = poll_all([o for o, _ in objs], 60)
+        assert all(v == KVPoll.Success for v in final.values()), final
+        bad = 0
+        for o, dst in objs:
+            if dst is None:
+                continue
+            dm, w = o.mgr, page_all // decode_tp
+            d = dm.args.engine_rank
+            for b in range(bufs):
+                for i, p in enumerate(dst):
+                    bad += bytes(dm.pool.page(b, p)) != heads(o.room, b, i, page_all)[
+                        d * w:(d + 1) * w]
+            bad += bytes(dm.aux_pool.page(0, rooms + o.room - 7000)) != \
+                pattern(o.room + (1 << 41), 64)
+        print(f"\nconnector prefill TP {prefill_tp} -> decode TP {decode_tp}: "
+              f"{rooms} rooms, {len(objs)} senders and receivers, {bad} pages differ")
+        assert bad == 0
+    finally:
+        for m in pms + dms:
+            m.close()
