@@ -137,6 +137,76 @@ test_stuck_qp_does_not_delay_other_rooms(void **state)
 	assert_int_equal(drained(ps), 1);
 }
 
+/* A chunk of room r for ndest destinations (fan-out). */
+static void
+submit_fan(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t n, bool last,
+	   uint32_t ndest)
+{
+	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * n);
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
+
+	*ch = (struct kvxd_chunk){.pool = &E.pf.pool,
+				  .index = index,
+				  .npages = n,
+				  .nbufs = NB,
+				  .ndest = ndest,
+				  .last = last};
+	memcpy(ch->pages, src, 4 * n);
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
+}
+
+/* Fan-out: a room feeding two decode endpoints (on peers 0 and 1) has errored WRs on both
+ * QPs.  It may be ACKed only once both QPs are quiescent: here its own WRs all completed, but
+ * another room's WRs still sit on the second errored QP, so it waits for that QP's flush too.
+ * (err_qpc_first_only: only the first errored QP is awaited.) */
+static void
+test_fan_out_waits_for_every_errored_qp(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1}, q_src[1] = {2}, q_dst[1] = {3};
+	struct kvx_pcore_room *d0 = decode_room(30, dst, 1), *d1 = decode_room(31, dst, 1);
+	struct kvx_pcore_room *p, *dq = decode_room(32, q_dst, 1), *q;
+	struct kvxd_meta *m1;
+	struct kvxd_msg mm = {.type = KVXD_MSG_ROOM_META};
+
+	connect_second_pair();
+	d1->src_peer[0] = 1;
+	p = prefill_room_peer(d0, dst, 1, 0);
+	m1 = make_meta(d1, dst, 1, 1);
+	m1->dst_rank = 1; /* the second endpoint: peer 1, rank 1 */
+	mm.room = p;
+	mm.ptr = m1;
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
+	dq->src_peer[0] = 1;
+	q = prefill_room_peer(dq, q_dst, 1, 1);
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	submit_fan(p, 0, src, 1, true, 2);
+	run();
+	submit(q, 0, q_src, 1, 0, true); /* after p's on the second QP */
+	run();
+	assert_int_equal(outstanding(p), 2 * NB);
+	/* every WR of p fails: the first on each QP with an error, the rest flushed */
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_REM_ACCESS_ERR), 0);
+	for (int i = 1; i < NB; i++)
+		assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_FLUSH_ERR), 0);
+	run();
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc2->qp, KVX_VX_WC_RETRY_EXC_ERR), 0);
+	for (int i = 1; i < NB; i++)
+		assert_int_equal(fake_vx_fail_next(E.pf.qpc2->qp, KVX_VX_WC_FLUSH_ERR), 0);
+	abort_prefill(p);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(outstanding(p), 0);
+	assert_true(outstanding(q) > 0); /* still on the second errored QP */
+	assert_int_equal(drained(p), 0);
+	fake_vx_flush(E.pf.qpc2->qp);
+	run();
+	assert_int_equal(outstanding(q), 0);
+	assert_int_equal(drained(p), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
 /* A successful room drains at once when aborted late; a skipped chunk for it changes nothing. */
 static void
 test_abort_after_success_drains_at_once(void **state)
@@ -198,6 +268,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_siblings_on_the_errored_qp_must_flush_first,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fan_out_waits_for_every_errored_qp, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_after_success_drains_at_once, setup,
