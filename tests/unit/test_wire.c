@@ -52,7 +52,8 @@ static void
 fb_bytes(struct frame *f, const void *p, size_t n)
 {
 	assert_true(f->n + n <= sizeof(f->b));
-	memcpy(f->b + f->n, p, n);
+	if (n) /* an empty region of a bad case has no pages array */
+		memcpy(f->b + f->n, p, n);
 	f->n += n;
 }
 
