@@ -2005,6 +2005,43 @@ test_bad_shapes_refused(void **state)
 	eng_close(&eb);
 }
 
+/* A decode room whose two sources are two ranks of one prefill node, aborted before either
+ * submitted: each rank's prefill room acknowledges, each ACK names its rank, and the room is
+ * released on the two ACKs (no release timeout, no fence).  An ACK is credited to the source
+ * of its rank only (ack_rank_ignored: both ACKs credit one source, the room waits for the
+ * release timeout). */
+static void
+test_abort_acks_are_per_source_rank(void **state)
+{
+	struct eng ea, eb[2];
+	int pa;
+	static const uint32_t kv[2] = {1, 2};
+	const uint32_t *pages[1] = {kv}, np[1] = {2};
+	struct kvx_source src[2] = {{.node = "b", .rank = 0}, {.node = "b", .rank = 1}};
+
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(&ea, &A);
+	assert_int_equal(eng_hello_rank(&ea, 0), 0);
+	pa = eng_pool_id(&ea, 256, 16, 1);
+	for (uint32_t k = 0; k < 2; k++) {
+		eng_connect(&eb[k], &B);
+		assert_int_equal(eng_hello_rank(&eb[k], k), 0);
+	}
+	assert_int_equal(eng_open_shape(&ea, 740, 1, &pa, np, pages, 2, src, NULL), 0);
+	PUMP_UNTIL(kvxd_room_find(&B, 740, 0, KVX_ROOM_PREFILL) &&
+		   kvxd_room_find(&B, 740, 1, KVX_ROOM_PREFILL));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_ABORT, 740), 0);
+	pump_until_event(&ea, 740, KVX_STATE_RELEASED);
+	assert_int_equal(A.ctr.fences, 0);
+	assert_int_equal(A.ctr.acks_received, 2);
+	eng_close(&ea);
+	eng_close(&eb[0]);
+	eng_close(&eb[1]);
+}
+
 /* A decode engine with TP 2 (ranks 0 and 1, pages of 128 B: half the heads each) fed by a
  * prefill engine with TP 1 (pages of 256 B) on two decode nodes' worth of endpoints: one
  * prefill room, two destinations, each its own half of every page (source slices).  The second
@@ -2187,6 +2224,7 @@ main(void)
 		T(test_ranks_share_a_room_id),
 		T(test_head_slices_aux_region_layer_by_layer),
 		T(test_bad_shapes_refused),
+		T(test_abort_acks_are_per_source_rank),
 		T(test_fan_out_to_two_decode_ranks),
 		T(test_fan_out_abort_from_one_fails_all),
 	};
