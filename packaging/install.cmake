@@ -4,6 +4,8 @@
 #   include/kvx/kvx.h, include/kvx/version.h
 #   LIBDIR/pkgconfig/kvx.pc and the systemd unit kvxd@.service (packaging/install-files.cmake)
 #   share/doc/kvx/README.md, share/doc/kvx/examples/*.ini
+#   lib/python3/dist-packages/kvx/: the Python package (plain builds; the rules are next to the
+#   package's target in CMakeLists.txt)
 # Nothing goes to /etc: a node's /etc/kvx/NAME.ini is the administrator's, written from the
 # examples.  `make package` builds a .deb of the same files with CPack.
 include(GNUInstallDirs)
@@ -52,8 +54,9 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
 	"kvxd moves KV-cache pages from prefill engines to decode engines over RDMA;
 engines attach to it through libkvx. This package holds kvxd, kvxctl,
-kvx-bench, libkvx with its headers and pkg-config file, the systemd unit
-template kvxd@.service and example configurations.")
+kvx-bench, libkvx with its headers and pkg-config file, the Python package
+kvx (for the distribution's python3), the systemd unit template kvxd@.service
+and example configurations.")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")

@@ -53,6 +53,11 @@ has -rw-r--r-- "/usr/lib/([^/]+/)?pkgconfig/kvx\.pc"
 has -rw-r--r-- "/usr/include/kvx/kvx\.h"
 has -rw-r--r-- "/usr/include/kvx/version\.h"
 has -rw-r--r-- "/lib/systemd/system/kvxd@\.service"
+if [ -n "${KVX_EXPECT_PYTHON:-}" ]; then
+	has -rw-r--r-- "/usr/lib/python3/dist-packages/kvx/__init__\.py"
+	has -rw-r--r-- "/usr/lib/python3/dist-packages/kvx/connectors/sglang\.py"
+	has -rw-r--r-- "/usr/lib/python3/dist-packages/kvx/_kvx\.cpython-[^/]*\.so"
+fi
 for f in "$src"/configs/*.ini; do
 	has -rw-r--r-- "/usr/share/doc/kvx/examples/$(basename "$f" | sed 's/\./\\./g')"
 done

@@ -100,6 +100,32 @@ for p in kvxd kvxctl kvx-bench; do
 		bad "bin/$p --version: '$out', want '$want'"
 done
 
+# the Python package, when the build has it: in lib/python3/dist-packages (Debian's layout),
+# importable by /usr/bin/python3 from there, loading the staged libkvx through its RUNPATH,
+# and a missing kvxd is kvx.Error ENOENT
+pydir=$stage/lib/python3/dist-packages
+if [ -n "${KVX_EXPECT_PYTHON:-}" ]; then
+	check "lib/python3/dist-packages/kvx/__init__.py" test -f "$pydir/kvx/__init__.py"
+	check "lib/python3/dist-packages/kvx/connectors/sglang.py" \
+		test -f "$pydir/kvx/connectors/sglang.py"
+	ext=$(ls "$pydir"/kvx/_kvx*.so 2>/dev/null | head -n 1)
+	loaded=$(ldd "$ext" 2>/dev/null | awk -v so="libkvx.so.$major" '$1 == so {print $3}')
+	[ -n "$loaded" ] && [ "$(readlink -f "$loaded")" = "$(readlink -f "$libdir/libkvx.so.$major")" ] &&
+		ok "the Python extension loads the staged libkvx ($loaded)" ||
+		bad "the Python extension loads libkvx from '$loaded', not $libdir"
+	out=$(cd / && PYTHONPATH=$pydir /usr/bin/python3 -c '
+import errno, sys, kvx
+assert kvx.__file__.startswith(sys.argv[1]), kvx.__file__
+try:
+    kvx.connect(sys.argv[2])
+except kvx.Error as e:
+    assert e.errno == errno.ENOENT, e
+    print("python: kvx", kvx.version(), "ENOENT")
+' "$pydir" "$tmp/no-kvxd.sock" 2>&1)
+	[ "$out" = "python: kvx $version ENOENT" ] && ok "python3 imports the staged kvx: $out" ||
+		bad "python3 and the staged kvx: $out"
+fi
+
 # the unit, the example configs (and nothing in etc/)
 unit=$stage/lib/systemd/system/kvxd@.service
 grep -qx "ExecStart=$stage/bin/kvxd -c /etc/kvx/%i.ini" "$unit" 2>/dev/null &&

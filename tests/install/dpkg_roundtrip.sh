@@ -55,6 +55,14 @@ if cc -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer" "$src/tests/install/cons
 else
 	bad "consumer"
 fi
+if ! grep -q '^/usr/lib/python3/dist-packages/kvx/' "$tmp/files"; then
+	:
+elif out=$(cd / && /usr/bin/python3 -c 'import kvx; print(kvx.version(), kvx.__file__)' 2>&1) &&
+	[[ "$out" == "$version /usr/lib/python3/dist-packages/kvx/__init__.py" ]]; then
+	ok "python3 imports the packaged kvx: $out"
+else
+	bad "python3 -c 'import kvx': $out"
+fi
 unit=/lib/systemd/system/kvxd@.service
 if "$src/tests/install/check_unit.sh" "$unit" "$src" >"$tmp/unit.log"; then
 	ok "/lib/systemd/system/kvxd@.service passes check_unit.sh"
