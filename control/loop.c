@@ -49,6 +49,8 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		 * kvxd_room_tell); other states as they happen.  Nobody to tell: an orphan goes
 		 * once it is quiescent (see tick). */
 		kvxd_room_ended(d, r, m->state); /* the histograms, once */
+		if (r->pc.role == KVX_ROOM_PREFILL && kvx_room_state_terminal(m->state))
+			kvxd_room_meta_refuse_parked(d, r); /* waiting endpoints are told now */
 		if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else

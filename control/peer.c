@@ -859,6 +859,13 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */
 		return;
 	}
+	if (r && r->nowners && own < 0 && kvx_room_state_terminal(kvxd_room_state(r))) {
+		/* another endpoint's metadata for a room that ended (and is not yet gone): told at
+		 * once, never taken */
+		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
+			    "the room already ended here");
+		return;
+	}
 	if (r && r->nowners && own < 0) {
 		/* another decode endpoint: one more destination, if the room feeds that many */
 		if (r->ndest && r->nowners >= r->ndest) {

@@ -254,9 +254,49 @@ kvxd_room_meta_park(struct kvxd_room *r, struct kvxd_meta *m)
 	return true;
 }
 
+/* Refuse parked metadata m: its endpoint is told at once (a failure push, like any source's). */
+static void
+parked_refuse(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m, int error, const char *why)
+{
+	struct kvx_wire_room_status st = {.room = r->pc.id,
+					  .gen = m->gen,
+					  .src_idx = m->src_idx,
+					  .state = KVX_ROOM_FAILED,
+					  .error = error,
+					  .dst_rank = m->dst_rank,
+					  .src_rank = r->pc.rank};
+
+	d->ctr.meta_refused_owner++;
+	snprintf(st.reason, sizeof(st.reason), "ROOM_META refused by %s: %s", d->cfg.name, why);
+	if (d->peers[m->peer].epoch == m->epoch)
+		kvxd_peer_push_status(d, &d->peers[m->peer], &st);
+	free(m);
+}
+
+void
+kvxd_room_meta_refuse_parked(struct kvxd *d, struct kvxd_room *r)
+{
+	int st = kvxd_room_state(r);
+	char why[KVXD_REASON_MAX];
+
+	if (!r->nparked)
+		return;
+	/* FAILED is final: its error and reason may be read (rooms.h, struct kvx_pcore_room) */
+	snprintf(why, sizeof(why), "the room ended: %s",
+		 st == KVX_ROOM_FAILED ? r->pc.reason : kvx_room_state_str(st));
+	for (int i = 0; i < r->nparked; i++)
+		parked_refuse(d, r, r->parked[i], st == KVX_ROOM_FAILED ? r->pc.error : -EBUSY,
+			      why);
+	r->nparked = 0;
+}
+
 void
 kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 {
+	if (kvx_room_state_terminal(kvxd_room_state(r))) {
+		kvxd_room_meta_refuse_parked(d, r); /* nothing will be written to them */
+		return;
+	}
 	for (int i = 0; i < r->nparked; i++) {
 		struct kvxd_meta *m = r->parked[i];
 		struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_META, .room = &r->pc, .ptr = m};
@@ -268,21 +308,10 @@ kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 			continue;
 		}
 		{
-			struct kvx_wire_room_status st = {.room = r->pc.id,
-							  .gen = m->gen,
-							  .src_idx = m->src_idx,
-							  .state = KVX_ROOM_FAILED,
-							  .error = -EBUSY,
-							  .dst_rank = m->dst_rank,
-							  .src_rank = r->pc.rank};
+			char why[64];
 
-			d->ctr.meta_refused_owner++;
-			snprintf(st.reason, sizeof(st.reason),
-				 "ROOM_META refused by %s: the room feeds %u decode endpoints",
-				 d->cfg.name, r->ndest);
-			if (d->peers[m->peer].epoch == m->epoch)
-				kvxd_peer_push_status(d, &d->peers[m->peer], &st);
-			free(m);
+			snprintf(why, sizeof(why), "the room feeds %u decode endpoints", r->ndest);
+			parked_refuse(d, r, m, -EBUSY, why);
 		}
 	}
 	r->nparked = 0;

@@ -209,6 +209,9 @@ bool kvxd_room_meta_park(struct kvxd_room *r, struct kvxd_meta *m);
 /* Prefill: the engine said (r->ndest): the parked metadata is taken in arrival order while
  * the room has fewer than ndest owners (on to its core), the rest refused and reported. */
 void kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r);
+/* Prefill: the room ended (SUCCESS or FAILED) with metadata parked: each of those endpoints is
+ * refused and told at once (a failure push), never left to its waiting timeout. */
+void kvxd_room_meta_refuse_parked(struct kvxd *d, struct kvxd_room *r);
 /* Prefill: endpoint (peer, rank) aborted: its parked metadata is never taken. */
 void kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank);
 /* r becomes e's room (counted against max_rooms_per_engine, on e's list). */

@@ -210,13 +210,21 @@ err_qpc_add(struct kvx_pcore_room *r, struct kvxd_qpc *q)
 	r->err_qpc[r->nerr_qpc++] = q;
 }
 
+/* Are the room's errored QPs quiescent?  One that is stays so (an errored QP takes no new
+ * WR): it is dropped from the set here, before the control core can retire and free it (a
+ * quiescent errored QP is rechecked for every waiting room, drain_recheck, before its
+ * QP_QUIESCED goes out), so the set never points at a freed QP while other WRs of a fan-out
+ * room are still in flight on another. */
 static bool
-err_qpcs_quiescent(const struct kvx_pcore_room *r)
+err_qpcs_quiescent(struct kvx_pcore_room *r)
 {
+	int n = 0;
+
 	for (int i = 0; i < r->nerr_qpc; i++)
 		if (r->err_qpc[i]->sq_used || r->err_qpc[i]->chain_n)
-			return false;
-	return true;
+			r->err_qpc[n++] = r->err_qpc[i];
+	r->nerr_qpc = (uint8_t)n;
+	return n == 0;
 }
 
 /* Prefill: may this room be acknowledged?  Only when it is FAILED (or SUCCESS), every WR it
@@ -226,11 +234,15 @@ static void
 prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	int st = r->fsm.state;
+	bool qps_quiet;
 
 	if (r->role != KVX_ROOM_PREFILL || r->drained_sent ||
 	    (st != KVX_ROOM_FAILED && st != KVX_ROOM_SUCCESS))
 		return;
-	if (room_outstanding(r) == 0 && err_qpcs_quiescent(r)) {
+	/* the errored QPs first, always: a quiescent one leaves the set before it can be freed */
+	qps_quiet = err_qpcs_quiescent(r);
+
+	if (room_outstanding(r) == 0 && qps_quiet) {
 		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
 
 		drain_remove(c, r);
@@ -815,6 +827,28 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		while (d < r->nmeta &&
 		       (r->metas[d]->peer != nm->peer || r->metas[d]->dst_rank != nm->dst_rank))
 			d++;
+		if (kvx_room_state_terminal(r->fsm.state) && d == r->nmeta) {
+			/* a further endpoint reaches a room that ended: it is told at once, as the
+			 * room's endpoints were (nothing was or will be written to it) */
+			struct kvxd_msg sm = {.type = KVXD_MSG_STATUS_PUSH,
+					      .room = r,
+					      .room_id = r->id,
+					      .gen = nm->gen,
+					      .peer = nm->peer,
+					      .src_idx = nm->src_idx,
+					      .state = KVX_ROOM_FAILED,
+					      .error = r->fsm.state == KVX_ROOM_FAILED ? r->error
+										       : -EBUSY,
+					      .dst_rank = nm->dst_rank,
+					      .src_rank = r->rank};
+
+			snprintf(sm.reason, sizeof(sm.reason), "%s",
+				 r->fsm.state == KVX_ROOM_FAILED ? r->reason
+								 : "the room is complete");
+			out_put(c, &sm);
+			give_back(c, KVXD_MSG_META_FREE, nm);
+			break;
+		}
 		if (kvx_room_state_terminal(r->fsm.state) ||
 		    (d < r->nmeta &&
 		     (nm->gen != r->metas[d]->gen || nm->epoch <= r->metas[d]->epoch)) ||
@@ -906,9 +940,13 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 
 	kvx_rcu_quiescent();
 	stat_add(&c->st.iterations, 1);
-	/* Every completion and message may produce up to 3 outbox messages: take work only while
-	 * the outbox can take all of it, so out_put() never fails. */
-	if (kvx_mbox_free_count(c->outbox) < 3 * (KVXD_BATCH + 8) + 64) {
+	/* Take work only while the outbox can take all it may produce, so out_put() never fails.
+	 * A room's failure is up to KVXD_MAX_TARGETS status pushes (fan-out), its event, its drain
+	 * and a chunk or meta given back; an iteration fails at most the rooms of its completions
+	 * (KVXD_BATCH), of its messages (8) and of the chunks it posts (KVXD_BATCH, plus one in
+	 * parts) or whose post fails (the same ones). */
+	if (kvx_mbox_free_count(c->outbox) <
+	    (KVXD_MAX_TARGETS + 3) * (3 * KVXD_BATCH + 8 + 1) + 64) {
 		stat_add(&c->st.outbox_full, 1);
 		return 0;
 	}

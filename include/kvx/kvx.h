@@ -178,10 +178,11 @@ struct kvx_chunk {
 };
 
 /* Prefill: submit n chunks (1..1024) in one call (one wake-up of kvxd for the batch).  Returns
- * n when all were queued, or -errno for the first chunk libkvx refused locally (none of the
- * batch was sent: -EINVAL, -ERANGE) or when kvxd went away (-ECONNRESET: chunks before it may
- * have been queued; their rooms fail with the session).  kvxd reports a chunk it refuses as a
- * FAILED event of its room, as for kvx_chunk_submit(). */
+ * n when all were queued, or -errno: for a chunk libkvx refused locally none of the batch was
+ * sent (-EINVAL); -ECONNRESET (kvxd went away) or -ETIMEDOUT (kvxd took nothing for the
+ * request timeout) part-way: the chunks before it may have been queued (resubmitting them
+ * rewrites the same pages; a room whose last chunk went fails or succeeds as usual).  kvxd reports
+ * a chunk it refuses as a FAILED event of its room, as for kvx_chunk_submit(). */
 int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n);
 
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to

@@ -162,9 +162,10 @@ submit_fan(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32
 static void
 test_fan_out_waits_for_every_errored_qp(void **state)
 {
-	uint32_t src[1] = {0}, dst[1] = {1}, q_src[1] = {2}, q_dst[1] = {3};
+	uint32_t src[1] = {0}, dst[1] = {1}, q_src[1] = {2}, q_dst[1] = {3}, r_src[1] = {4};
 	struct kvx_pcore_room *d0 = decode_room(30, dst, 1), *d1 = decode_room(31, dst, 1);
 	struct kvx_pcore_room *p, *dq = decode_room(32, q_dst, 1), *q;
+	struct kvx_pcore_room *dr = decode_room(35, q_dst, 1), *r;
 	struct kvxd_meta *m1;
 	struct kvxd_msg mm = {.type = KVXD_MSG_ROOM_META};
 
@@ -177,12 +178,14 @@ test_fan_out_waits_for_every_errored_qp(void **state)
 	mm.ptr = m1;
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
 	dq->src_peer[0] = 1;
-	q = prefill_room_peer(dq, q_dst, 1, 1);
+	q = prefill_room_peer(dq, q_dst, 1, 1); /* another room on the second QP */
+	r = prefill_room_peer(dr, q_dst, 1, 0); /* and one on the first */
 	fake_vx_hold(true);
 	fake_vx_defer_flush(true);
 	submit_fan(p, 0, src, 1, true, 2);
 	run();
 	submit(q, 0, q_src, 1, 0, true); /* after p's on the second QP */
+	submit(r, 0, r_src, 1, 0, true); /* after p's on the first */
 	run();
 	assert_int_equal(outstanding(p), 2 * NB);
 	/* every WR of p fails: the first on each QP with an error, the rest flushed */
@@ -197,11 +200,68 @@ test_fan_out_waits_for_every_errored_qp(void **state)
 	run();
 	assert_non_null(find_event(p, KVX_ROOM_FAILED));
 	assert_int_equal(outstanding(p), 0);
-	assert_true(outstanding(q) > 0); /* still on the second errored QP */
+	assert_true(outstanding(q) > 0 && outstanding(r) > 0); /* both QPs still busy */
+	assert_int_equal(drained(p), 0);
+	fake_vx_flush(E.pf.qpc->qp); /* the first QP is quiescent: the second still is not */
+	run();
+	assert_int_equal(outstanding(r), 0);
 	assert_int_equal(drained(p), 0);
 	fake_vx_flush(E.pf.qpc2->qp);
 	run();
 	assert_int_equal(outstanding(q), 0);
+	assert_int_equal(drained(p), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
+/* Fan-out, the other order: the first QP's errored WRs have all completed (it is quiescent)
+ * while the room's WRs to the second destination are still in flight.  The control core
+ * retires the first QP (QP_REMOVE, QP_RETIRED) and frees it; when the second destination's
+ * WRs complete, the room drains without looking at the retired QP.  Here the retired QP is
+ * poisoned instead of freed (as reuse of its memory would), so a drain check that still reads
+ * it never sees it quiescent (err_qpc_kept: the set keeps quiescent QPs, a use after free). */
+static void
+test_fan_out_drain_forgets_a_retired_qp(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1};
+	struct kvx_pcore_room *d0 = decode_room(33, dst, 1), *d1 = decode_room(34, dst, 1), *p;
+	struct kvxd_msg mm = {.type = KVXD_MSG_ROOM_META}, rm = {.type = KVXD_MSG_QP_REMOVE};
+	struct kvxd_meta *m1;
+	struct kvxd_qpc *old, saved;
+
+	connect_second_pair();
+	d1->src_peer[0] = 1;
+	p = prefill_room_peer(d0, dst, 1, 0);
+	m1 = make_meta(d1, dst, 1, 1);
+	m1->dst_rank = 1;
+	mm.room = p;
+	mm.ptr = m1;
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	submit_fan(p, 0, src, 1, true, 2);
+	run();
+	assert_int_equal(outstanding(p), 2 * NB);
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_REM_ACCESS_ERR), 0);
+	for (int i = 1; i < NB; i++)
+		assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_FLUSH_ERR), 0);
+	fake_vx_flush(E.pf.qpc->qp); /* its receives too: the QP is quiescent */
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(outstanding(p), NB); /* the second destination's */
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
+	/* the control core replaces the connection: the old QP is retired */
+	old = E.pf.qpc;
+	rm.qpc = old;
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &rm), 0);
+	run();
+	assert_int_equal(count_msgs(KVXD_MSG_QP_RETIRED), 1);
+	saved = *old;
+	memset(old, 0xa5, sizeof(*old)); /* freed and reused: nothing may read it any more */
+	fake_vx_release(E.pf.qpc2->qp, NB);
+	run();
+	assert_int_equal(outstanding(p), 0);
+	*old = saved; /* the harness frees it */
 	assert_int_equal(drained(p), 1);
 	fake_vx_hold(false);
 	fake_vx_defer_flush(false);
@@ -269,6 +329,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_siblings_on_the_errored_qp_must_flush_first,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fan_out_waits_for_every_errored_qp, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fan_out_drain_forgets_a_retired_qp, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
 						teardown),

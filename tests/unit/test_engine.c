@@ -2146,6 +2146,35 @@ test_fan_out_to_two_decode_ranks(void **state)
 	eng_close(&eb);
 }
 
+/* The second destination's metadata waits (parked) when the first one aborts the room before
+ * the prefill engine's first chunk: the waiting endpoint is told at once (a failure push), its
+ * room is released without any timeout, and the engine's late chunk hears FAILED once.
+ * (refuse_parked_never: the waiting endpoint is left to its waiting timeout.) */
+static void
+test_fan_out_parked_endpoint_told_when_the_room_fails(void **state)
+{
+	struct eng ea[2], eb;
+	int pa[2], pb;
+	uint64_t refused = B.ctr.meta_refused_owner;
+
+	fan_out_setup(ea, &eb, pa, &pb, 732);
+	assert_int_equal(eng_room_req(&ea[0], KVX_ENG_ROOM_ABORT, 732), 0);
+	pump_until_event(&ea[0], 732, KVX_STATE_RELEASED);
+	pump_until_event(&ea[1], 732, KVX_STATE_RELEASED);
+	assert_int_equal(B.ctr.meta_refused_owner, refused + 1);
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	assert_int_equal(A.ctr.fences, 0);
+	eng_chunk_fan(&eb, 732, pb, 4, 3, 0, 2, true);
+	pump_until_event(&eb, 732, KVX_STATE_FAILED);
+	assert_int_equal(count_events(&eb, 732, KVX_STATE_FAILED), 1);
+	for (uint32_t k = 0; k < 2; k++) /* nothing was written to either */
+		for (uint32_t i = 0; i < 128 * 16 * 2; i++)
+			assert_int_equal(pool_by_id(&A, pa[k])->base[i], 0xee);
+	eng_close(&ea[0]);
+	eng_close(&ea[1]);
+	eng_close(&eb);
+}
+
 /* One of the two destinations aborts: the room fails for both (the other is told at once by a
  * failure push, not a timeout), both decode rooms are released after the drain (each endpoint
  * acknowledged), and the prefill engine hears FAILED once. */
@@ -2227,6 +2256,7 @@ main(void)
 		T(test_abort_acks_are_per_source_rank),
 		T(test_fan_out_to_two_decode_ranks),
 		T(test_fan_out_abort_from_one_fails_all),
+		T(test_fan_out_parked_endpoint_told_when_the_room_fails),
 	};
 #undef T
 
