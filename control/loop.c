@@ -290,6 +290,15 @@ kvxd_shutdown_release(struct kvxd *d)
 			kvxd_qpc_retired(d, q);
 		}
 	}
+	for (int c = 0; c < d->ncores; c++) { /* chunks of failed rooms not given back yet */
+		struct kvxd_chunk *ch = d->cores[c].dead_head, *next;
+
+		d->cores[c].dead_head = d->cores[c].dead_tail = NULL;
+		for (; ch; ch = next) {
+			next = ch->next;
+			kvxd_chunk_free(d, ch);
+		}
+	}
 	kvxd_rooms_free_all(d);
 	kvx_rcu_barrier();
 }

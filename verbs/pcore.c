@@ -117,17 +117,49 @@ ready_add(struct kvxd_core *c, struct kvx_pcore_room *r)
 	c->ready_tail = r;
 }
 
+/* A room's pending chunks leave it at once; they go back to the control core from the dead
+ * list (dead_give_back), a bounded batch per iteration. */
 static void
 drop_pending(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
-	while (r->pend_head) {
-		struct kvxd_chunk *ch = r->pend_head;
-
-		r->pend_head = ch->next;
-		give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+	if (r->pend_head) {
+		if (c->dead_tail)
+			c->dead_tail->next = r->pend_head;
+		else
+			c->dead_head = r->pend_head;
+		c->dead_tail = r->pend_tail;
+		stat_add(&c->st.chunks_deferred, 1);
 	}
-	r->pend_tail = NULL;
+	r->pend_head = r->pend_tail = NULL;
+	r->post_d = r->post_b = r->post_i = 0;
 	ready_remove(c, r);
+}
+
+/* Take work only while the outbox can take all it may produce, so out_put() never fails.
+ * A room's failure is up to KVXD_MAX_TARGETS status pushes (fan-out), its event, its drain
+ * and a chunk or meta given back; an iteration fails at most the rooms of its completions
+ * (KVXD_BATCH), of its messages (8) and of the chunks it posts (KVXD_BATCH, plus one in
+ * parts) or whose post fails (the same ones). */
+#define OUTBOX_RESERVE ((KVXD_MAX_TARGETS + 3) * (3 * KVXD_BATCH + 8 + 1) + 64)
+#define DEAD_BATCH 64 /* chunks given back per iteration, at most */
+
+/* Give dropped chunks back while the outbox has room beyond what this iteration reserved.
+ * Returns how many went. */
+static int
+dead_give_back(struct kvxd_core *c, uint32_t reserve)
+{
+	int n = 0;
+
+	while (c->dead_head && n < DEAD_BATCH && kvx_mbox_free_count(c->outbox) > reserve) {
+		struct kvxd_chunk *ch = c->dead_head;
+
+		c->dead_head = ch->next;
+		if (!c->dead_head)
+			c->dead_tail = NULL;
+		give_back(c, KVXD_MSG_CHUNK_FREE, ch);
+		n++;
+	}
+	return n;
 }
 
 /* Fail a room (sticky).  A prefill room pushes the failure to its decode endpoint at once. */
@@ -940,13 +972,7 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 
 	kvx_rcu_quiescent();
 	stat_add(&c->st.iterations, 1);
-	/* Take work only while the outbox can take all it may produce, so out_put() never fails.
-	 * A room's failure is up to KVXD_MAX_TARGETS status pushes (fan-out), its event, its drain
-	 * and a chunk or meta given back; an iteration fails at most the rooms of its completions
-	 * (KVXD_BATCH), of its messages (8) and of the chunks it posts (KVXD_BATCH, plus one in
-	 * parts) or whose post fails (the same ones). */
-	if (kvx_mbox_free_count(c->outbox) <
-	    (KVXD_MAX_TARGETS + 3) * (3 * KVXD_BATCH + 8 + 1) + 64) {
+	if (kvx_mbox_free_count(c->outbox) < OUTBOX_RESERVE) {
 		stat_add(&c->st.outbox_full, 1);
 		return 0;
 	}
@@ -967,6 +993,8 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 	if (c->ready_head)
 		work += ready_drain(c);
 	flush_chains(c);
+	if (c->dead_head) /* after this iteration's own messages went out */
+		work += dead_give_back(c, OUTBOX_RESERVE);
 	return work;
 }
 

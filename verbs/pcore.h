@@ -217,7 +217,8 @@ struct kvxd_msg {
 struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
-		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted;
+		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted,
+		chunks_deferred;
 };
 
 struct kvxd_core {
@@ -230,6 +231,9 @@ struct kvxd_core {
 	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS];
 	struct kvx_pcore_room *ready_head, *ready_tail;
 	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */
+	/* chunks of failed or dropped rooms not yet given back (CHUNK_FREE): a room may hold any
+	 * number, so they go back a bounded batch per iteration, never past the outbox's room */
+	struct kvxd_chunk *dead_head, *dead_tail;
 	uint32_t idle_park_us;
 	uint64_t idle_since_ns;
 	atomic_bool stop;

@@ -267,6 +267,64 @@ test_fan_out_drain_forgets_a_retired_qp(void **state)
 	fake_vx_defer_flush(false);
 }
 
+/* A room that fails with more chunks waiting than the outbox holds (its metadata never came):
+ * every chunk still goes back to the control core (CHUNK_FREE), in batches the outbox can
+ * take, none dropped (dead_all_at_once: all at once, and the outbox overflows). */
+#define MANY_CHUNKS 9000
+
+static void
+test_failed_room_gives_every_chunk_back(void **state)
+{
+	struct kvx_pcore_room *p = calloc(1, sizeof(*p));
+	struct kvxd_msg fm = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT};
+	struct kvxd_msg out[64];
+	uint32_t src[1] = {0};
+	int freed = 0, idle = 0;
+
+	p->id = 40;
+	p->role = p->fsm.role = KVX_ROOM_PREFILL;
+	assert_int_equal(
+		kvx_room_table_add_sub(E.by_id, &p->by_id, p->id, kvxd_room_sub(0, p->role)), 0);
+	for (int k = 0; k < MANY_CHUNKS; k++) {
+		struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4);
+		struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = p, .ptr = ch};
+
+		*ch = (struct kvxd_chunk){
+			.pool = &E.pf.pool, .index = (uint32_t)k, .npages = 1, .nbufs = NB};
+		memcpy(ch->pages, src, 4);
+		assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
+		while (kvx_mbox_free_count(E.pf.core.inbox) < 64) /* it takes 8 per iteration */
+			kvx_pcore_poll_once(&E.pf.core);
+	}
+	while (kvx_pcore_poll_once(&E.pf.core))
+		;
+	assert_int_equal(kvx_mbox_free_count(E.pf.core.outbox), 8192); /* they only wait */
+	snprintf(fm.reason, sizeof(fm.reason), "waiting timeout");
+	fm.room = p;
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &fm), 0);
+	/* the control core lags: the core runs several iterations before anything is read */
+	for (int i = 0; i < 200; i++)
+		kvx_pcore_poll_once(&E.pf.core);
+	while (idle < 3) {
+		int n, work = kvx_pcore_poll_once(&E.pf.core);
+
+		while ((n = kvx_mbox_get_burst(E.pf.core.outbox, out, 64)) > 0) {
+			for (int i = 0; i < n; i++)
+				if (out[i].type == KVXD_MSG_CHUNK_FREE) {
+					free(out[i].ptr);
+					freed++;
+				}
+			work += n;
+		}
+		idle = work ? 0 : idle + 1;
+	}
+	/* the room leaves before the checks, so that a failure here leaves the harness whole */
+	kvx_room_table_del(E.by_id, &p->by_id);
+	free(p);
+	assert_null(E.pf.core.dead_head);
+	assert_int_equal(freed, MANY_CHUNKS);
+}
+
 /* A successful room drains at once when aborted late; a skipped chunk for it changes nothing. */
 static void
 test_abort_after_success_drains_at_once(void **state)
@@ -331,6 +389,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_fan_out_waits_for_every_errored_qp, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fan_out_drain_forgets_a_retired_qp, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_room_gives_every_chunk_back, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
 						teardown),
