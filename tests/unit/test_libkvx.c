@@ -1100,6 +1100,89 @@ test_chunk_submit_sends_one_datagram(void **state)
 	pthread_mutex_unlock(&fx->f.mu);
 }
 
+/* kvx_chunk_submitv: a batch goes out as one CHUNK per chunk, in order, with every field
+ * (region, buffers, ndest); a batch with one bad chunk is refused whole, nothing sent. */
+static void
+test_chunk_submitv_batch(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t p0[] = {1, 2}, p1[] = {3}, p2[] = {4, 5, 6};
+	struct kvx_chunk ch[3] = {
+		{.room = 7, .chunk_index = 0, .pool_id = 2, .npages = 2, .src_pages = p0},
+		{.room = 7,
+		 .chunk_index = 1,
+		 .pool_id = 2,
+		 .npages = 1,
+		 .src_pages = p1,
+		 .region = 1,
+		 .buf_first = 2,
+		 .buf_count = 1,
+		 .ndest = 2},
+		{.room = 8,
+		 .chunk_index = 0,
+		 .pool_id = 3,
+		 .npages = 3,
+		 .src_pages = p2,
+		 .dst_offset = 9,
+		 .region = 3,
+		 .buf_first = 5,
+		 .buf_count = 2,
+		 .ndest = 8,
+		 .last = 1},
+	};
+	const struct kvx_eng_chunk *m = (const void *)fx->f.last;
+	int before;
+
+	sync_fake(fx->c);
+	before = fake_count(&fx->f);
+	assert_int_equal(kvx_chunk_submitv(fx->c, ch, 3), 3);
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nmsgs, before + 4); /* 3 chunks and the sync */
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 3);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+	/* a batch of one, its fields read back as the fake's last message */
+	before = fake_count(&fx->f);
+	assert_int_equal(kvx_chunk_submitv(fx->c, &ch[2], 1), 1);
+	for (int i = 0; i < 200 && fake_count(&fx->f) == before; i++)
+		usleep(5000);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 4);
+	assert_int_equal(m->hdr.type, KVX_ENG_CHUNK);
+	assert_int_equal(fx->f.last_len, sizeof(*m) + sizeof(p2));
+	assert_int_equal(m->room, 8);
+	assert_int_equal(m->pool_id, 3);
+	assert_int_equal(m->npages, 3);
+	assert_int_equal(m->dst_offset, 9);
+	assert_int_equal(m->region, 3);
+	assert_int_equal(m->buf_first, 5);
+	assert_int_equal(m->buf_count, 2);
+	assert_int_equal(m->ndest, 8);
+	assert_int_equal(m->last, 1);
+	assert_memory_equal(m + 1, p2, sizeof(p2));
+	pthread_mutex_unlock(&fx->f.mu);
+	/* one bad chunk refuses the whole batch: a region beyond the room's, too many
+	 * destinations, no pages */
+	{
+		struct kvx_chunk bad[3] = {ch[0], ch[1], ch[2]};
+
+		bad[1].region = KVX_MAX_REGIONS;
+		assert_int_equal(kvx_chunk_submitv(fx->c, bad, 3), -EINVAL);
+		bad[1] = ch[1];
+		bad[2].ndest = KVX_MAX_DESTS + 1;
+		assert_int_equal(kvx_chunk_submitv(fx->c, bad, 3), -EINVAL);
+		bad[2] = ch[2];
+		bad[0].npages = 0;
+		assert_int_equal(kvx_chunk_submitv(fx->c, bad, 3), -EINVAL);
+		assert_int_equal(kvx_chunk_submitv(fx->c, bad, 0), -EINVAL);
+	}
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 4); /* nothing of the bad batches */
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
 static void
 test_room_abort_message(void **state)
 {
@@ -1679,6 +1762,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pool_register_passes_memfd, setup_conn,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_open_message, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_submitv_batch, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_submit_sends_one_datagram, setup_conn,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_abort_message, setup_conn, teardown),
