@@ -231,13 +231,42 @@ name_char_ok(char ch)
 	       ch == '_' || ch == '.' || ch == '-';
 }
 
+/* One node name: 1..KVX_NAME_MAX-1 bytes of [A-Za-z0-9_.-]; points into o (a str). */
+static const char *
+node_get(PyObject *o, const char *name)
+{
+	const char *s;
+	Py_ssize_t len;
+
+	if (!PyUnicode_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", name,
+			     Py_TYPE(o)->tp_name);
+		return NULL;
+	}
+	s = PyUnicode_AsUTF8AndSize(o, &len);
+	if (!s)
+		return NULL;
+	if (len < 1 || len >= KVX_NAME_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: a node name of 1..%d bytes", name,
+			     KVX_NAME_MAX - 1);
+		return NULL;
+	}
+	for (Py_ssize_t j = 0; j < len; j++)
+		if (!name_char_ok(s[j])) {
+			PyErr_Format(PyExc_ValueError, "%s: %R: node names use [A-Za-z0-9_.-]",
+				     name, o);
+			return NULL;
+		}
+	return s;
+}
+
 /* Source node names: a sequence of 1..KVX_MAX_SOURCES distinct str, each 1..KVX_NAME_MAX-1
  * characters of [A-Za-z0-9_.-].  names[] points into seq's items (kept by *seqp). */
 static int
 sources_get(PyObject *o, const char **names, uint32_t *n, PyObject **seqp)
 {
 	PyObject *seq;
-	Py_ssize_t cnt, i, j, len;
+	Py_ssize_t cnt, i, j;
 
 	if (PyUnicode_Check(o) || !PySequence_Check(o)) {
 		PyErr_Format(PyExc_TypeError, "sources must be a sequence of str, not %.100s",
@@ -255,27 +284,12 @@ sources_get(PyObject *o, const char **names, uint32_t *n, PyObject **seqp)
 	}
 	for (i = 0; i < cnt; i++) {
 		PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+		char name[24];
 
-		if (!PyUnicode_Check(it)) {
-			PyErr_Format(PyExc_TypeError, "sources[%zd] must be a str, not %.100s", i,
-				     Py_TYPE(it)->tp_name);
-			goto err;
-		}
-		names[i] = PyUnicode_AsUTF8AndSize(it, &len);
+		snprintf(name, sizeof(name), "sources[%zd]", i);
+		names[i] = node_get(it, name);
 		if (!names[i])
 			goto err;
-		if (len < 1 || len >= KVX_NAME_MAX) {
-			PyErr_Format(PyExc_ValueError, "sources[%zd]: a node name of 1..%d bytes",
-				     i, KVX_NAME_MAX - 1);
-			goto err;
-		}
-		for (j = 0; j < len; j++)
-			if (!name_char_ok(names[i][j])) {
-				PyErr_Format(PyExc_ValueError,
-					     "sources[%zd]: %R: node names use [A-Za-z0-9_.-]", i,
-					     it);
-				goto err;
-			}
 		for (j = 0; j < i; j++)
 			if (!strcmp(names[i], names[j])) {
 				PyErr_Format(PyExc_ValueError, "sources: %R is listed twice", it);
@@ -588,35 +602,6 @@ Conn_chunk_submit(ConnObject *self, PyObject *args, PyObject *kwds)
 	if (r < 0)
 		return raise_errno(r, "kvx_chunk_submit", NULL);
 	Py_RETURN_NONE;
-}
-
-/* One node name: 1..KVX_NAME_MAX-1 bytes of [A-Za-z0-9_.-]; points into o (a str). */
-static const char *
-node_get(PyObject *o, const char *name)
-{
-	const char *s;
-	Py_ssize_t len;
-
-	if (!PyUnicode_Check(o)) {
-		PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", name,
-			     Py_TYPE(o)->tp_name);
-		return NULL;
-	}
-	s = PyUnicode_AsUTF8AndSize(o, &len);
-	if (!s)
-		return NULL;
-	if (len < 1 || len >= KVX_NAME_MAX) {
-		PyErr_Format(PyExc_ValueError, "%s: a node name of 1..%d bytes", name,
-			     KVX_NAME_MAX - 1);
-		return NULL;
-	}
-	for (Py_ssize_t j = 0; j < len; j++)
-		if (!name_char_ok(s[j])) {
-			PyErr_Format(PyExc_ValueError, "%s: %R: node names use [A-Za-z0-9_.-]",
-				     name, o);
-			return NULL;
-		}
-	return s;
 }
 
 /* A sequence (not a str) of lo..hi items, as a new PySequence_Fast, or NULL. */

@@ -309,9 +309,10 @@ prefill_room(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages)
 	return prefill_room_peer(dr, dst, npages, 0);
 }
 
+/* A chunk of every buffer for a room that feeds ndest decode endpoints (fan-out; 0: one). */
 static __attribute__((unused)) void
-submit(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t npages, uint32_t off,
-       bool last)
+submit_to(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t npages,
+	  uint32_t off, bool last, uint32_t ndest)
 {
 	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * npages);
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
@@ -321,9 +322,17 @@ submit(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t n
 				  .npages = npages,
 				  .dst_offset = off,
 				  .nbufs = NB,
+				  .ndest = ndest,
 				  .last = last};
 	memcpy(ch->pages, src, 4 * npages);
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
+}
+
+static __attribute__((unused)) void
+submit(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t npages, uint32_t off,
+       bool last)
+{
+	submit_to(r, index, src, npages, off, last, 0);
 }
 
 static __attribute__((unused)) void

@@ -137,24 +137,6 @@ test_stuck_qp_does_not_delay_other_rooms(void **state)
 	assert_int_equal(drained(ps), 1);
 }
 
-/* A chunk of room r for ndest destinations (fan-out). */
-static void
-submit_fan(struct kvx_pcore_room *r, uint32_t index, const uint32_t *src, uint32_t n, bool last,
-	   uint32_t ndest)
-{
-	struct kvxd_chunk *ch = calloc(1, sizeof(*ch) + 4 * n);
-	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = r, .ptr = ch};
-
-	*ch = (struct kvxd_chunk){.pool = &E.pf.pool,
-				  .index = index,
-				  .npages = n,
-				  .nbufs = NB,
-				  .ndest = ndest,
-				  .last = last};
-	memcpy(ch->pages, src, 4 * n);
-	assert_int_equal(kvx_pcore_send(&E.pf.core, &m), 0);
-}
-
 /* Fan-out: a room feeding two decode endpoints (on peers 0 and 1) has errored WRs on both
  * QPs.  It may be ACKed only once both QPs are quiescent: here its own WRs all completed, but
  * another room's WRs still sit on the second errored QP, so it waits for that QP's flush too.
@@ -182,7 +164,7 @@ test_fan_out_waits_for_every_errored_qp(void **state)
 	r = prefill_room_peer(dr, q_dst, 1, 0); /* and one on the first */
 	fake_vx_hold(true);
 	fake_vx_defer_flush(true);
-	submit_fan(p, 0, src, 1, true, 2);
+	submit_to(p, 0, src, 1, 0, true, 2);
 	run();
 	submit(q, 0, q_src, 1, 0, true); /* after p's on the second QP */
 	submit(r, 0, r_src, 1, 0, true); /* after p's on the first */
@@ -239,7 +221,7 @@ test_fan_out_drain_forgets_a_retired_qp(void **state)
 	assert_int_equal(kvx_pcore_send(&E.pf.core, &mm), 0);
 	fake_vx_hold(true);
 	fake_vx_defer_flush(true);
-	submit_fan(p, 0, src, 1, true, 2);
+	submit_to(p, 0, src, 1, 0, true, 2);
 	run();
 	assert_int_equal(outstanding(p), 2 * NB);
 	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_REM_ACCESS_ERR), 0);

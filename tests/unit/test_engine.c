@@ -444,9 +444,12 @@ eng_room_req(struct eng *e, uint16_t type, uint64_t id)
 	return eng_call(e, type, &m, sizeof(m), -1, NULL);
 }
 
-/* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset, last or not. */
+/* Prefill: one chunk of room id: source pages src0.. (n of them) of pool, buffers [b0, b0 + nb)
+ * (nb 0: every buffer), to region's destination pages dst_offset.., for a room that feeds ndest
+ * decode endpoints (0: one). */
 static void
-eng_chunk_x(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset, bool last)
+eng_chunk_full(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
+	       uint32_t dst_offset, uint32_t b0, uint32_t nb, uint32_t ndest, bool last)
 {
 	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
 	struct kvx_eng_chunk *m = (void *)buf;
@@ -459,9 +462,20 @@ eng_chunk_x(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offse
 	m->npages = n;
 	m->dst_offset = dst_offset;
 	m->last = last;
+	m->region = region;
+	m->buf_first = b0;
+	m->buf_count = nb;
+	m->ndest = ndest;
 	for (uint32_t i = 0; i < n; i++)
-		pages[i] = i;
+		pages[i] = src0 + i;
 	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+}
+
+/* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset, last or not. */
+static void
+eng_chunk_x(struct eng *e, uint64_t id, int pool, uint32_t n, uint32_t dst_offset, bool last)
+{
+	eng_chunk_full(e, id, 0, pool, 0, n, dst_offset, 0, 0, 0, last);
 }
 
 /* Prefill: one (last) chunk of room id, source pages 0..n-1 to dst_offset. */
@@ -1752,29 +1766,13 @@ eng_open_shape(struct eng *e, uint64_t id, uint32_t nreg, const int *pool, const
 	return eng_call(e, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)pg - (uint8_t *)m), -1, out);
 }
 
-/* Prefill: one chunk: source pages 0..n-1 (+ src0) of pool, buffers [b0, b0 + nb), to region's
+/* Prefill: one chunk: source pages src0.. of pool, buffers [b0, b0 + nb), to region's
  * destination pages dst_offset.. */
 static void
 eng_chunk_shape(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
 		uint32_t dst_offset, uint32_t b0, uint32_t nb, bool last)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
-	struct kvx_eng_chunk *m = (void *)buf;
-	uint32_t *pages = (uint32_t *)(m + 1);
-
-	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
-	m->room = id;
-	m->pool_id = pool;
-	m->npages = n;
-	m->dst_offset = dst_offset;
-	m->last = last;
-	m->region = region;
-	m->buf_first = b0;
-	m->buf_count = nb;
-	for (uint32_t i = 0; i < n; i++)
-		pages[i] = src0 + i;
-	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+	eng_chunk_full(e, id, region, pool, src0, n, dst_offset, b0, nb, 0, last);
 }
 
 static struct kvxd_pool *
@@ -2078,21 +2076,7 @@ static void
 eng_chunk_fan(struct eng *e, uint64_t id, int pool, uint32_t src0, uint32_t n, uint32_t b0,
 	      uint32_t ndest, bool last)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
-	struct kvx_eng_chunk *m = (void *)buf;
-	uint32_t *pages = (uint32_t *)(m + 1);
-
-	memset(buf, 0, sizeof(buf));
-	m->room = id;
-	m->pool_id = pool;
-	m->npages = n;
-	m->last = last;
-	m->buf_first = b0;
-	m->buf_count = 1;
-	m->ndest = ndest;
-	for (uint32_t i = 0; i < n; i++)
-		pages[i] = src0 + i;
-	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+	eng_chunk_full(e, id, 0, pool, src0, n, 0, b0, 1, ndest, last);
 }
 
 static void
