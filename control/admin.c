@@ -66,12 +66,14 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		for (int i = 0; i < d->npeers; i++) {
 			struct kvxd_peer *p = &d->peers[i];
 
+			if (p->vacant)
+				continue;
 			P("peer %s %s:%u state %s epoch %u handshakes %llu setup_failures %llu "
-			  "resets %llu journal_pending %d%s%s\n",
+			  "resets %llu journal_pending %d%s%s%s\n",
 			  p->name, p->addr.host, p->addr.port, kvxd_peer_state_str(p->state),
 			  p->epoch, (unsigned long long)p->n_handshakes,
 			  (unsigned long long)p->n_setup_failures, (unsigned long long)p->n_resets,
-			  p->state == KVXD_PEER_READY ? 0 : p->j.n,
+			  p->state == KVXD_PEER_READY ? 0 : p->j.n, p->removing ? " removing" : "",
 			  p->last_error[0] ? " last_error: " : "", p->last_error);
 		}
 		return 0;

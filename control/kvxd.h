@@ -145,6 +145,11 @@ struct kvxd_peer {
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	bool lost;	/* its last session ended by failure, and no new one is up yet */
 	bool fence_req; /* kvxd_peer_fence_request(): reset at the next kvxd_peer_tick() */
+	/* runtime membership (kvxd_peer_add/remove, control/members.h): a removed peer is torn
+	 * down like a lost one and never dialled or accepted again; its slot is freed (vacant,
+	 * reused by a later add) once it is idle, its journal empty and no room links to it */
+	bool removing;
+	bool vacant;
 	char fence_why[160];
 	uint32_t epoch;
 	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
@@ -226,6 +231,8 @@ struct kvxd_counters {
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 	uint64_t heartbeats_sent, peers_silent;
+	/* membership: peers added and removed at runtime, reloads done and refused (SIGHUP) */
+	uint64_t peers_added, peers_removed, reloads, reloads_refused;
 	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
 	uint64_t abort_transitions[4][4]; /* enum kvxd_abort_state (control/rooms.h) */
 	uint64_t abort_refused;		  /* illegal abort transitions asked (a bug: logged) */

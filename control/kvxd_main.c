@@ -69,6 +69,7 @@ signals_block(struct kvxd *d)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP); /* reload the peers (control/members.h) */
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);

@@ -20,6 +20,7 @@
 #include "control/engine.h"
 #include "control/engine_io.h"
 #include "control/loop.h"
+#include "control/members.h"
 #include "control/metrics_http.h"
 #include "control/peer.h"
 #include "control/peer_io.h"
@@ -171,10 +172,18 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
 
-		if (read(d->sig_fd, &si, sizeof(si)) == sizeof(si)) {
-			KVX_INFO("signal %u: stopping", si.ssi_signo);
-			d->stopping = true;
+		char err[512];
+
+		if (read(d->sig_fd, &si, sizeof(si)) != sizeof(si))
+			break;
+		if (si.ssi_signo == SIGHUP) {
+			KVX_INFO("SIGHUP: reloading the peers of %s",
+				 d->cfg_path ? d->cfg_path : "(none)");
+			kvxd_members_reload(d, err, sizeof(err)); /* logs what it did */
+			break;
 		}
+		KVX_INFO("signal %u: stopping", si.ssi_signo);
+		d->stopping = true;
 		break;
 	}
 	}

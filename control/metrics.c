@@ -313,6 +313,12 @@ control_counters(struct out *o, struct kvxd *d)
 	GAUGE("auth_disabled", "1 when [security] auth = none", d->auth.none ? 1 : 0);
 	COUNTER("heartbeats_sent_total", "heartbeats sent", c->heartbeats_sent);
 	COUNTER("peers_silent_total", "peers lost by the heartbeat rule", c->peers_silent);
+	COUNTER("peers_added_total", "peers added at runtime (reload)", c->peers_added);
+	COUNTER("peers_removed_total", "peers removed at runtime (reload)", c->peers_removed);
+	COUNTER("reloads_total", "configuration reloads applied (SIGHUP)", c->reloads);
+	COUNTER("reloads_refused_total",
+		"configuration reloads refused (an invalid file, no room for the peers)",
+		c->reloads_refused);
 	COUNTER("events_duplicate_suppressed_total", "room ends not told twice",
 		c->events_duplicate);
 	family(o, "kvx_peer_transitions_total", "counter", "peer state transitions");
@@ -500,21 +506,27 @@ gauges(struct out *o, struct kvxd *d)
 	family(o, "kvx_rooms", "gauge", "rooms in the room table");
 	for (int r = 0; r < 2; r++)
 		sample(o, L({"role", role_label[r]}), d->nrooms[r]);
-	family(o, "kvx_peers", "gauge", "configured peers by state");
+	family(o, "kvx_peers", "gauge", "peers by state (removed ones until they are gone)");
 	for (int s = 0; s < KVXD_PEER_STATE_COUNT; s++) {
 		n = 0;
 		for (int i = 0; i < d->npeers; i++)
-			n += d->peers[i].state == (enum kvxd_peer_state)s;
+			n += !d->peers[i].vacant && d->peers[i].state == (enum kvxd_peer_state)s;
 		sample(o, L({"state", kvxd_peer_state_str(s)}), n);
 	}
+	n = 0;
+	for (int i = 0; i < d->npeers; i++)
+		n += d->peers[i].removing;
+	GAUGE("peers_removing", "removed peers still being torn down", n);
 	family(o, "kvx_peer_rooms_held", "gauge",
 	       "rooms a peer's ROOM_METAs created (max_rooms_per_peer)");
 	for (int i = 0; i < d->npeers; i++)
-		sample(o, L({"peer", d->peers[i].name}), d->peers[i].rooms_held);
+		if (!d->peers[i].vacant)
+			sample(o, L({"peer", d->peers[i].name}), d->peers[i].rooms_held);
 	family(o, "kvx_peer_tombstones_held", "gauge",
 	       "tombstones a peer's ABORTs left (max_tombstones_per_peer)");
 	for (int i = 0; i < d->npeers; i++)
-		sample(o, L({"peer", d->peers[i].name}), d->peers[i].tombstones_held);
+		if (!d->peers[i].vacant)
+			sample(o, L({"peer", d->peers[i].name}), d->peers[i].tombstones_held);
 	n = bytes = 0;
 	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
 		if (d->engines[i]) {

@@ -64,25 +64,115 @@ peer_set_state(struct kvxd *d, struct kvxd_peer *p, enum kvxd_peer_state to)
 		kvx_hist_observe(&d->hist.handshake, &kvx_hist_us, kvxd_now_us() - p->hs_start_us);
 }
 
+/* Slot i becomes the peer cp, idle; whatever the slot held before is gone (a vacant slot). */
+static void
+peer_slot_init(struct kvxd *d, int i, const struct kvx_config_peer *cp)
+{
+	struct kvxd_peer *p = &d->peers[i];
+
+	free(p->pend_status);
+	*p = (struct kvxd_peer){.idx = i};
+	if (cp != &d->cfg.peers[i])
+		d->cfg.peers[i] = *cp;
+	snprintf(p->name, sizeof(p->name), "%s", cp->name);
+	p->addr = cp->addr;
+	p->allowed = cp->allowed;
+	p->initiator = strcmp(d->cfg.name, p->name) < 0;
+	p->state = KVXD_PEER_IDLE; /* the initial state */
+	p->s.fd = -1;
+	p->retry_at_ms = 0;
+	CDS_INIT_LIST_HEAD(&p->rooms);
+}
+
 void
 kvxd_peer_init_all(struct kvxd *d)
 {
 	d->npeers = d->cfg.n_peers;
 	CDS_INIT_LIST_HEAD(&d->pending);
 	d->npending = 0;
-	for (int i = 0; i < d->npeers; i++) {
-		struct kvxd_peer *p = &d->peers[i];
+	for (int i = 0; i < d->npeers; i++)
+		peer_slot_init(d, i, &d->cfg.peers[i]);
+}
 
-		p->idx = i;
-		snprintf(p->name, sizeof(p->name), "%s", d->cfg.peers[i].name);
-		p->addr = d->cfg.peers[i].addr;
-		p->allowed = d->cfg.peers[i].allowed;
-		p->initiator = strcmp(d->cfg.name, p->name) < 0;
-		p->state = KVXD_PEER_IDLE; /* the initial state */
-		p->s.fd = -1;
-		p->retry_at_ms = 0;
-		CDS_INIT_LIST_HEAD(&p->rooms);
+int
+kvxd_peer_room(const struct kvxd *d)
+{
+	uint64_t per_peer = 2ull * ((uint64_t)d->cfg.sq_depth + d->cfg.rq_depth);
+	uint64_t fits = per_peer ? d->cfg.cq_depth / per_peer : 0;
+	int used = 0;
+
+	for (int i = 0; i < d->npeers; i++)
+		used += !d->peers[i].vacant;
+	if (fits > KVX_MAX_PEERS)
+		fits = KVX_MAX_PEERS;
+	return (int)fits > used ? (int)fits - used : 0;
+}
+
+int
+kvxd_peer_add(struct kvxd *d, const struct kvx_config_peer *cp)
+{
+	int i = 0;
+
+	if (kvxd_peer_find(d, cp->name))
+		return -EEXIST;
+	while (i < d->npeers && !d->peers[i].vacant)
+		i++;
+	if (i == KVX_MAX_PEERS)
+		return -ENOSPC;
+	if (kvxd_peer_room(d) < 1)
+		return -ENOBUFS;
+	peer_slot_init(d, i, cp);
+	if (i == d->npeers)
+		d->cfg.n_peers = ++d->npeers;
+	d->ctr.peers_added++;
+	KVX_INFO("peer %s added (%s:%u, slot %d)", cp->name, cp->addr.host, cp->addr.port, i);
+	return 0;
+}
+
+static void pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd);
+
+/* A removed peer's slot is freed once nothing is left of it: no session, no journal entry (no
+ * QP its cores still drain), no room that names it. */
+static void
+peer_try_vacate(struct kvxd *d, struct kvxd_peer *p)
+{
+	if (!p->removing || p->state != KVXD_PEER_IDLE || p->j.n || !cds_list_empty(&p->rooms))
+		return;
+	KVX_INFO("peer %s: removed, slot %d free", p->name, p->idx);
+	free(p->pend_status);
+	p->pend_status = NULL;
+	p->npend_status = p->cap_status = 0;
+	p->vacant = true;
+	p->removing = false;
+	memset(&d->cfg.peers[p->idx], 0, sizeof(d->cfg.peers[p->idx]));
+}
+
+void
+kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why)
+{
+	bool was_ready = p->state == KVXD_PEER_READY;
+	struct kvxd_pending *pc, *tmp;
+
+	if (p->vacant || p->removing)
+		return;
+	KVX_INFO("peer %s: removing (%s)", p->name, why);
+	p->removing = true;
+	p->paused = true; /* never dialled again */
+	p->try_once = false;
+	p->replacing = false; /* its rooms do not carry on */
+	d->ctr.peers_removed++;
+	/* a connection it opened that has not authenticated yet never becomes its session */
+	cds_list_for_each_entry_safe(pc, tmp, &d->pending, link) if (pc->peer == p->idx)
+		pending_drop(d, pc, true);
+	kvxd_peer_reset(d, p, why);
+	if (!was_ready) {
+		/* no session ended, so nothing failed its rooms yet: those waiting for it would
+		 * only wait */
+		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+		p->lost = true;
+		kvxd_abort_source_lost(d, p, true);
 	}
+	peer_try_vacate(d, p);
 }
 
 /* ---- streams ------------------------------------------------------------------------------- */
@@ -735,6 +825,7 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 		if (!d->stopping && !p->paused && p->initiator && p->state == KVXD_PEER_IDLE &&
 		    now >= p->retry_at_ms)
 			dial(d, p);
+		peer_try_vacate(d, p);
 	}
 }
 
@@ -1114,8 +1205,9 @@ kvxd_pending_close_all(struct kvxd *d)
 static bool
 addr_known(const struct kvxd *d, uint32_t addr)
 {
-	for (int i = 0; i < d->cfg.n_peers; i++)
-		if (kvx_config_peer_addr_ok(&d->cfg.peers[i], addr))
+	for (int i = 0; i < d->npeers; i++)
+		if (!d->peers[i].vacant && !d->peers[i].removing &&
+		    kvx_config_peer_addr_ok(&d->cfg.peers[i], addr))
 			return true;
 	return false;
 }

@@ -25,6 +25,17 @@ uint64_t kvxd_peer_next_due(const struct kvxd *d);
 /* End the peer's session or setup: fence and roll back its journal; its rooms take the
  * source-lost path (or the setup-failed path). */
 void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
+/* Runtime membership.  kvxd_peer_add: a new peer in a vacant slot (or a new one), idle, dialled
+ * or accepted like a configured one.  0, -EEXIST (a live peer has that name), -ENOSPC (every
+ * slot taken, KVX_MAX_PEERS) or -ENOBUFS (the completion queues have no room for its QPs:
+ * kvxd_peer_room()).  kvxd_peer_remove: end its session (its rooms take the source-lost path,
+ * rooms waiting for it fail at once), refuse it from now on, free the slot once nothing is
+ * left of it. */
+int kvxd_peer_add(struct kvxd *d, const struct kvx_config_peer *cp);
+void kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why);
+/* How many more peers the completion queues can take: each core's CQ holds 2 x (sq_depth +
+ * rq_depth) per peer slot in use (a removed peer's slot counts until it is freed). */
+int kvxd_peer_room(const struct kvxd *d);
 /* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
 /* Operator: pause, resume or try a peer.  0 or -errno. */

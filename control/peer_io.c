@@ -31,7 +31,8 @@ struct kvxd_peer *
 kvxd_peer_find(struct kvxd *d, const char *name)
 {
 	for (int i = 0; i < d->npeers; i++)
-		if (strcmp(d->peers[i].name, name) == 0)
+		if (!d->peers[i].vacant && !d->peers[i].removing &&
+		    strcmp(d->peers[i].name, name) == 0)
 			return &d->peers[i];
 	return NULL;
 }

@@ -10,6 +10,7 @@
 #include "control/kvxd.h"
 
 const char *kvxd_peer_state_str(int state);
+/* The live peer with that name (not a removed one, not a free slot), or NULL. */
 struct kvxd_peer *kvxd_peer_find(struct kvxd *d, const char *name);
 
 /* Framing buffers of a connection.  queue: 0, -ENOBUFS (over 64 MiB unsent: a peer that does

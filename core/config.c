@@ -1180,3 +1180,20 @@ kvx_config_peer_find(const struct kvx_config *cfg, const char *name)
 			return &cfg->peers[i];
 	return NULL;
 }
+
+bool
+kvx_config_peer_same(const struct kvx_config_peer *a, const struct kvx_config_peer *b)
+{
+	int i;
+
+	if (strcmp(a->name, b->name) != 0 || strcmp(a->addr.host, b->addr.host) != 0 ||
+	    a->addr.port != b->addr.port || a->allowed != b->allowed ||
+	    a->n_allow_from != b->n_allow_from || a->has_gid != b->has_gid ||
+	    (a->has_gid && memcmp(a->gid, b->gid, sizeof(a->gid)) != 0))
+		return false;
+	for (i = 0; i < a->n_allow_from; i++)
+		if (a->allow_from[i].addr != b->allow_from[i].addr ||
+		    a->allow_from[i].mask != b->allow_from[i].mask)
+			return false;
+	return true;
+}

@@ -137,4 +137,7 @@ bool kvx_config_peer_addr_ok(const struct kvx_config_peer *peer, uint32_t addr);
 /* The peer with that name, or NULL. */
 const struct kvx_config_peer *kvx_config_peer_find(const struct kvx_config *cfg, const char *name);
 
+/* True when two peer sections say the same (name, address, allow_from, gid, allow-list). */
+bool kvx_config_peer_same(const struct kvx_config_peer *a, const struct kvx_config_peer *b);
+
 #endif /* KVX_CORE_CONFIG_H */

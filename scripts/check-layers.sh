@@ -11,7 +11,7 @@ declare -A layer=(
 	[rooms]=3
 	[abort]=4
 	[peer]=5
-	[metrics]=6
+	[metrics]=6 [members]=6
 	[admin]=7 [metrics_http]=7
 	[engine]=8
 	[loop]=9

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Membership at runtime (control/members.h): [peer.*] reloaded and applied to real control
+ * cores on the fake verbs.  "a" and "c" are decode nodes, "b" the prefill node both take rooms
+ * from (a-b and b-c connected; a-c never dialled).  A removed peer's session ends, its rooms
+ * fail at once, it is refused from then on and its slot is freed once nothing is left of it;
+ * an added peer connects like a configured one; the other sessions are not touched; a reload
+ * the node cannot take (a bad file, no free slot, no room in the CQs) changes nothing.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control/abort.h"
+#include "control/engine.h"
+#include "control/kvxd.h"
+#include "control/loop.h"
+#include "control/members.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
+#include "core/fault.h"
+
+#include "nodes_harness.h"
+
+#define A N[0]
+#define B N[1]
+#define C N[2]
+#define PS 256
+#define NP 16
+
+static struct kvxd_pool pool[MAX_NODES];
+static uint8_t *mem[MAX_NODES];
+static struct kvx_config saved_b; /* b's configuration as the harness made it */
+
+static void
+pool_init(int i)
+{
+	struct kvx_vx_mr *mr;
+
+	mem[i] = calloc(NP, PS);
+	assert_int_equal(kvx_vx->mr_reg(N[i].dev, mem[i], NP * PS, &mr), 0);
+	pool[i] = (struct kvxd_pool){.id = 1,
+				     .engine_id = -1,
+				     .base = mem[i],
+				     .len = NP * PS,
+				     .page_size = PS,
+				     .npages = NP,
+				     .nbufs = 1,
+				     .lkey = kvx_vx->mr_lkey(mr),
+				     .rkey = kvx_vx->mr_rkey(mr),
+				     .mr = mr};
+}
+
+static bool
+ready(struct kvxd *d, const char *peer)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, peer);
+
+	return p && p->state == KVXD_PEER_READY;
+}
+
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "b", "c"};
+
+	(void)state;
+	nodes_setup(3, names);
+	for (int i = 0; i < 3; i++)
+		pool_init(i);
+	kvxd_peer_admin(&A, "b", "resume");
+	kvxd_peer_admin(&B, "c", "resume");
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a") && ready(&B, "c") && ready(&C, "b"));
+	saved_b = B.cfg;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		nodes_remove_rooms(&N[i]);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kvx_vx->mr_dereg(pool[i].mr), 0);
+		free(mem[i]);
+	}
+	nodes_teardown();
+	return 0;
+}
+
+static void
+pump_ms(int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		pump_once();
+		fake_ms++;
+	}
+}
+
+/* b's configuration without the peer named drop (NULL: all of them) plus extra peers. */
+static struct kvx_config *
+b_config(const char *drop, const struct kvx_config_peer *extra, int nextra)
+{
+	struct kvx_config *c = calloc(1, sizeof(*c));
+	int n = 0;
+
+	assert_non_null(c);
+	*c = saved_b;
+	for (int i = 0; i < saved_b.n_peers; i++)
+		if (!drop || strcmp(saved_b.peers[i].name, drop) != 0)
+			c->peers[n++] = saved_b.peers[i];
+	for (int i = 0; i < nextra; i++)
+		c->peers[n++] = extra[i];
+	c->n_peers = n;
+	return c;
+}
+
+static int
+apply(const struct kvx_config *next, char *err, size_t len)
+{
+	int rc = kvxd_members_apply(&B, next, err, len);
+
+	free((void *)next);
+	return rc;
+}
+
+/* A peer like a, under another name and port. */
+static struct kvx_config_peer
+stranger(const char *name, uint16_t port)
+{
+	struct kvx_config_peer p = saved_b.peers[0];
+
+	snprintf(p.name, sizeof(p.name), "%s", name);
+	p.addr.port = port;
+	return p;
+}
+
+/* a decode room of node d whose one source is src (pages 0..n-1) */
+static struct kvxd_room *
+open_from(struct kvxd *d, uint64_t id, const char *src, uint32_t n)
+{
+	char names[1][KVX_NAME_MAX] = {{0}};
+	uint32_t pages[NP];
+
+	snprintf(names[0], sizeof(names[0]), "%s", src);
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(kvxd_decode_room_open(d, -1, id, &pool[d - N], pages, n,
+					  (const char(*)[KVX_NAME_MAX])names, 1) > 0);
+	return kvxd_room_find(d, id, 0, KVX_ROOM_DECODE);
+}
+
+/* b writes room id's one chunk (its pages 0..n-1), as its engine would */
+static void
+submit(uint64_t id, uint32_t n)
+{
+	struct kvxd_room *r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
+	struct kvxd_chunk *ch = kvxd_chunk_alloc(&B, n);
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = &r->pc, .ptr = ch};
+
+	assert_non_null(ch);
+	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .nbufs = 1, .last = true};
+	for (uint32_t i = 0; i < n; i++)
+		ch->pages[i] = i;
+	atomic_fetch_add(&pool[1].refs, 1);
+	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+}
+
+/* A room from b to d moves its bytes (the sessions it needs work). */
+static void
+room_flows(struct kvxd *d, uint64_t id)
+{
+	struct kvxd_room *r = open_from(d, id, "b", 4);
+
+	memset(mem[1], (int)(id & 0xff), 4 * PS);
+	PUMP_UNTIL(kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL) &&
+		   kvxd_room_state(kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL)) ==
+			   KVX_ROOM_WAITING_FOR_INPUT);
+	submit(id, 4);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[d - N], mem[1], 4 * PS);
+}
+
+/* Removing a peer ends its session at once: the decode room waiting on it fails without
+ * waiting for waiting_ms, the peer is refused from then on, its slot is freed once its last
+ * room is gone, and b's other session (with c) is not touched: rooms keep flowing there. */
+static void
+test_reload_removes_a_peer(void **state)
+{
+	struct kvxd_peer *pc = kvxd_peer_find(&B, "c"), *pa = kvxd_peer_find(&B, "a");
+	uint32_t epoch_c = pc->epoch;
+	uint64_t resets_c = pc->n_resets, refused;
+	struct kvxd_room *r;
+	char err[512];
+
+	(void)state;
+	r = open_from(&A, 100, "b", 4);
+	PUMP_UNTIL(kvxd_room_find(&B, 100, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(apply(b_config("a", NULL, 0), err, sizeof(err)), 0);
+	assert_true(pa->removing);
+	assert_null(kvxd_peer_find(&B, "a"));
+	assert_int_equal(B.ctr.peers_removed, 1);
+	/* a learns it from the closed connection: the source is lost, the room fails now */
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	assert_true(fake_ms < 1000000 + 20000); /* far from waiting_ms (60 s) */
+	/* a dials again and is refused by name */
+	refused = B.ctr.conn_refused_name;
+	PUMP_UNTIL(B.ctr.conn_refused_name > refused);
+	assert_false(ready(&A, "b"));
+	/* the slot stays while b's room of a links to it, then is free */
+	pump_ms(50);
+	assert_true(pa->removing);
+	nodes_remove_rooms(&B);
+	PUMP_UNTIL(pa->vacant);
+	assert_false(pa->removing);
+	/* b-c never noticed */
+	assert_int_equal(pc->epoch, epoch_c);
+	assert_int_equal(pc->n_resets, resets_c);
+	assert_int_equal(pc->state, KVXD_PEER_READY);
+	room_flows(&C, 101);
+}
+
+/* A removed peer comes back in a later reload: a new slot while the old one is still torn down,
+ * the same slot once it is free; it connects like a configured peer and rooms flow.  The other
+ * session is not touched. */
+static void
+test_reload_adds_a_peer(void **state)
+{
+	struct kvxd_peer *pa = kvxd_peer_find(&B, "a"), *pc = kvxd_peer_find(&B, "c");
+	uint32_t epoch_c = pc->epoch;
+	int slot = pa->idx;
+	char err[512];
+
+	(void)state;
+	open_from(&A, 200, "b", 4);
+	PUMP_UNTIL(kvxd_room_find(&B, 200, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(apply(b_config("a", NULL, 0), err, sizeof(err)), 0);
+	pump_ms(10);
+	assert_true(pa->removing); /* its room still links to it */
+	/* back while the old slot is torn down: a new slot */
+	B.cfg.cq_depth = 1u << 20; /* room in the CQs for the extra slot */
+	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
+	assert_non_null(kvxd_peer_find(&B, "a"));
+	assert_int_not_equal(kvxd_peer_find(&B, "a")->idx, slot);
+	assert_int_equal(B.ctr.peers_added, 1);
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	nodes_remove_rooms(&A);
+	room_flows(&A, 201);
+	/* out and in again once the old slots are free: the first free slot is reused */
+	assert_int_equal(apply(b_config("a", NULL, 0), err, sizeof(err)), 0);
+	nodes_remove_rooms(&B);
+	PUMP_UNTIL(pa->vacant);
+	for (int i = 0; i < B.npeers; i++)
+		if (strcmp(B.cfg.peers[i].name, "a") == 0)
+			PUMP_UNTIL(B.peers[i].vacant);
+	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
+	assert_int_equal(kvxd_peer_find(&B, "a")->idx, slot);
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	nodes_remove_rooms(&A);
+	room_flows(&A, 202);
+	assert_int_equal(pc->epoch, epoch_c);
+	assert_int_equal(pc->state, KVXD_PEER_READY);
+}
+
+/* A room that waits for a source that never connected (a's peer c: nobody dials it) fails at
+ * once when that peer is removed: nothing else would ever end it before waiting_ms. */
+static void
+test_removed_peer_fails_rooms_waiting_for_it(void **state)
+{
+	struct kvx_config *next = calloc(1, sizeof(*next));
+	struct kvxd_room *r;
+	char err[512];
+	int n = 0;
+
+	(void)state;
+	r = open_from(&A, 300, "c", 2);
+	pump_ms(20);
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
+	*next = A.cfg;
+	for (int i = 0; i < A.cfg.n_peers; i++)
+		if (strcmp(A.cfg.peers[i].name, "c") != 0)
+			next->peers[n++] = A.cfg.peers[i];
+	next->n_peers = n;
+	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
+	free(next);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	assert_true(fake_ms < 1000000 + 20000);
+	assert_true(ready(&A, "b"));
+}
+
+/* A reload the node cannot take changes nothing: more peers than its completion queues hold,
+ * more peers than free slots, another node name. */
+static void
+test_reload_refused_changes_nothing(void **state)
+{
+	struct kvx_config_peer extra[KVX_MAX_PEERS];
+	struct kvx_config *next;
+	int npeers = B.npeers;
+	char err[512];
+
+	(void)state;
+	for (int i = 0; i < KVX_MAX_PEERS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "x%d", i);
+		extra[i] = stranger(name, (uint16_t)(40000 + i));
+	}
+	/* the harness's CQs (256 entries, 2 x (32 + 32) per peer) hold a and c only */
+	assert_int_equal(kvxd_peer_room(&B), 0);
+	assert_int_equal(apply(b_config(NULL, extra, 1), err, sizeof(err)), -ENOBUFS);
+	assert_non_null(strstr(err, "cq_depth"));
+	/* removing one and adding one in the same reload: the removed one still holds its share */
+	assert_int_equal(apply(b_config("a", extra, 1), err, sizeof(err)), -ENOBUFS);
+	B.cfg.cq_depth = 1u << 20;
+	assert_int_equal(apply(b_config(NULL, extra, KVX_MAX_PEERS - 1), err, sizeof(err)),
+			 -ENOSPC);
+	next = b_config(NULL, NULL, 0);
+	snprintf(next->name, sizeof(next->name), "bb");
+	assert_int_equal(apply(next, err, sizeof(err)), -EINVAL);
+	assert_int_equal(B.npeers, npeers);
+	assert_int_equal(B.ctr.peers_added + B.ctr.peers_removed, 0);
+	assert_true(ready(&B, "a") && ready(&B, "c"));
+	/* within the limits it is taken */
+	assert_int_equal(apply(b_config(NULL, extra, 2), err, sizeof(err)), 0);
+	assert_int_equal(B.ctr.peers_added, 2);
+	assert_non_null(kvxd_peer_find(&B, "x1"));
+}
+
+/* b's configuration file with the peers of saved_b but drop. */
+static void
+write_b(const char *path, const char *drop)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fprintf(fp, "[node]\nname = b\nlisten = 127.0.0.1:7470\n[rdma]\ndevice = fake0\n"
+		    "sq_depth = 32\nrq_depth = 32\ncq_depth = 256\n"
+		    "[engine]\nsocket = /tmp/kvx-members.sock\n[security]\nauth = none\n");
+	for (int i = 0; i < saved_b.n_peers; i++)
+		if (strcmp(saved_b.peers[i].name, drop) != 0)
+			fprintf(fp, "[peer.%s]\naddress = 127.0.0.1:%u\ngid = ::ffff:0.0.0.0\n",
+				saved_b.peers[i].name, saved_b.peers[i].addr.port);
+	fclose(fp);
+}
+
+/* SIGHUP's path: the file is read again.  A bad file is refused with its file:line error and
+ * changes nothing; the same peers change nothing; a file without a peer removes it. */
+static void
+test_reload_from_file(void **state)
+{
+	char path[] = "/tmp/kvx-members-XXXXXX", err[512];
+	FILE *fp;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fp = fdopen(fd, "w");
+	fputs("[node]\nname = b\nlisten = nonsense\n", fp);
+	fclose(fp);
+	B.cfg_path = path;
+	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":3:"));
+	assert_int_equal(B.ctr.reloads_refused, 1);
+	assert_true(ready(&B, "a") && ready(&B, "c"));
+
+	write_b(path, "");
+	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), 0);
+	assert_int_equal(B.ctr.reloads, 1);
+	assert_int_equal(B.ctr.peers_added + B.ctr.peers_removed, 0);
+
+	write_b(path, "c");
+	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), 0);
+	assert_null(kvxd_peer_find(&B, "c"));
+	assert_int_equal(B.ctr.peers_removed, 1);
+	assert_true(ready(&B, "a"));
+	unlink(path);
+	B.cfg_path = NULL;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_reload_removes_a_peer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reload_adds_a_peer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_removed_peer_fails_rooms_waiting_for_it, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reload_refused_changes_nothing, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reload_from_file, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
