@@ -51,6 +51,7 @@ enum kvxd_fd_kind {
 	KVXD_FD_SIGNAL,
 	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
 	KVXD_FD_METRICS_CONN,	/* one of its connections */
+	KVXD_FD_ETCD,		/* a connection to etcd's gateway (control/etcd.h) */
 };
 
 struct kvxd_fd {
@@ -150,6 +151,8 @@ struct kvxd_peer {
 	 * reused by a later add) once it is idle, its journal empty and no room links to it */
 	bool removing;
 	bool vacant;
+	bool discovered; /* found through etcd ([membership]), not a [peer.*] section */
+	bool seen;	 /* discovered: listed by the registry's last full read */
 	char fence_why[160];
 	uint32_t epoch;
 	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
@@ -233,6 +236,10 @@ struct kvxd_counters {
 	uint64_t heartbeats_sent, peers_silent;
 	/* membership: peers added and removed at runtime, reloads done and refused (SIGHUP) */
 	uint64_t peers_added, peers_removed, reloads, reloads_refused;
+	/* membership through etcd: nodes found and lost, entries refused (a bad name or address,
+	 * no slot or CQ room), registrations, gateway calls failed, the watch restarted */
+	uint64_t members_found, members_lost, members_refused, etcd_registered, etcd_errors,
+		etcd_watch_restarts;
 	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
 	uint64_t abort_transitions[4][4]; /* enum kvxd_abort_state (control/rooms.h) */
 	uint64_t abort_refused;		  /* illegal abort transitions asked (a bug: logged) */
@@ -313,6 +320,7 @@ struct kvxd {
 	struct kvx_slab chunks;
 	uint32_t nrooms[2];		/* rooms in the id table, by role (control/rooms.c) */
 	struct kvxd_metrics_http *http; /* [metrics] listen: the endpoint, or NULL */
+	struct kvxd_etcd *etcd;		/* [membership] etcd: the client, or NULL */
 	uint32_t http_conns;		/* its open connections */
 	struct kvxd_counters ctr;
 	struct kvxd_hists hist;

@@ -21,6 +21,7 @@
 #include "control/kvxd.h" /* urcu-qsbr.h first: it maps call_rcu & co to the QSBR flavour */
 #include "control/engine.h"
 #include "control/loop.h"
+#include "control/etcd.h"
 #include "control/metrics_http.h"
 #include "control/peer.h"
 #include "core/fault.h"
@@ -225,6 +226,9 @@ main(int argc, char **argv)
 	rc = kvxd_metrics_http_start(d); /* [metrics] listen, if set */
 	if (rc)
 		goto err_close_tcp;
+	rc = kvxd_etcd_start(d); /* [membership] etcd, if set: registers from the loop */
+	if (rc)
+		goto err_stop_http;
 	d->tcp_ev = (struct kvxd_fd){.kind = KVXD_FD_TCP_LISTEN};
 	d->eng_ev = (struct kvxd_fd){.kind = KVXD_FD_ENG_LISTEN};
 	d->sig_ev = (struct kvxd_fd){.kind = KVXD_FD_SIGNAL};
@@ -255,6 +259,8 @@ err_stop_cores:
 		kvx_pcore_stop(&d->cores[i]);
 	kvxd_shutdown_release(d);
 	kvxd_engine_close_all(d);
+	kvxd_etcd_stop(d);
+err_stop_http:
 	kvxd_metrics_http_stop(d);
 err_close_tcp:
 	close(d->tcp_fd);

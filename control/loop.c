@@ -19,6 +19,7 @@
 #include "control/abort.h"
 #include "control/engine.h"
 #include "control/engine_io.h"
+#include "control/etcd.h"
 #include "control/loop.h"
 #include "control/members.h"
 #include "control/metrics_http.h"
@@ -140,6 +141,7 @@ tick(struct kvxd *d, uint64_t now)
 	kvxd_peer_tick(d, now); /* after the rooms: it acts on the fences they asked for */
 	kvxd_pool_sweep(d);
 	kvxd_metrics_http_tick(d, now);
+	kvxd_etcd_tick(d, now);
 }
 
 static void
@@ -168,6 +170,9 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	case KVXD_FD_METRICS_LISTEN:
 	case KVXD_FD_METRICS_CONN:
 		kvxd_metrics_http_on_event(d, f, events);
+		break;
+	case KVXD_FD_ETCD:
+		kvxd_etcd_on_event(d, f, events);
 		break;
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
@@ -223,6 +228,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 		next = kvxd_peer_next_due(d);
 	if (kvxd_metrics_http_next_due(d) < next)
 		next = kvxd_metrics_http_next_due(d);
+	if (kvxd_etcd_next_due(d) < next)
+		next = kvxd_etcd_next_due(d);
 	now = kvxd_now_ms();
 	if (next != KVXD_TIMER_NEVER && timeout_ms > 0 && next < now + (uint64_t)timeout_ms)
 		timeout_ms = next <= now ? 0 : (int)(next - now);

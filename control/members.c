@@ -75,6 +75,8 @@ kvxd_members_apply(struct kvxd *d, const struct kvx_config *next, char *err, siz
 		if (!live(&d->peers[i]))
 			continue;
 		np = kvx_config_peer_find(next, d->peers[i].name);
+		if (d->peers[i].discovered && !np)
+			continue; /* not the file's: the registry's */
 		if (!np || !kvx_config_peer_same(np, &d->cfg.peers[i])) {
 			drop[i] = true;
 			ndrop++;
@@ -84,7 +86,12 @@ kvxd_members_apply(struct kvxd *d, const struct kvx_config *next, char *err, siz
 	for (int k = 0; k < next->n_peers; k++) {
 		struct kvxd_peer *p = kvxd_peer_find(d, next->peers[k].name);
 
-		if (!p || drop[p->idx]) {
+		if (!p || drop[p->idx] || p->discovered) {
+			if (p && p->discovered && !drop[p->idx]) {
+				drop[p->idx] = true; /* the section wins over the registry */
+				ndrop++;
+				nchanged++;
+			}
 			add[k] = true;
 			nadd++;
 		}
@@ -121,8 +128,7 @@ kvxd_members_apply(struct kvxd *d, const struct kvx_config *next, char *err, siz
 	}
 	d->ctr.reloads++;
 	KVX_INFO("reload: %d peer%s added, %d removed, %d changed, %d unchanged", nadd - nchanged,
-		 nadd - nchanged == 1 ? "" : "s", ndrop - nchanged, nchanged,
-		 next->n_peers - nadd);
+		 nadd - nchanged == 1 ? "" : "s", ndrop - nchanged, nchanged, next->n_peers - nadd);
 	return 0;
 }
 
@@ -154,4 +160,87 @@ kvxd_members_reload(struct kvxd *d, char *err, size_t errlen)
 	}
 	free(next);
 	return rc;
+}
+
+static bool
+name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= KVX_CFG_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-'))
+			return false;
+	return true;
+}
+
+int
+kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr)
+{
+	struct kvx_config_peer cp = {.allowed = true, .addr = *addr};
+	struct kvxd_peer *p;
+	int rc;
+
+	if (!name_ok(name)) {
+		d->ctr.members_refused++;
+		return -EINVAL;
+	}
+	if (strcmp(name, d->cfg.name) == 0)
+		return 0; /* ourselves */
+	p = kvxd_peer_find(d, name);
+	if (p && !p->discovered)
+		return 0; /* a [peer.*] section wins */
+	if (p && strcmp(p->addr.host, addr->host) == 0 && p->addr.port == addr->port) {
+		p->seen = true;
+		return 0;
+	}
+	if (p) {
+		d->ctr.members_lost++;
+		kvxd_peer_remove(d, p, "moved to another address (etcd)");
+	}
+	snprintf(cp.name, sizeof(cp.name), "%s", name);
+	rc = kvxd_peer_add(d, &cp);
+	if (rc) {
+		d->ctr.members_refused++;
+		KVX_WARN("membership: node %s at %s:%u not taken as a peer: %s", name, addr->host,
+			 addr->port,
+			 rc == -ENOBUFS	 ? "no room in the completion queues (cq_depth)"
+			 : rc == -ENOSPC ? "every peer slot is taken"
+					 : strerror(-rc));
+		return rc;
+	}
+	p = kvxd_peer_find(d, name);
+	p->discovered = p->seen = true;
+	d->ctr.members_found++;
+	KVX_INFO("membership: found %s at %s:%u", name, addr->host, addr->port);
+	return 0;
+}
+
+void
+kvxd_members_lost(struct kvxd *d, const char *name)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, name);
+
+	if (!p || !p->discovered)
+		return;
+	d->ctr.members_lost++;
+	KVX_INFO("membership: %s left", name);
+	kvxd_peer_remove(d, p, "left the membership (etcd)");
+}
+
+void
+kvxd_members_sync_begin(struct kvxd *d)
+{
+	for (int i = 0; i < d->npeers; i++)
+		d->peers[i].seen = false;
+}
+
+void
+kvxd_members_sync_end(struct kvxd *d)
+{
+	for (int i = 0; i < d->npeers; i++)
+		if (live(&d->peers[i]) && d->peers[i].discovered && !d->peers[i].seen)
+			kvxd_members_lost(d, d->peers[i].name);
 }

@@ -316,6 +316,20 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("peers_added_total", "peers added at runtime (reload)", c->peers_added);
 	COUNTER("peers_removed_total", "peers removed at runtime (reload)", c->peers_removed);
 	COUNTER("reloads_total", "configuration reloads applied (SIGHUP)", c->reloads);
+	COUNTER("members_found_total", "nodes found through etcd and taken as peers",
+		c->members_found);
+	COUNTER("members_lost_total", "nodes gone from etcd (left, lease expired, moved)",
+		c->members_lost);
+	COUNTER("members_refused_total",
+		"etcd entries refused (a bad name or address, no slot or CQ room)",
+		c->members_refused);
+	COUNTER("etcd_registered_total", "registrations of this node in etcd (a lease and a put)",
+		c->etcd_registered);
+	COUNTER("etcd_errors_total", "calls to etcd's gateway that failed", c->etcd_errors);
+	COUNTER("etcd_watch_restarts_total",
+		"times the watch of the prefix ended and was set up "
+		"again after a full read",
+		c->etcd_watch_restarts);
 	COUNTER("reloads_refused_total",
 		"configuration reloads refused (an invalid file, no room for the peers)",
 		c->reloads_refused);

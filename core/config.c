@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <ini.h>
@@ -47,6 +48,7 @@ enum sect {
 	SECT_SECURITY,
 	SECT_DEBUG,
 	SECT_METRICS,
+	SECT_MEMBERSHIP,
 	SECT_PEER, /* [peer.NAME]; may appear up to KVX_MAX_PEERS times */
 	SECT_COUNT,
 };
@@ -61,6 +63,7 @@ static const char *const sect_name[SECT_COUNT] = {
 	[SECT_SECURITY] = "security",
 	[SECT_DEBUG] = "debug",
 	[SECT_METRICS] = "metrics",
+	[SECT_MEMBERSHIP] = "membership",
 	[SECT_PEER] = "peer.",
 };
 
@@ -124,6 +127,10 @@ enum {
 	K_DEBUG_FAULTS,
 	K_DEBUG_LOG_LEVEL,
 	K_METRICS_LISTEN,
+	K_MEMBERSHIP_ETCD,
+	K_MEMBERSHIP_PREFIX,
+	K_MEMBERSHIP_LEASE_S,
+	K_MEMBERSHIP_ADVERTISE,
 	K_COUNT,
 };
 
@@ -341,6 +348,51 @@ parse_metrics_listen(struct parse *p, const struct key *k, const char *value)
 	if (addr_parse(value, &p->cfg.metrics_listen, &why) != 0)
 		return key_fail(p, k->name, "bad address '%s': %s", value, why);
 	p->cfg.has_metrics = true;
+	return 1;
+}
+
+static int
+parse_etcd(struct parse *p, const struct key *k, const char *value)
+{
+	const char *why;
+
+	if (addr_parse(value, &p->cfg.etcd, &why) != 0)
+		return key_fail(p, k->name, "bad address '%s': %s (etcd's client port, HTTP)",
+				value, why);
+	p->cfg.has_etcd = true;
+	return 1;
+}
+
+static int
+parse_advertise(struct parse *p, const struct key *k, const char *value)
+{
+	const char *why;
+
+	if (addr_parse(value, &p->cfg.advertise, &why) != 0)
+		return key_fail(p, k->name, "bad address '%s': %s", value, why);
+	if (strcmp(p->cfg.advertise.host, "0.0.0.0") == 0)
+		return key_fail(p, k->name, "0.0.0.0 is not an address peers can dial");
+	p->cfg.has_advertise = true;
+	return 1;
+}
+
+/* An etcd key prefix: '/' first and last, then [A-Za-z0-9_./-], at most 100 bytes (a node's
+ * key is the prefix and its name). */
+static int
+parse_prefix(struct parse *p, const struct key *k, const char *value)
+{
+	size_t n = strlen(value);
+
+	if (n < 2 || n > 100 || value[0] != '/' || value[n - 1] != '/')
+		return key_fail(p, k->name,
+				"'%s': want /a/path/ (starting and ending with '/', at most 100 "
+				"bytes)",
+				value);
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)value[i]) && !strchr("_./-", value[i]))
+			return key_fail(p, k->name, "'%s': byte %zu is not [A-Za-z0-9_./-]", value,
+					i + 1);
+	memcpy(p->cfg.etcd_prefix, value, n + 1);
 	return 1;
 }
 
@@ -665,6 +717,11 @@ static const struct key keys[K_COUNT] = {
 	[K_DEBUG_FAULTS] = F(SECT_DEBUG, "faults", false, parse_faults, faults),
 	[K_DEBUG_LOG_LEVEL] = F(SECT_DEBUG, "log_level", false, parse_log_level, log_level),
 	[K_METRICS_LISTEN] = F(SECT_METRICS, "listen", false, parse_metrics_listen, metrics_listen),
+	[K_MEMBERSHIP_ETCD] = F(SECT_MEMBERSHIP, "etcd", false, parse_etcd, etcd),
+	[K_MEMBERSHIP_PREFIX] = F(SECT_MEMBERSHIP, "prefix", false, parse_prefix, etcd_prefix),
+	[K_MEMBERSHIP_LEASE_S] = U(SECT_MEMBERSHIP, "lease_s", lease_s, 2, 3600, NULL),
+	[K_MEMBERSHIP_ADVERTISE] =
+		F(SECT_MEMBERSHIP, "advertise", false, parse_advertise, advertise),
 };
 
 #undef U
@@ -851,6 +908,8 @@ defaults(struct kvx_config *cfg)
 	cfg->max_rooms_per_peer = 65536;
 	cfg->max_tombstones_per_peer = 4096;
 	cfg->log_level = KVX_LOG_INFO;
+	snprintf(cfg->etcd_prefix, sizeof(cfg->etcd_prefix), "/kvx/nodes/");
+	cfg->lease_s = 5;
 }
 
 static int
@@ -954,6 +1013,21 @@ check_all(struct parse *p)
 			    "[metrics] listen: %s:%u is the [node] listen address (line %u)",
 			    p->cfg.metrics_listen.host, p->cfg.metrics_listen.port,
 			    p->key_line[K_NODE_LISTEN]);
+	if (p->cfg.has_etcd && !p->cfg.has_advertise && strcmp(p->cfg.listen.host, "0.0.0.0") == 0)
+		return fail(
+			p, p->key_line[K_MEMBERSHIP_ETCD],
+			"[membership] etcd: [node] listen is 0.0.0.0 (line %u): set advertise to "
+			"the address peers dial",
+			p->key_line[K_NODE_LISTEN]);
+	if (!p->cfg.has_etcd &&
+	    (p->key_line[K_MEMBERSHIP_PREFIX] || p->key_line[K_MEMBERSHIP_LEASE_S] ||
+	     p->key_line[K_MEMBERSHIP_ADVERTISE]))
+		return fail(p,
+			    p->key_line[K_MEMBERSHIP_PREFIX] ? p->key_line[K_MEMBERSHIP_PREFIX]
+			    : p->key_line[K_MEMBERSHIP_LEASE_S]
+				    ? p->key_line[K_MEMBERSHIP_LEASE_S]
+				    : p->key_line[K_MEMBERSHIP_ADVERTISE],
+			    "[membership]: set without etcd");
 	if (p->cfg.pending_per_addr > p->cfg.pending_max)
 		return fail(p, p->key_line[K_SECURITY_PENDING_PER_ADDR],
 			    "[security] pending_per_addr: %u is over pending_max (%u)",
@@ -1127,6 +1201,17 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	else
 		fprintf(f, "; listen: not set, no metrics endpoint\n");
 
+	fprintf(f, "\n[membership]\n");
+	if (cfg->has_etcd) {
+		fprintf(f, "etcd = %s:%u\n", cfg->etcd.host, cfg->etcd.port);
+		print_kv(f, "prefix", cfg->etcd_prefix);
+		fprintf(f, "lease_s = %" PRIu32 "\n", cfg->lease_s);
+		if (cfg->has_advertise)
+			fprintf(f, "advertise = %s:%u\n", cfg->advertise.host, cfg->advertise.port);
+	} else {
+		fprintf(f, "; etcd: not set, the [peer.*] sections only\n");
+	}
+
 	for (i = 0; i < cfg->n_peers; i++) {
 		const struct kvx_config_peer *peer = &cfg->peers[i];
 
@@ -1179,6 +1264,14 @@ kvx_config_peer_find(const struct kvx_config *cfg, const char *name)
 		if (strcmp(cfg->peers[i].name, name) == 0)
 			return &cfg->peers[i];
 	return NULL;
+}
+
+int
+kvx_config_addr_parse(const char *s, struct kvx_config_addr *addr)
+{
+	const char *why;
+
+	return addr_parse(s, addr, &why) == 0 ? 0 : -EINVAL;
 }
 
 bool

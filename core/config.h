@@ -39,6 +39,11 @@
  *              it may connect from); NAME as for node names; at most KVX_MAX_PEERS
  *   [metrics]  listen ("IPv4:port" of the Prometheus endpoint, GET /metrics; default none: no
  *              endpoint; not the [node] listen port on the same or a wildcard address)
+ *   [membership] etcd ("IPv4:port" of etcd's client port: its v3 JSON gateway over HTTP; default
+ *              none: the [peer.*] sections only), prefix (the key prefix, "/.../" of
+ *              [A-Za-z0-9_./-], at most 100 bytes, default /kvx/nodes/), lease_s (2..3600, default
+ *              5: a node that stops renewing is dropped this long after), advertise ("IPv4:port"
+ *              peers dial; default [node] listen, required when that is 0.0.0.0)
  *   [debug]    faults (comma list of fault-injection points "name:N", checked later by the
  *              daemon against its registry), log_level (error|warn|info|debug, default info)
  */
@@ -115,6 +120,13 @@ struct kvx_config {
 	/* [metrics] */
 	bool has_metrics; /* listen was set */
 	struct kvx_config_addr metrics_listen;
+	/* [membership] */
+	bool has_etcd; /* etcd was set: membership through etcd */
+	struct kvx_config_addr etcd;
+	char etcd_prefix[104];
+	uint32_t lease_s;
+	bool has_advertise;
+	struct kvx_config_addr advertise;
 	/* [peer.*] */
 	struct kvx_config_peer peers[KVX_MAX_PEERS];
 	int n_peers;
@@ -136,6 +148,9 @@ bool kvx_config_peer_addr_ok(const struct kvx_config_peer *peer, uint32_t addr);
 
 /* The peer with that name, or NULL. */
 const struct kvx_config_peer *kvx_config_peer_find(const struct kvx_config *cfg, const char *name);
+
+/* Parse "IPv4:port".  0 or -EINVAL. */
+int kvx_config_addr_parse(const char *s, struct kvx_config_addr *addr);
 
 /* True when two peer sections say the same (name, address, allow_from, gid, allow-list). */
 bool kvx_config_peer_same(const struct kvx_config_peer *a, const struct kvx_config_peer *b);

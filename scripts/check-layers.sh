@@ -12,7 +12,7 @@ declare -A layer=(
 	[abort]=4
 	[peer]=5
 	[metrics]=6 [members]=6
-	[admin]=7 [metrics_http]=7
+	[admin]=7 [metrics_http]=7 [etcd]=7
 	[engine]=8
 	[loop]=9
 	[kvxd_main]=10

@@ -11,7 +11,9 @@ PKGS="gcc make cmake pkg-config clang-format"
 PKGS="$PKGS clang libclang-rt-14-dev llvm"
 # libraries and verbs userland (rxe provider, ibv_devinfo, perftest)
 PKGS="$PKGS libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
- liburcu-dev libhwloc-dev libcmocka-dev libinih-dev libssl-dev"
+ liburcu-dev libhwloc-dev libcmocka-dev libinih-dev libssl-dev libjson-c-dev"
+# membership through etcd ([membership] etcd): the VM test runs Debian's etcd
+PKGS="$PKGS etcd-server"
 # installing and packaging (make package, tests/install/): CPack's DEB generator runs
 # dpkg-shlibdeps (dpkg-dev) and file; systemd-analyze (systemd) checks the unit
 PKGS="$PKGS dpkg-dev file systemd"

@@ -325,8 +325,7 @@ test_reload_refused_changes_nothing(void **state)
 	/* a file holds at most KVX_MAX_PEERS peers, and so does the node, but a removed peer keeps
 	 * its slot while it is torn down: c, a (removed) and 31 new ones do not fit */
 	B.cfg.cq_depth = 1u << 20;
-	assert_int_equal(apply(b_config("a", extra, KVX_MAX_PEERS - 1), err, sizeof(err)),
-			 -ENOSPC);
+	assert_int_equal(apply(b_config("a", extra, KVX_MAX_PEERS - 1), err, sizeof(err)), -ENOSPC);
 	next = b_config(NULL, NULL, 0);
 	snprintf(next->name, sizeof(next->name), "bb");
 	assert_int_equal(apply(next, err, sizeof(err)), -EINVAL);

@@ -1,0 +1,776 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Membership through etcd's v3 JSON gateway (control/etcd.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <openssl/evp.h>
+
+#include "control/etcd.h"
+#include "control/members.h"
+#include "core/log.h"
+
+#define HEAD_MAX 16384	    /* a response's status line and headers */
+#define BODY_MAX (1u << 20) /* a response, or one watch message */
+#define CALL_MS 3000	    /* a call's deadline */
+#define RETRY_MS 1000	    /* after a failure */
+
+enum call { C_NONE = 0, C_GRANT, C_PUT, C_RANGE, C_KEEPALIVE, C_WATCH };
+
+static const char *const call_name[] = {"", "lease grant", "put", "range", "keepalive", "watch"};
+
+/* chunked transfer coding: where the parser is */
+enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER };
+
+/* One HTTP/1.1 exchange on its own connection (Connection: close). */
+struct http {
+	int fd; /* -1: none */
+	struct kvxd_fd ev;
+	enum call call;
+	bool connected;
+	char *tx;
+	size_t tx_len, tx_off;
+	char head[HEAD_MAX];
+	size_t head_len;
+	bool head_done;
+	int status;
+	bool chunked;
+	int64_t clen; /* Content-Length, -1: none */
+	enum chunk_state cs;
+	uint64_t cleft;
+	char cline[64];
+	size_t cline_len;
+	bool done; /* the whole body is in */
+	char *body;
+	size_t body_len, body_cap;
+	uint64_t body_total; /* bytes of body received (a Content-Length body) */
+	uint64_t deadline;   /* 0: none (the watch) */
+};
+
+enum stage { S_IDLE = 0, S_GRANT, S_PUT, S_RANGE, S_RUN };
+
+static const char *const stage_name[] = {"connecting", "granting a lease", "registering",
+					 "reading the prefix", "registered"};
+
+struct kvxd_etcd {
+	struct http call, watch;
+	enum stage st;
+	char lease[24]; /* the lease ID, decimal, as etcd writes it */
+	uint64_t retry_at, keepalive_at;
+	int64_t revision;
+	char key_b64[192], begin_b64[192], end_b64[192], val_b64[96];
+	char last_error[160];
+	bool failing; /* the last attempt failed: log only the first failure of a run */
+};
+
+/* ---- base64 (keys and values) -------------------------------------------------------------- */
+
+static void
+b64_encode(char *out, size_t cap, const char *in)
+{
+	size_t n = strlen(in);
+
+	if (4 * ((n + 2) / 3) + 1 > cap) {
+		out[0] = '\0';
+		return;
+	}
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+}
+
+/* Decode into out (NUL-terminated, no NUL inside).  0, or -1 when it is not base64 of text that
+ * fits. */
+static int
+b64_decode(char *out, size_t cap, const char *in)
+{
+	size_t n = strlen(in), pad = 0;
+	int len;
+
+	if (n == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (n % 4 || n / 4 * 3 >= cap)
+		return -1;
+	pad = (in[n - 1] == '=') + (n > 1 && in[n - 2] == '=');
+	len = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+	if (len < 0 || (size_t)len < pad)
+		return -1;
+	len -= (int)pad;
+	out[len] = '\0';
+	return strlen(out) == (size_t)len ? 0 : -1;
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------- */
+
+static void
+http_close(struct kvxd *d, struct http *h)
+{
+	if (h->fd >= 0) {
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, h->fd, NULL);
+		close(h->fd);
+	}
+	free(h->tx);
+	free(h->body);
+	*h = (struct http){.fd = -1};
+}
+
+static int
+http_start(struct kvxd *d, struct http *h, enum call call, const char *path, const char *json,
+	   uint64_t now)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(d->cfg.etcd.port)};
+	size_t blen = strlen(json);
+	int n;
+
+	http_close(d, h);
+	h->call = call;
+	h->clen = -1;
+	h->deadline = call == C_WATCH ? 0 : now + CALL_MS;
+	h->ev = (struct kvxd_fd){.kind = KVXD_FD_ETCD, .ptr = h};
+	h->tx = malloc(blen + 256);
+	if (!h->tx)
+		return -ENOMEM;
+	n = snprintf(h->tx, blen + 256,
+		     "POST %s HTTP/1.1\r\nHost: %s:%u\r\nContent-Type: application/json\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+		     path, d->cfg.etcd.host, d->cfg.etcd.port, blen, json);
+	if (n < 0 || (size_t)n >= blen + 256)
+		return -EINVAL;
+	h->tx_len = (size_t)n;
+	if (inet_pton(AF_INET, d->cfg.etcd.host, &sa.sin_addr) != 1)
+		return -EINVAL;
+	h->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (h->fd < 0)
+		return -errno;
+	if (connect(h->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+		n = -errno;
+		close(h->fd);
+		h->fd = -1;
+		return n;
+	}
+	kvxd_epoll_add(d, h->fd, &h->ev, EPOLLOUT | EPOLLIN);
+	return 0;
+}
+
+static int
+body_put(struct http *h, const char *p, size_t n)
+{
+	if (h->body_len + n > BODY_MAX)
+		return -EMSGSIZE;
+	if (h->body_len + n + 1 > h->body_cap) {
+		size_t cap = h->body_cap ? h->body_cap : 4096;
+		char *nb;
+
+		while (cap < h->body_len + n + 1)
+			cap *= 2;
+		nb = realloc(h->body, cap);
+		if (!nb)
+			return -ENOMEM;
+		h->body = nb;
+		h->body_cap = cap;
+	}
+	memcpy(h->body + h->body_len, p, n);
+	h->body_len += n;
+	h->body[h->body_len] = '\0';
+	return 0;
+}
+
+/* The chunked transfer coding, byte by byte where it must be. */
+static int
+chunked_feed(struct http *h, const char *p, size_t n)
+{
+	while (n > 0 && !h->done) {
+		if (h->cs == CH_DATA) {
+			size_t take = h->cleft < n ? (size_t)h->cleft : n;
+			int rc = body_put(h, p, take);
+
+			if (rc)
+				return rc;
+			p += take;
+			n -= take;
+			h->cleft -= take;
+			if (h->cleft == 0)
+				h->cs = CH_DATA_END;
+			continue;
+		}
+		/* a line: the chunk size, the CRLF after the data, or a trailer */
+		if (*p != '\n') {
+			if (h->cline_len + 1 >= sizeof(h->cline))
+				return -EPROTO;
+			h->cline[h->cline_len++] = *p;
+		} else {
+			char *end;
+			uint64_t size;
+
+			if (h->cline_len && h->cline[h->cline_len - 1] == '\r')
+				h->cline_len--;
+			h->cline[h->cline_len] = '\0';
+			if (h->cs == CH_SIZE) {
+				errno = 0;
+				size = strtoull(h->cline, &end, 16);
+				if (end == h->cline || errno || (*end && *end != ';') ||
+				    size > BODY_MAX)
+					return -EPROTO;
+				h->cleft = size;
+				h->cs = size ? CH_DATA : CH_TRAILER;
+			} else if (h->cs == CH_DATA_END) {
+				if (h->cline_len)
+					return -EPROTO;
+				h->cs = CH_SIZE;
+			} else if (h->cline_len == 0) { /* CH_TRAILER: the empty line ends it */
+				h->done = true;
+			}
+			h->cline_len = 0;
+		}
+		p++;
+		n--;
+	}
+	return 0;
+}
+
+static int
+head_parse(struct http *h)
+{
+	char *line, *save = NULL;
+
+	h->head[h->head_len] = '\0';
+	line = strtok_r(h->head, "\r\n", &save);
+	if (!line || sscanf(line, "HTTP/1.%*d %d", &h->status) != 1)
+		return -EPROTO;
+	while ((line = strtok_r(NULL, "\r\n", &save))) {
+		if (strncasecmp(line, "Transfer-Encoding:", 18) == 0)
+			h->chunked = strcasestr(line + 18, "chunked") != NULL;
+		else if (strncasecmp(line, "Content-Length:", 15) == 0) {
+			char *end;
+			unsigned long long v = strtoull(line + 15, &end, 10);
+
+			if (v > BODY_MAX)
+				return -EMSGSIZE;
+			h->clen = (int64_t)v;
+		}
+	}
+	if (h->clen == 0 && !h->chunked)
+		h->done = true;
+	return 0;
+}
+
+/* Bytes from the socket.  0, or -errno (the exchange is broken). */
+static int
+http_feed(struct http *h, const char *p, size_t n)
+{
+	int rc;
+
+	if (!h->head_done) {
+		size_t i;
+
+		for (i = 0; i < n && !h->head_done; i++) {
+			if (h->head_len + 1 >= HEAD_MAX)
+				return -EMSGSIZE;
+			h->head[h->head_len++] = p[i];
+			if (h->head_len >= 4 && memcmp(h->head + h->head_len - 4, "\r\n\r\n", 4) == 0)
+				h->head_done = true;
+		}
+		if (!h->head_done)
+			return 0;
+		rc = head_parse(h);
+		if (rc)
+			return rc;
+		p += i;
+		n -= i;
+	}
+	if (h->chunked)
+		return chunked_feed(h, p, n);
+	if (h->clen >= 0 && h->body_total + n > (uint64_t)h->clen)
+		n = (size_t)((uint64_t)h->clen - h->body_total); /* nothing after the body */
+	rc = body_put(h, p, n);
+	if (rc)
+		return rc;
+	h->body_total += n;
+	if (h->clen >= 0 && h->body_total == (uint64_t)h->clen)
+		h->done = true;
+	return 0;
+}
+
+/* Drive one exchange.  1: the response is complete (or, for the watch, bytes arrived); 0: in
+ * progress; -errno: broken (closed before the end counts). */
+static int
+http_io(struct kvxd *d, struct http *h, uint32_t events)
+{
+	char buf[16384];
+	bool got = false;
+
+	if (!h->connected && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err)
+			return -err;
+		h->connected = true;
+	}
+	if (!h->connected)
+		return 0;
+	while (h->tx_off < h->tx_len) {
+		ssize_t w = send(h->fd, h->tx + h->tx_off, h->tx_len - h->tx_off, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0; /* EPOLLOUT again */
+			return -errno;
+		}
+		h->tx_off += (size_t)w;
+	}
+	if (h->tx) {
+		free(h->tx);
+		h->tx = NULL;
+		kvxd_epoll_mod(d, h->fd, &h->ev, EPOLLIN);
+	}
+	for (;;) {
+		ssize_t r = recv(h->fd, buf, sizeof(buf), 0);
+		int rc;
+
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			return -errno;
+		}
+		if (r == 0) { /* closed: the end of a body that had no length, else too early */
+			if (h->head_done && !h->chunked && h->clen < 0)
+				h->done = true;
+			if (h->done)
+				return 1;
+			return -ECONNRESET;
+		}
+		rc = http_feed(h, buf, (size_t)r);
+		if (rc)
+			return rc;
+		got = true;
+		if (h->done)
+			return 1;
+	}
+	return got && h->call == C_WATCH ? 1 : 0;
+}
+
+/* ---- the membership client ----------------------------------------------------------------- */
+
+static const char *
+jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string(v)
+		       : NULL;
+}
+
+static struct json_object *
+jobj(struct json_object *o, const char *key, json_type t)
+{
+	struct json_object *v;
+
+	return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, t) ? v : NULL;
+}
+
+/* etcd writes 64-bit integers as decimal strings */
+static bool
+jint(struct json_object *o, const char *key, int64_t *out)
+{
+	const char *s = jstr(o, key);
+	char *end;
+
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	return !*end && !errno;
+}
+
+static void
+fail(struct kvxd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+fail(struct kvxd *d, const char *fmt, ...)
+{
+	struct kvxd_etcd *e = d->etcd;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
+	va_end(ap);
+	d->ctr.etcd_errors++;
+	if (!e->failing)
+		KVX_WARN("membership: etcd %s:%u: %s (%s); retrying every %d ms, the peers found "
+			 "stay",
+			 d->cfg.etcd.host, d->cfg.etcd.port, e->last_error, stage_name[e->st],
+			 RETRY_MS);
+	e->failing = true;
+	http_close(d, &e->call);
+	http_close(d, &e->watch);
+	e->st = S_IDLE;
+	e->retry_at = kvxd_now_ms() + RETRY_MS;
+}
+
+static void
+start(struct kvxd *d, enum call call, uint64_t now)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct http *h = call == C_WATCH ? &e->watch : &e->call;
+	char json[640];
+	const char *path = "";
+	int rc;
+
+	switch (call) {
+	case C_GRANT:
+		path = "/v3/lease/grant";
+		snprintf(json, sizeof(json), "{\"TTL\": %u}", d->cfg.lease_s);
+		e->st = S_GRANT;
+		break;
+	case C_PUT:
+		path = "/v3/kv/put";
+		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"value\": \"%s\", \"lease\": \"%s\"}",
+			 e->key_b64, e->val_b64, e->lease);
+		e->st = S_PUT;
+		break;
+	case C_RANGE:
+		path = "/v3/kv/range";
+		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"range_end\": \"%s\"}", e->begin_b64,
+			 e->end_b64);
+		e->st = S_RANGE;
+		break;
+	case C_KEEPALIVE:
+		path = "/v3/lease/keepalive";
+		snprintf(json, sizeof(json), "{\"ID\": \"%s\"}", e->lease);
+		break;
+	case C_WATCH:
+		path = "/v3/watch";
+		snprintf(json, sizeof(json),
+			 "{\"create_request\": {\"key\": \"%s\", \"range_end\": \"%s\", "
+			 "\"start_revision\": \"%" PRId64 "\"}}",
+			 e->begin_b64, e->end_b64, e->revision + 1);
+		break;
+	case C_NONE:
+		return;
+	}
+	rc = http_start(d, h, call, path, json, now);
+	if (rc)
+		fail(d, "%s: %s", call_name[call], strerror(-rc));
+}
+
+/* A key under our prefix: the node's name, or NULL. */
+static const char *
+key_name(const struct kvxd *d, const char *key, char *buf, size_t cap)
+{
+	size_t plen = strlen(d->cfg.etcd_prefix);
+
+	if (!key || b64_decode(buf, cap, key) || strncmp(buf, d->cfg.etcd_prefix, plen) != 0)
+		return NULL;
+	return buf + plen;
+}
+
+/* One key and value: a node found.  Bad entries are counted and logged, never taken. */
+static void
+node_put(struct kvxd *d, struct json_object *kv)
+{
+	char kbuf[256], vbuf[96];
+	const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
+	const char *val = jstr(kv, "value");
+	struct kvx_config_addr addr;
+
+	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
+	    kvx_config_addr_parse(vbuf, &addr) || strcmp(addr.host, "0.0.0.0") == 0) {
+		d->ctr.members_refused++;
+		KVX_WARN("membership: a bad entry under %s refused (name '%s')", d->cfg.etcd_prefix,
+			 name ? name : "?");
+		return;
+	}
+	kvxd_members_found(d, name, &addr);
+}
+
+static int
+on_grant(struct kvxd *d, struct json_object *o)
+{
+	struct kvxd_etcd *e = d->etcd;
+	int64_t id, ttl;
+
+	if (!jint(o, "ID", &id) || !jint(o, "TTL", &ttl) || ttl <= 0)
+		return -EPROTO;
+	snprintf(e->lease, sizeof(e->lease), "%" PRId64, id);
+	return 0;
+}
+
+static int
+on_range(struct kvxd *d, struct json_object *o)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct json_object *kvs = jobj(o, "kvs", json_type_array);
+
+	if (!jint(jobj(o, "header", json_type_object), "revision", &e->revision))
+		return -EPROTO;
+	kvxd_members_sync_begin(d);
+	for (size_t i = 0; kvs && i < json_object_array_length(kvs); i++)
+		node_put(d, json_object_array_get_idx(kvs, i));
+	kvxd_members_sync_end(d);
+	return 0;
+}
+
+/* One watch message.  0, or -EPROTO / -ECANCELED (the watch must be set up again). */
+static int
+on_watch_msg(struct kvxd *d, struct json_object *msg)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct json_object *r = jobj(msg, "result", json_type_object), *evs;
+	struct json_object *canceled;
+	int64_t rev;
+
+	if (!r)
+		return -EPROTO;
+	if (json_object_object_get_ex(r, "canceled", &canceled) &&
+	    json_object_get_boolean(canceled))
+		return -ECANCELED; /* compacted past our revision, or etcd ended it */
+	evs = jobj(r, "events", json_type_array);
+	for (size_t i = 0; evs && i < json_object_array_length(evs); i++) {
+		struct json_object *ev = json_object_array_get_idx(evs, i);
+		struct json_object *kv = jobj(ev, "kv", json_type_object);
+		const char *type = jstr(ev, "type");
+		char kbuf[256];
+
+		if (type && strcmp(type, "DELETE") == 0) {
+			const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
+
+			if (name)
+				kvxd_members_lost(d, name);
+		} else {
+			node_put(d, kv);
+		}
+	}
+	if (jint(jobj(r, "header", json_type_object), "revision", &rev) && rev > e->revision)
+		e->revision = rev;
+	return 0;
+}
+
+/* Complete lines of the watch stream, one JSON message each. */
+static int
+watch_take(struct kvxd *d)
+{
+	struct http *h = &d->etcd->watch;
+	char *nl;
+
+	while (h->body_len && (nl = memchr(h->body, '\n', h->body_len))) {
+		size_t len = (size_t)(nl - h->body) + 1;
+		struct json_object *o;
+		int rc = 0;
+
+		*nl = '\0';
+		o = json_tokener_parse(h->body);
+		if (!o && h->body[strspn(h->body, " \r\t")] != '\0')
+			rc = -EPROTO;
+		if (o)
+			rc = on_watch_msg(d, o);
+		json_object_put(o);
+		memmove(h->body, h->body + len, h->body_len - len);
+		h->body_len -= len;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void
+call_done(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct http *h = &e->call;
+	enum call call = h->call;
+	struct json_object *o;
+	int rc = 0;
+
+	if (h->status != 200) {
+		fail(d, "%s: HTTP %d: %.120s", call_name[call], h->status, h->body ? h->body : "");
+		return;
+	}
+	o = h->body ? json_tokener_parse(h->body) : NULL;
+	if (!o) {
+		fail(d, "%s: not JSON", call_name[call]);
+		return;
+	}
+	switch (call) {
+	case C_GRANT:
+		rc = on_grant(d, o);
+		break;
+	case C_RANGE:
+		rc = on_range(d, o);
+		break;
+	case C_KEEPALIVE: {
+		int64_t ttl = 0;
+
+		/* a lease that expired or is unknown comes back without a TTL: register again */
+		if (!jint(jobj(o, "result", json_type_object), "TTL", &ttl) || ttl <= 0)
+			rc = -ENOENT;
+		break;
+	}
+	default:
+		break;
+	}
+	json_object_put(o);
+	http_close(d, h);
+	if (rc) {
+		fail(d, "%s: %s", call_name[call],
+		     rc == -ENOENT ? "our lease expired" : "an unexpected answer");
+		if (rc == -ENOENT)
+			e->retry_at = now; /* register again at once */
+		return;
+	}
+	if (e->failing)
+		KVX_INFO("membership: etcd %s:%u answers again", d->cfg.etcd.host, d->cfg.etcd.port);
+	switch (call) {
+	case C_GRANT:
+		start(d, C_PUT, now);
+		break;
+	case C_PUT:
+		d->ctr.etcd_registered++;
+		KVX_INFO("membership: registered as %s%s (lease %s, %u s)", d->cfg.etcd_prefix,
+			 d->cfg.name, e->lease, d->cfg.lease_s);
+		start(d, C_RANGE, now);
+		break;
+	case C_RANGE:
+		e->failing = false;
+		e->st = S_RUN;
+		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
+		start(d, C_WATCH, now);
+		break;
+	case C_KEEPALIVE:
+		e->failing = false;
+		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
+		break;
+	default:
+		break;
+	}
+}
+
+void
+kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct http *h = f->ptr;
+	uint64_t now = kvxd_now_ms();
+	int rc;
+
+	if (!e || h->fd < 0)
+		return;
+	rc = http_io(d, h, events);
+	if (h == &e->watch) {
+		if (rc == 1 && h->head_done && h->status != 200)
+			rc = -EPROTO;
+		if (rc == 1)
+			rc = watch_take(d);
+		if (rc < 0 || h->done) {
+			/* the watch ended: read the prefix again, then watch anew (tick) */
+			d->ctr.etcd_watch_restarts++;
+			KVX_WARN("membership: the watch ended (%s): reading %s again",
+				 rc < 0 ? strerror(-rc) : "closed", d->cfg.etcd_prefix);
+			http_close(d, h);
+		}
+		return;
+	}
+	if (rc < 0)
+		fail(d, "%s: %s", call_name[h->call], strerror(-rc));
+	else if (rc == 1)
+		call_done(d, now);
+}
+
+void
+kvxd_etcd_tick(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_etcd *e = d->etcd;
+
+	if (!e || d->stopping)
+		return;
+	if (e->call.fd >= 0 && e->call.deadline && now >= e->call.deadline) {
+		fail(d, "%s: no answer in %d ms", call_name[e->call.call], CALL_MS);
+		return;
+	}
+	if (e->st == S_IDLE && now >= e->retry_at)
+		start(d, C_GRANT, now);
+	else if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0)
+		start(d, C_RANGE, now); /* the watch ended: everything again from a full read */
+	else if (e->st == S_RUN && e->call.fd < 0 && now >= e->keepalive_at)
+		start(d, C_KEEPALIVE, now);
+}
+
+uint64_t
+kvxd_etcd_next_due(const struct kvxd *d)
+{
+	const struct kvxd_etcd *e = d->etcd;
+	uint64_t due = KVXD_TIMER_NEVER;
+
+	if (!e)
+		return due;
+	if (e->call.fd >= 0 && e->call.deadline)
+		due = e->call.deadline;
+	if (e->st == S_IDLE && e->retry_at < due)
+		due = e->retry_at;
+	if (e->st == S_RUN && e->call.fd < 0 && e->keepalive_at < due)
+		due = e->keepalive_at;
+	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0)
+		due = 0;
+	return due;
+}
+
+const char *
+kvxd_etcd_state(const struct kvxd *d)
+{
+	return d->etcd ? stage_name[d->etcd->st] : "off";
+}
+
+int
+kvxd_etcd_start(struct kvxd *d)
+{
+	struct kvxd_etcd *e;
+	const struct kvx_config_addr *adv = d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
+	char key[192], val[64];
+	size_t n;
+
+	if (!d->cfg.has_etcd)
+		return 0;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->call.fd = e->watch.fd = -1;
+	snprintf(key, sizeof(key), "%s%s", d->cfg.etcd_prefix, d->cfg.name);
+	snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
+	b64_encode(e->key_b64, sizeof(e->key_b64), key);
+	b64_encode(e->val_b64, sizeof(e->val_b64), val);
+	b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix);
+	/* the range end of a prefix: the prefix with its last byte plus one ('/' + 1 = '0') */
+	snprintf(key, sizeof(key), "%s", d->cfg.etcd_prefix);
+	n = strlen(key);
+	key[n - 1]++;
+	b64_encode(e->end_b64, sizeof(e->end_b64), key);
+	d->etcd = e;
+	KVX_INFO("membership: etcd %s:%u, prefix %s, advertising %s, lease %u s", d->cfg.etcd.host,
+		 d->cfg.etcd.port, d->cfg.etcd_prefix, val, d->cfg.lease_s);
+	return 0;
+}
+
+void
+kvxd_etcd_stop(struct kvxd *d)
+{
+	if (!d->etcd)
+		return;
+	http_close(d, &d->etcd->call);
+	http_close(d, &d->etcd->watch);
+	free(d->etcd);
+	d->etcd = NULL;
+}
