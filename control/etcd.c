@@ -69,7 +69,7 @@ struct kvxd_etcd {
 	char lease[24]; /* the lease ID, decimal, as etcd writes it */
 	uint64_t retry_at, keepalive_at;
 	int64_t revision;
-	char key_b64[192], begin_b64[192], end_b64[192], val_b64[96];
+	char key_b64[192], begin_b64[192], end_b64[192], val_b64[160];
 	char last_error[160];
 	bool failing; /* the last attempt failed: log only the first failure of a run */
 };
@@ -278,7 +278,8 @@ http_feed(struct http *h, const char *p, size_t n)
 			if (h->head_len + 1 >= HEAD_MAX)
 				return -EMSGSIZE;
 			h->head[h->head_len++] = p[i];
-			if (h->head_len >= 4 && memcmp(h->head + h->head_len - 4, "\r\n\r\n", 4) == 0)
+			if (h->head_len >= 4 &&
+			    memcmp(h->head + h->head_len - 4, "\r\n\r\n", 4) == 0)
 				h->head_done = true;
 		}
 		if (!h->head_done)
@@ -370,7 +371,8 @@ jstr(struct json_object *o, const char *key)
 {
 	struct json_object *v;
 
-	return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+	return o && json_object_object_get_ex(o, key, &v) &&
+			       json_object_is_type(v, json_type_string)
 		       ? json_object_get_string(v)
 		       : NULL;
 }
@@ -397,8 +399,7 @@ jint(struct json_object *o, const char *key, int64_t *out)
 	return !*end && !errno;
 }
 
-static void
-fail(struct kvxd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct kvxd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 fail(struct kvxd *d, const char *fmt, ...)
@@ -439,14 +440,15 @@ start(struct kvxd *d, enum call call, uint64_t now)
 		break;
 	case C_PUT:
 		path = "/v3/kv/put";
-		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"value\": \"%s\", \"lease\": \"%s\"}",
-			 e->key_b64, e->val_b64, e->lease);
+		snprintf(json, sizeof(json),
+			 "{\"key\": \"%s\", \"value\": \"%s\", \"lease\": \"%s\"}", e->key_b64,
+			 e->val_b64, e->lease);
 		e->st = S_PUT;
 		break;
 	case C_RANGE:
 		path = "/v3/kv/range";
-		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"range_end\": \"%s\"}", e->begin_b64,
-			 e->end_b64);
+		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"range_end\": \"%s\"}",
+			 e->begin_b64, e->end_b64);
 		e->st = S_RANGE;
 		break;
 	case C_KEEPALIVE:
@@ -479,23 +481,42 @@ key_name(const struct kvxd *d, const char *key, char *buf, size_t cap)
 	return buf + plen;
 }
 
+/* A node's value: "IPv4:port", or "IPv4:port GID" (its QPs' GID in IPv6 notation).  0 or -1. */
+static int
+value_parse(char *v, struct kvx_config_addr *addr, uint8_t gid[16], bool *has_gid)
+{
+	char *sp = strchr(v, ' ');
+
+	*has_gid = sp != NULL;
+	if (sp) {
+		*sp = '\0';
+		if (inet_pton(AF_INET6, sp + 1, gid) != 1)
+			return -1;
+	}
+	if (kvx_config_addr_parse(v, addr) || strcmp(addr->host, "0.0.0.0") == 0)
+		return -1;
+	return 0;
+}
+
 /* One key and value: a node found.  Bad entries are counted and logged, never taken. */
 static void
 node_put(struct kvxd *d, struct json_object *kv)
 {
-	char kbuf[256], vbuf[96];
+	char kbuf[256], vbuf[128];
 	const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
 	const char *val = jstr(kv, "value");
 	struct kvx_config_addr addr;
+	uint8_t gid[16];
+	bool has_gid;
 
 	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
-	    kvx_config_addr_parse(vbuf, &addr) || strcmp(addr.host, "0.0.0.0") == 0) {
+	    value_parse(vbuf, &addr, gid, &has_gid)) {
 		d->ctr.members_refused++;
 		KVX_WARN("membership: a bad entry under %s refused (name '%s')", d->cfg.etcd_prefix,
 			 name ? name : "?");
 		return;
 	}
-	kvxd_members_found(d, name, &addr);
+	kvxd_members_found(d, name, &addr, has_gid ? gid : NULL);
 }
 
 static int
@@ -632,8 +653,6 @@ call_done(struct kvxd *d, uint64_t now)
 			e->retry_at = now; /* register again at once */
 		return;
 	}
-	if (e->failing)
-		KVX_INFO("membership: etcd %s:%u answers again", d->cfg.etcd.host, d->cfg.etcd.port);
 	switch (call) {
 	case C_GRANT:
 		start(d, C_PUT, now);
@@ -645,6 +664,9 @@ call_done(struct kvxd *d, uint64_t now)
 		start(d, C_RANGE, now);
 		break;
 	case C_RANGE:
+		if (e->failing)
+			KVX_INFO("membership: etcd %s:%u answers again", d->cfg.etcd.host,
+				 d->cfg.etcd.port);
 		e->failing = false;
 		e->st = S_RUN;
 		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
@@ -738,8 +760,10 @@ int
 kvxd_etcd_start(struct kvxd *d)
 {
 	struct kvxd_etcd *e;
-	const struct kvx_config_addr *adv = d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
-	char key[192], val[64];
+	const struct kvx_config_addr *adv =
+		d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
+	static const uint8_t zero[16];
+	char key[192], val[112], gid[INET6_ADDRSTRLEN];
 	size_t n;
 
 	if (!d->cfg.has_etcd)
@@ -749,7 +773,12 @@ kvxd_etcd_start(struct kvxd *d)
 		return -ENOMEM;
 	e->call.fd = e->watch.fd = -1;
 	snprintf(key, sizeof(key), "%s%s", d->cfg.etcd_prefix, d->cfg.name);
-	snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
+	/* our QPs' GID, so that peers check exactly it (not only an IPv4-mapped default) */
+	if (memcmp(d->dev_info.gid, zero, 16) != 0 &&
+	    inet_ntop(AF_INET6, d->dev_info.gid, gid, sizeof(gid)))
+		snprintf(val, sizeof(val), "%s:%u %s", adv->host, adv->port, gid);
+	else
+		snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
 	b64_encode(e->key_b64, sizeof(e->key_b64), key);
 	b64_encode(e->val_b64, sizeof(e->val_b64), val);
 	b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix);

@@ -177,9 +177,10 @@ name_ok(const char *s)
 }
 
 int
-kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr)
+kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr,
+		   const uint8_t *gid)
 {
-	struct kvx_config_peer cp = {.allowed = true, .addr = *addr};
+	struct kvx_config_peer cp = {.allowed = true, .addr = *addr, .has_gid = gid != NULL};
 	struct kvxd_peer *p;
 	int rc;
 
@@ -192,15 +193,17 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	p = kvxd_peer_find(d, name);
 	if (p && !p->discovered)
 		return 0; /* a [peer.*] section wins */
-	if (p && strcmp(p->addr.host, addr->host) == 0 && p->addr.port == addr->port) {
+	if (gid)
+		memcpy(cp.gid, gid, sizeof(cp.gid));
+	snprintf(cp.name, sizeof(cp.name), "%s", name);
+	if (p && kvx_config_peer_same(&cp, &d->cfg.peers[p->idx])) {
 		p->seen = true;
 		return 0;
 	}
 	if (p) {
 		d->ctr.members_lost++;
-		kvxd_peer_remove(d, p, "moved to another address (etcd)");
+		kvxd_peer_remove(d, p, "moved to another address or GID (etcd)");
 	}
-	snprintf(cp.name, sizeof(cp.name), "%s", name);
 	rc = kvxd_peer_add(d, &cp);
 	if (rc) {
 		d->ctr.members_refused++;

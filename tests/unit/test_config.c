@@ -1020,6 +1020,57 @@ test_metrics_listen(void **state)
 		    "[metrics] listen: 0.0.0.0:7470 is the [node] listen address");
 }
 
+/* [membership]: etcd, prefix, lease_s, advertise, with file:line errors. */
+static void
+test_membership_section(void **state)
+{
+	static const char *const bad_prefix[] = {"kvx/", "/kvx", "/", "/a b/", "/k\"v/"};
+	struct kvx_config cfg;
+	char text[512];
+
+	(void)state;
+	load_ok(MIN_INI, &cfg);
+	assert_false(cfg.has_etcd); /* absent: the [peer.*] sections only */
+	load_ok(MIN_INI "[membership]\netcd = 10.0.0.9:2379\n", &cfg);
+	assert_true(cfg.has_etcd);
+	assert_string_equal(cfg.etcd.host, "10.0.0.9");
+	assert_int_equal(cfg.etcd.port, 2379);
+	assert_string_equal(cfg.etcd_prefix, "/kvx/nodes/");
+	assert_int_equal(cfg.lease_s, 5);
+	assert_false(cfg.has_advertise);
+	assert_round_trip(&cfg);
+	load_ok(MIN_INI "[membership]\netcd = 10.0.0.9:2379\nprefix = /c1/kvx-nodes_2.a/\n"
+			"lease_s = 2\nadvertise = 10.0.0.1:7470\n",
+		&cfg);
+	assert_string_equal(cfg.etcd_prefix, "/c1/kvx-nodes_2.a/");
+	assert_int_equal(cfg.lease_s, 2);
+	assert_true(cfg.has_advertise);
+	assert_round_trip(&cfg);
+	for (size_t i = 0; i < sizeof(bad_prefix) / sizeof(bad_prefix[0]); i++) {
+		snprintf(text, sizeof(text),
+			 MIN_INI "[membership]\netcd = 10.0.0.9:2379\nprefix = %s\n",
+			 bad_prefix[i]);
+		expect_fail(text, MIN_LINES + 3, "[membership] prefix: ");
+	}
+	expect_fail(MIN_INI "[membership]\netcd = localhost:2379\n", MIN_LINES + 2,
+		    "[membership] etcd: bad address");
+	expect_fail(MIN_INI "[membership]\netcd = 10.0.0.9:2379\nlease_s = 1\n", MIN_LINES + 3,
+		    "[membership] lease_s: ");
+	expect_fail(MIN_INI "[membership]\netcd = 10.0.0.9:2379\nadvertise = 0.0.0.0:7470\n",
+		    MIN_LINES + 3,
+		    "[membership] advertise: 0.0.0.0 is not an address peers can dial");
+	expect_fail(MIN_INI "[membership]\nprefix = /kvx/\n", MIN_LINES + 2,
+		    "[membership]: set without etcd");
+	/* a wildcard listen address: peers need another one to dial */
+	expect_fail("[node]\nname = alpha\nlisten = 0.0.0.0:7470\n[rdma]\ndevice = rxe0\n"
+		    "[engine]\nsocket = /run/kvx/engine.sock\n[membership]\netcd = 10.0.0.9:2379\n",
+		    MIN_LINES + 2, "[membership] etcd: [node] listen is 0.0.0.0 (line 3)");
+	load_ok("[node]\nname = alpha\nlisten = 0.0.0.0:7470\n[rdma]\ndevice = rxe0\n"
+		"[engine]\nsocket = /run/kvx/engine.sock\n[membership]\netcd = 10.0.0.9:2379\n"
+		"advertise = 10.0.0.1:7470\n",
+		&cfg);
+}
+
 /* ---- fixture ---- */
 
 static int
@@ -1083,6 +1134,7 @@ main(void)
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
 		cmocka_unit_test(test_metrics_listen),
+		cmocka_unit_test(test_membership_section),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, group_setup, group_teardown);

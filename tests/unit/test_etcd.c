@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Membership through etcd (control/etcd.h) against a scripted gateway in this process: the
+ * client's HTTP/1.1 and JSON, what a node found or lost does to the peer table, and what etcd
+ * (or whoever answers on its port) must not be able to do: bad entries are refused and counted,
+ * oversized or malformed answers restart the client without losing the peers it found, a
+ * lease etcd forgot is registered again, a watch that ends is replaced by a full read.  The
+ * peers are real control cores on the fake verbs: "a" finds "c" (which has "a" configured) and
+ * both authenticate as usual.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "control/etcd.h"
+#include "control/kvxd.h"
+#include "control/loop.h"
+#include "control/members.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "core/fault.h"
+
+#include "nodes_harness.h"
+
+#define A N[0]
+#define C N[1]
+#define PREFIX "/kvx/t/"
+
+/* ---- the scripted gateway ------------------------------------------------------------------ */
+
+struct gw_conn {
+	int fd;
+	char req[8192];
+	size_t len;
+	bool answered;
+};
+
+static struct {
+	int lfd;
+	uint16_t port;
+	struct gw_conn c[16];
+	int watch_fd; /* the open watch stream, -1: none */
+	int grants, puts, ranges, keepalives, watches;
+	char range_body[4096]; /* the JSON a range returns */
+	bool lease_lost;       /* keepalives answer without a TTL */
+	const char *raw_next;  /* the next call gets these bytes, then the connection closes */
+	size_t raw_len;
+} gw;
+
+static void
+b64(char *out, const char *in)
+{
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)strlen(in));
+}
+
+/* A range answer listing NAME=ADDR pairs (raw: the key and value already encoded) */
+static void
+gw_range(const char *const *kv, int n)
+{
+	size_t off = (size_t)snprintf(gw.range_body, sizeof(gw.range_body),
+				      "{\"header\":{\"revision\":\"10\"},\"kvs\":[");
+
+	for (int i = 0; i < n; i++) {
+		char k[256], v[256];
+
+		b64(k, kv[2 * i]);
+		b64(v, kv[2 * i + 1]);
+		off += (size_t)snprintf(gw.range_body + off, sizeof(gw.range_body) - off,
+					"%s{\"key\":\"%s\",\"value\":\"%s\"}", i ? "," : "", k, v);
+	}
+	snprintf(gw.range_body + off, sizeof(gw.range_body) - off, "],\"count\":\"%d\"}", n);
+}
+
+static void
+gw_start(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+
+	memset(&gw, 0, sizeof(gw));
+	gw.watch_fd = -1;
+	for (int i = 0; i < 16; i++)
+		gw.c[i].fd = -1;
+	gw.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(gw.lfd >= 0);
+	assert_int_equal(bind(gw.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(gw.lfd, 16), 0);
+	getsockname(gw.lfd, (struct sockaddr *)&sa, &len);
+	gw.port = ntohs(sa.sin_port);
+}
+
+static void
+gw_send(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EAGAIN) { /* let the client read */
+			pump_once();
+			fake_ms++;
+			continue;
+		}
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void
+gw_reply(struct gw_conn *c, const char *body, bool chunked)
+{
+	char head[256];
+	int n;
+
+	if (chunked)
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\n\r\n0\r\n\r\n",
+			     strlen(body) + 1, body);
+	else
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			     "Content-Length: %zu\r\n\r\n",
+			     strlen(body));
+	gw_send(c->fd, head, (size_t)n);
+	if (!chunked)
+		gw_send(c->fd, body, strlen(body));
+}
+
+static void
+gw_close(struct gw_conn *c)
+{
+	if (c->fd == gw.watch_fd)
+		gw.watch_fd = -1;
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* one watch message, as the gateway frames it (a chunk, a JSON object and a newline) */
+static void
+gw_watch(const char *json)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "%zx\r\n%s\n\r\n", strlen(json) + 1, json);
+
+	assert_true(gw.watch_fd >= 0);
+	gw_send(gw.watch_fd, buf, (size_t)n);
+}
+
+static void
+gw_watch_end(void)
+{
+	for (int i = 0; i < 16; i++)
+		if (gw.c[i].fd >= 0 && gw.c[i].fd == gw.watch_fd) {
+			gw_send(gw.c[i].fd, "0\r\n\r\n", 5);
+			gw_close(&gw.c[i]);
+		}
+}
+
+static void
+gw_answer(struct gw_conn *c)
+{
+	char *body = strstr(c->req, "\r\n\r\n");
+
+	c->answered = true;
+	if (gw.raw_next) {
+		gw_send(c->fd, gw.raw_next, gw.raw_len);
+		gw.raw_next = NULL;
+		gw_close(c);
+		return;
+	}
+	if (strncmp(c->req, "POST /v3/lease/grant ", 21) == 0) {
+		gw.grants++;
+		gw_reply(c, "{\"header\":{\"revision\":\"1\"},\"ID\":\"77\",\"TTL\":\"3\"}", false);
+	} else if (strncmp(c->req, "POST /v3/kv/put ", 16) == 0) {
+		char k[64];
+
+		b64(k, PREFIX "a");
+		assert_non_null(strstr(body, k)); /* our own key */
+		assert_non_null(strstr(body, "\"lease\": \"77\""));
+		gw.puts++;
+		gw_reply(c, "{\"header\":{\"revision\":\"2\"}}", false);
+	} else if (strncmp(c->req, "POST /v3/kv/range ", 18) == 0) {
+		gw.ranges++;
+		gw_reply(c, gw.range_body, false);
+	} else if (strncmp(c->req, "POST /v3/lease/keepalive ", 25) == 0) {
+		gw.keepalives++;
+		gw_reply(c,
+			 gw.lease_lost ? "{\"result\":{\"header\":{},\"ID\":\"77\"}}"
+				       : "{\"result\":{\"header\":{},\"ID\":\"77\",\"TTL\":\"3\"}}",
+			 true);
+	} else if (strncmp(c->req, "POST /v3/watch ", 15) == 0) {
+		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					   "Transfer-Encoding: chunked\r\n\r\n";
+
+		assert_non_null(strstr(body, "\"start_revision\": \"11\"")); /* after the read */
+		gw.watches++;
+		gw_send(c->fd, head, sizeof(head) - 1);
+		gw.watch_fd = c->fd;
+		gw_watch("{\"result\":{\"header\":{\"revision\":\"10\"},\"created\":true}}");
+		return;
+	} else {
+		fail_msg("the client asked %.40s", c->req);
+	}
+	gw_close(c);
+}
+
+static void
+gw_poll(void)
+{
+	int fd;
+
+	while ((fd = accept4(gw.lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+		int i = 0;
+
+		while (i < 16 && gw.c[i].fd >= 0)
+			i++;
+		assert_true(i < 16);
+		gw.c[i] = (struct gw_conn){.fd = fd};
+	}
+	for (int i = 0; i < 16; i++) {
+		struct gw_conn *c = &gw.c[i];
+		ssize_t r;
+		char *end;
+
+		if (c->fd < 0)
+			continue;
+		r = recv(c->fd, c->req + c->len, sizeof(c->req) - 1 - c->len, 0);
+		if (r == 0) {
+			gw_close(c);
+			continue;
+		}
+		if (r > 0) {
+			c->len += (size_t)r;
+			c->req[c->len] = '\0';
+		}
+		end = strstr(c->req, "\r\n\r\n");
+		if (!c->answered && end) {
+			const char *cl = strstr(c->req, "Content-Length: ");
+
+			if (cl && c->len - (size_t)(end + 4 - c->req) >= strtoul(cl + 16, NULL, 10))
+				gw_answer(c);
+		}
+	}
+}
+
+/* ---- the nodes ----------------------------------------------------------------------------- */
+
+static struct kvx_config_peer c_as_static; /* a's section for c, as the harness made it */
+
+#define GW_UNTIL(cond)                                                                   \
+	do {                                                                             \
+		int i_;                                                                  \
+		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                              \
+			gw_poll();                                                       \
+			pump_once();                                                     \
+			fake_ms++;                                                       \
+			if (i_ % 64 == 63)                                               \
+				usleep(100);                                             \
+		}                                                                        \
+		if (!(cond))                                                             \
+			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state()); \
+	} while (0)
+
+static void
+gw_ms(int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		gw_poll();
+		pump_once();
+		fake_ms++;
+	}
+}
+
+static bool
+ready(struct kvxd *d, const char *peer)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, peer);
+
+	return p && p->state == KVXD_PEER_READY;
+}
+
+static bool
+gone(struct kvxd *d, const char *name)
+{
+	for (int i = 0; i < d->npeers; i++)
+		if (!d->peers[i].vacant && strcmp(d->peers[i].name, name) == 0)
+			return false;
+	return true;
+}
+
+/* "a" has no section for "c" and asks the gateway; "c" has "a" configured */
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "c"};
+	struct kvx_config *next = calloc(1, sizeof(*next));
+	char err[256];
+
+	(void)state;
+	nodes_setup(2, names);
+	c_as_static = A.cfg.peers[0];
+	*next = A.cfg;
+	next->n_peers = 0;
+	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
+	free(next);
+	PUMP_UNTIL(A.peers[0].vacant);
+	A.cfg.cq_depth = 1u << 16;
+	gw_start();
+	A.cfg.has_etcd = true;
+	snprintf(A.cfg.etcd.host, sizeof(A.cfg.etcd.host), "127.0.0.1");
+	A.cfg.etcd.port = gw.port;
+	snprintf(A.cfg.etcd_prefix, sizeof(A.cfg.etcd_prefix), PREFIX);
+	A.cfg.lease_s = 3;
+	snprintf(A.cfg.listen.host, sizeof(A.cfg.listen.host), "127.0.0.1");
+	A.cfg.listen.port = 7470;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	kvxd_etcd_stop(&A);
+	for (int i = 0; i < 16; i++)
+		if (gw.c[i].fd >= 0)
+			gw_close(&gw.c[i]);
+	close(gw.lfd);
+	nodes_teardown();
+	return 0;
+}
+
+static char c_addr[64];
+
+/* a registers (lease, put with it, a full read, a watch from the revision after it) */
+static void
+start_found(const char *const *extra, int nextra)
+{
+	const char *kv[16] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", c_addr};
+
+	/* the fake device's GID, which c publishes with its address */
+	snprintf(c_addr, sizeof(c_addr), "127.0.0.1:%u ::ffff:0.0.0.0", c_as_static.addr.port);
+	for (int i = 0; i < 2 * nextra; i++)
+		kv[4 + i] = extra[i];
+	gw_range(kv, 2 + nextra);
+	assert_int_equal(kvxd_etcd_start(&A), 0);
+	GW_UNTIL(gw.watches == 1 && ready(&A, "c") && ready(&C, "a"));
+	assert_int_equal(gw.grants, 1);
+	assert_int_equal(gw.puts, 1);
+	assert_int_equal(A.ctr.etcd_registered, 1);
+	assert_true(kvxd_peer_find(&A, "c")->discovered);
+	assert_null(kvxd_peer_find(&A, "a")); /* ourselves */
+}
+
+/* Found through the gateway, a node authenticates and connects like a configured one; the
+ * watch adds and removes nodes; a node gone ends its session (and c's side of it). */
+static void
+test_found_and_lost(void **state)
+{
+	uint64_t resets;
+
+	(void)state;
+	start_found(NULL, 0);
+	assert_int_equal(A.ctr.members_found, 1);
+	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}"); /* x1 127.0.0.1:40001 */
+	GW_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
+	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 40001);
+	resets = kvxd_peer_find(&C, "a")->n_resets;
+	gw_watch("{\"result\":{\"header\":{\"revision\":\"12\"},\"events\":[{\"type\":\"DELETE\","
+		 "\"kv\":{\"key\":\"L2t2eC90L2M=\"}}]}}"); /* /kvx/t/c */
+	GW_UNTIL(gone(&A, "c"));
+	assert_int_equal(A.ctr.members_lost, 1);
+	GW_UNTIL(kvxd_peer_find(&C, "a")->n_resets > resets); /* c saw the session end */
+	assert_non_null(kvxd_peer_find(&A, "x1"));
+	assert_int_equal(A.ctr.etcd_errors, 0);
+}
+
+/* Entries no node could have written are refused and counted: a name that is not a node name,
+ * a key outside the prefix, an address that is not IPv4:port, the wildcard address, a key
+ * that is not base64.  Nothing of them becomes a peer. */
+static void
+test_bad_entries_refused(void **state)
+{
+	static const char *const bad[] = {
+		PREFIX "bad name", "127.0.0.1:40002", /* a space */
+		"/other/z",	   "127.0.0.1:40003", /* outside the prefix */
+		PREFIX "y1",	   "nonsense",	      /* not IPv4:port */
+		PREFIX "y2",	   "0.0.0.0:40004",   /* nobody can dial that */
+	};
+
+	(void)state;
+	start_found(bad, 4);
+	assert_int_equal(A.ctr.members_refused, 4);
+	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"!!!!\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
+	GW_UNTIL(A.ctr.members_refused == 5);
+	for (int i = 0; i < A.npeers; i++)
+		if (!A.peers[i].vacant)
+			assert_string_equal(A.peers[i].name, "c"); /* the only peer */
+}
+
+/* Answers that are not what a gateway says restart the client (counted); the peers it found
+ * stay; it registers again and reads again. */
+static void
+test_hostile_answers_restart_the_client(void **state)
+{
+	static const char chunk_overflow[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+					     "fffffffffffffffffff\r\n";
+	static const char too_long[] = "HTTP/1.1 200 OK\r\nContent-Length: 2097152\r\n\r\n{";
+	static const char not_json[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+	static const char error[] = "HTTP/1.1 500 Internal\r\nContent-Length: 2\r\n\r\n{}";
+	static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 90\r\n\r\n{\"ID\"";
+	static const char *const raw[] = {chunk_overflow, too_long, not_json, error, cut};
+	static const size_t rlen[] = {sizeof(chunk_overflow) - 1, sizeof(too_long) - 1,
+				      sizeof(not_json) - 1, sizeof(error) - 1, sizeof(cut) - 1};
+	char *big;
+
+	(void)state;
+	start_found(NULL, 0);
+	for (int i = 0; i < 5; i++) {
+		uint64_t errs = A.ctr.etcd_errors;
+		int grants = gw.grants;
+
+		gw_watch_end(); /* the client reads the prefix again: that call gets raw[i] */
+		gw.raw_next = raw[i];
+		gw.raw_len = rlen[i];
+		GW_UNTIL(A.ctr.etcd_errors > errs);
+		GW_UNTIL(gw.grants > grants && gw.watches == i + 2); /* back, and watching */
+		assert_true(ready(&A, "c"));
+	}
+	/* a watch message over 1 MiB (in chunks of 64 KiB) ends the watch, not the node */
+	big = malloc(65536);
+	memset(big, ' ', 65536);
+	memcpy(big, "{\"result\":", 10);
+	for (int i = 0; i < 20 && gw.watch_fd >= 0; i++) {
+		gw_send(gw.watch_fd, "10000\r\n", 7);
+		gw_send(gw.watch_fd, big, 65536);
+		gw_send(gw.watch_fd, "\r\n", 2);
+		memset(big, ' ', 10);
+	}
+	free(big);
+	GW_UNTIL(A.ctr.etcd_watch_restarts >= 6 && gw.watches == 7);
+	assert_true(ready(&A, "c"));
+}
+
+/* A watch that ends is replaced by a full read: a node that went meanwhile is removed then. */
+static void
+test_watch_end_resyncs(void **state)
+{
+	static const char *const x1[] = {PREFIX "x1", "127.0.0.1:40001"};
+	const char *kv[] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", c_addr};
+
+	(void)state;
+	start_found(x1, 1);
+	assert_non_null(kvxd_peer_find(&A, "x1"));
+	gw_range(kv, 2); /* x1 left while nobody watched */
+	gw_watch_end();
+	GW_UNTIL(gw.watches == 2);
+	assert_null(kvxd_peer_find(&A, "x1"));
+	assert_true(ready(&A, "c"));
+	assert_int_equal(A.ctr.etcd_watch_restarts, 1);
+}
+
+/* A lease etcd no longer knows (a keepalive answered without TTL) is registered again. */
+static void
+test_lost_lease_registers_again(void **state)
+{
+	(void)state;
+	start_found(NULL, 0);
+	gw_ms(1200); /* a keepalive every lease_s / 3 */
+	assert_true(gw.keepalives >= 1);
+	assert_int_equal(gw.grants, 1);
+	gw.lease_lost = true;
+	GW_UNTIL(gw.grants == 2 && gw.puts == 2);
+	gw.lease_lost = false;
+	GW_UNTIL(A.ctr.etcd_registered == 2);
+	assert_true(ready(&A, "c"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_found_and_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_entries_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_answers_restart_the_client, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_watch_end_resyncs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_lease_registers_again, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
