@@ -31,7 +31,7 @@ BENCH_VM_TIMEOUT ?= 1500
 BENCH_ONLY       ?=
 BENCH_CEILING_SECONDS ?= 2
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench bench-ceiling \
+.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench bench-ceiling scale \
 	format format-check package install clean
 
 all: build
@@ -98,6 +98,13 @@ bench: build
 bench-ceiling: build
 	@KVX_BENCH_ONLY=ceiling KVX_BENCH_RUNS=$(BENCH_RUNS) \
 		KVX_BENCH_CEILING_SECONDS=$(BENCH_CEILING_SECONDS) scripts/bench.sh $(BUILD)
+
+# Membership at scale (tests/vm/scale_membership.sh, not part of make test): SCALE_NODES kvxd
+# find each other through etcd in one VM, take rooms, lose half of them and find them again.
+SCALE_NODES ?= 12
+scale: build
+	@KVX_VM_PASSENV="KVX_SCALE_NODES" KVX_SCALE_NODES=$(SCALE_NODES) \
+		scripts/kvx-vm --build $(BUILD) --timeout 1500 tests/vm/scale_membership.sh
 
 # The .deb (packaging/install.cmake): the programs, libkvx, headers, kvx.pc, the unit in
 # /lib/systemd/system, the example configs; Depends from dpkg-shlibdeps.
