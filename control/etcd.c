@@ -68,24 +68,28 @@ struct kvxd_etcd {
 	enum stage st;
 	char lease[24]; /* the lease ID, decimal, as etcd writes it */
 	uint64_t retry_at, keepalive_at;
+	uint64_t watch_at;     /* a watch that ended is set up again from then on (after a read) */
+	uint64_t resync_at;    /* a full read then: an entry was refused for want of room */
+	uint64_t watch_log_ms; /* the last "watch ended" line (at most one per 10 s) */
+	bool reregister;       /* our own key was deleted: register again */
 	int64_t revision;
-	char key_b64[192], begin_b64[192], end_b64[192], val_b64[160];
+	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
+	char key_b64[256], begin_b64[256], end_b64[256], val_b64[160];
 	char last_error[160];
 	bool failing; /* the last attempt failed: log only the first failure of a run */
 };
 
 /* ---- base64 (keys and values) -------------------------------------------------------------- */
 
-static void
+static int
 b64_encode(char *out, size_t cap, const char *in)
 {
 	size_t n = strlen(in);
 
-	if (4 * ((n + 2) / 3) + 1 > cap) {
-		out[0] = '\0';
-		return;
-	}
+	if (4 * ((n + 2) / 3) + 1 > cap)
+		return -1;
 	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+	return 0;
 }
 
 /* Decode into out (NUL-terminated, no NUL inside).  0, or -1 when it is not base64 of text that
@@ -136,7 +140,7 @@ http_start(struct kvxd *d, struct http *h, enum call call, const char *path, con
 	http_close(d, h);
 	h->call = call;
 	h->clen = -1;
-	h->deadline = call == C_WATCH ? 0 : now + CALL_MS;
+	h->deadline = now + CALL_MS; /* the watch: until its head arrives */
 	h->ev = (struct kvxd_fd){.kind = KVXD_FD_ETCD, .ptr = h};
 	h->tx = malloc(blen + 256);
 	if (!h->tx)
@@ -159,8 +163,12 @@ http_start(struct kvxd *d, struct http *h, enum call call, const char *path, con
 		h->fd = -1;
 		return n;
 	}
-	kvxd_epoll_add(d, h->fd, &h->ev, EPOLLOUT | EPOLLIN);
-	return 0;
+	n = kvxd_epoll_add(d, h->fd, &h->ev, EPOLLOUT | EPOLLIN);
+	if (n) {
+		close(h->fd);
+		h->fd = -1;
+	}
+	return n;
 }
 
 static int
@@ -360,6 +368,8 @@ http_io(struct kvxd *d, struct http *h, uint32_t events)
 		got = true;
 		if (h->done)
 			return 1;
+		if (h->call == C_WATCH)
+			break; /* its messages are taken before more is read (level-triggered) */
 	}
 	return got && h->call == C_WATCH ? 1 : 0;
 }
@@ -508,6 +518,7 @@ node_put(struct kvxd *d, struct json_object *kv)
 	struct kvx_config_addr addr;
 	uint8_t gid[16];
 	bool has_gid;
+	int rc;
 
 	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
 	    value_parse(vbuf, &addr, gid, &has_gid)) {
@@ -516,7 +527,11 @@ node_put(struct kvxd *d, struct json_object *kv)
 			 name ? name : "?");
 		return;
 	}
-	kvxd_members_found(d, name, &addr, has_gid ? gid : NULL);
+	if (strcmp(name, d->cfg.name) == 0)
+		return; /* our own key */
+	rc = kvxd_members_found(d, name, &addr, has_gid ? gid : NULL);
+	if ((rc == -ENOBUFS || rc == -ENOSPC) && !d->etcd->resync_at)
+		d->etcd->resync_at = kvxd_now_ms() + 2 * RETRY_MS; /* once a slot may be free */
 }
 
 static int
@@ -570,7 +585,9 @@ on_watch_msg(struct kvxd *d, struct json_object *msg)
 		if (type && strcmp(type, "DELETE") == 0) {
 			const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
 
-			if (name)
+			if (name && strcmp(name, d->cfg.name) == 0)
+				e->reregister = true; /* someone deleted our key */
+			else if (name)
 				kvxd_members_lost(d, name);
 		} else {
 			node_put(d, kv);
@@ -659,6 +676,7 @@ call_done(struct kvxd *d, uint64_t now)
 		break;
 	case C_PUT:
 		d->ctr.etcd_registered++;
+		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
 		KVX_INFO("membership: registered as %s%s (lease %s, %u s)", d->cfg.etcd_prefix,
 			 d->cfg.name, e->lease, d->cfg.lease_s);
 		start(d, C_RANGE, now);
@@ -669,7 +687,6 @@ call_done(struct kvxd *d, uint64_t now)
 				 d->cfg.etcd.port);
 		e->failing = false;
 		e->st = S_RUN;
-		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
 		start(d, C_WATCH, now);
 		break;
 	case C_KEEPALIVE:
@@ -679,6 +696,23 @@ call_done(struct kvxd *d, uint64_t now)
 	default:
 		break;
 	}
+}
+
+/* The watch ended (or never started): read the prefix again, then watch anew, from watch_at on
+ * (a gateway that ends every watch at once costs a read a second, and keepalives go first). */
+static void
+watch_ended(struct kvxd *d, const char *why, uint64_t now)
+{
+	struct kvxd_etcd *e = d->etcd;
+
+	d->ctr.etcd_watch_restarts++;
+	if (now >= e->watch_log_ms + 10000 || !e->watch_log_ms) {
+		e->watch_log_ms = now;
+		KVX_WARN("membership: the watch ended (%s): reading %s again", why,
+			 d->cfg.etcd_prefix);
+	}
+	http_close(d, &e->watch);
+	e->watch_at = now + RETRY_MS;
 }
 
 void
@@ -695,15 +729,22 @@ kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	if (h == &e->watch) {
 		if (rc == 1 && h->head_done && h->status != 200)
 			rc = -EPROTO;
+		if (rc == 1 && h->head_done)
+			h->deadline = 0; /* a stream from now on */
 		if (rc == 1)
 			rc = watch_take(d);
-		if (rc < 0 || h->done) {
-			/* the watch ended: read the prefix again, then watch anew (tick) */
-			d->ctr.etcd_watch_restarts++;
-			KVX_WARN("membership: the watch ended (%s): reading %s again",
-				 rc < 0 ? strerror(-rc) : "closed", d->cfg.etcd_prefix);
+		if (e->reregister) {
+			e->reregister = false;
+			KVX_WARN("membership: our key %s%s was deleted: registering again",
+				 d->cfg.etcd_prefix, d->cfg.name);
+			http_close(d, &e->call);
 			http_close(d, h);
+			e->st = S_IDLE;
+			e->retry_at = now;
+			return;
 		}
+		if (rc < 0 || h->done)
+			watch_ended(d, rc < 0 ? strerror(-rc) : "closed", now);
 		return;
 	}
 	if (rc < 0)
@@ -723,12 +764,19 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 		fail(d, "%s: no answer in %d ms", call_name[e->call.call], CALL_MS);
 		return;
 	}
+	if (e->watch.fd >= 0 && e->watch.deadline && now >= e->watch.deadline)
+		watch_ended(d, "no answer", now);
+	if (e->st == S_RUN && e->watch.fd >= 0 && e->resync_at && now >= e->resync_at) {
+		e->resync_at = 0; /* an entry refused for want of room: read everything again */
+		http_close(d, &e->watch);
+		e->watch_at = now;
+	}
 	if (e->st == S_IDLE && now >= e->retry_at)
 		start(d, C_GRANT, now);
-	else if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0)
-		start(d, C_RANGE, now); /* the watch ended: everything again from a full read */
 	else if (e->st == S_RUN && e->call.fd < 0 && now >= e->keepalive_at)
-		start(d, C_KEEPALIVE, now);
+		start(d, C_KEEPALIVE, now); /* first: the lease is what keeps us a member */
+	else if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && now >= e->watch_at)
+		start(d, C_RANGE, now); /* the watch ended: everything again from a full read */
 }
 
 uint64_t
@@ -741,12 +789,16 @@ kvxd_etcd_next_due(const struct kvxd *d)
 		return due;
 	if (e->call.fd >= 0 && e->call.deadline)
 		due = e->call.deadline;
+	if (e->watch.fd >= 0 && e->watch.deadline && e->watch.deadline < due)
+		due = e->watch.deadline;
 	if (e->st == S_IDLE && e->retry_at < due)
 		due = e->retry_at;
 	if (e->st == S_RUN && e->call.fd < 0 && e->keepalive_at < due)
 		due = e->keepalive_at;
-	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0)
-		due = 0;
+	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && e->watch_at < due)
+		due = e->watch_at;
+	if (e->st == S_RUN && e->resync_at && e->resync_at < due)
+		due = e->resync_at;
 	return due;
 }
 
@@ -764,6 +816,9 @@ kvxd_etcd_start(struct kvxd *d)
 		d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
 	static const uint8_t zero[16];
 	char key[192], val[112], gid[INET6_ADDRSTRLEN];
+
+	_Static_assert(sizeof(((struct kvx_config *)0)->etcd_prefix) + KVX_CFG_NAME_MAX <= 192,
+		       "a key fits key[]");
 	size_t n;
 
 	if (!d->cfg.has_etcd)
@@ -779,9 +834,12 @@ kvxd_etcd_start(struct kvxd *d)
 		snprintf(val, sizeof(val), "%s:%u %s", adv->host, adv->port, gid);
 	else
 		snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
-	b64_encode(e->key_b64, sizeof(e->key_b64), key);
-	b64_encode(e->val_b64, sizeof(e->val_b64), val);
-	b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix);
+	if (b64_encode(e->key_b64, sizeof(e->key_b64), key) ||
+	    b64_encode(e->val_b64, sizeof(e->val_b64), val) ||
+	    b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix)) {
+		free(e);
+		return -EINVAL; /* the configuration's bounds make this impossible */
+	}
 	/* the range end of a prefix: the prefix with its last byte plus one ('/' + 1 = '0') */
 	snprintf(key, sizeof(key), "%s", d->cfg.etcd_prefix);
 	n = strlen(key);

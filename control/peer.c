@@ -69,9 +69,12 @@ static void
 peer_slot_init(struct kvxd *d, int i, const struct kvx_config_peer *cp)
 {
 	struct kvxd_peer *p = &d->peers[i];
+	/* a slot's epochs never repeat: whatever was bound to an earlier peer in it (a parked
+	 * ROOM_META, a room's source binding) never matches the new one */
+	uint32_t epoch = p->epoch;
 
 	free(p->pend_status);
-	*p = (struct kvxd_peer){.idx = i};
+	*p = (struct kvxd_peer){.idx = i, .epoch = epoch};
 	if (cp != &d->cfg.peers[i])
 		d->cfg.peers[i] = *cp;
 	snprintf(p->name, sizeof(p->name), "%s", cp->name);
@@ -132,11 +135,12 @@ kvxd_peer_add(struct kvxd *d, const struct kvx_config_peer *cp)
 static void pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd);
 
 /* A removed peer's slot is freed once nothing is left of it: no session, no journal entry (no
- * QP its cores still drain), no room that names it. */
+ * QP its cores still drain), no room that names it, no room or tombstone charged to it. */
 static void
 peer_try_vacate(struct kvxd *d, struct kvxd_peer *p)
 {
-	if (!p->removing || p->state != KVXD_PEER_IDLE || p->j.n || !cds_list_empty(&p->rooms))
+	if (!p->removing || p->state != KVXD_PEER_IDLE || p->j.n || !cds_list_empty(&p->rooms) ||
+	    p->rooms_held || p->tombstones_held)
 		return;
 	KVX_INFO("peer %s: removed, slot %d free", p->name, p->idx);
 	free(p->pend_status);
@@ -165,6 +169,7 @@ kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	cds_list_for_each_entry_safe(pc, tmp, &d->pending, link) if (pc->peer == p->idx)
 		pending_drop(d, pc, true);
 	kvxd_peer_reset(d, p, why);
+	p->epoch++; /* what its sessions left parked (a ROOM_META) no longer matches */
 	if (!was_ready) {
 		/* no session ended, so nothing failed its rooms yet: those waiting for it would
 		 * only wait */

@@ -56,6 +56,7 @@ static struct {
 	int grants, puts, ranges, keepalives, watches;
 	char range_body[4096]; /* the JSON a range returns */
 	bool lease_lost;       /* keepalives answer without a TTL */
+	bool watch_503;	       /* watches are refused */
 	const char *raw_next;  /* the next call gets these bytes, then the connection closes */
 	size_t raw_len;
 } gw;
@@ -203,6 +204,11 @@ gw_answer(struct gw_conn *c)
 			 gw.lease_lost ? "{\"result\":{\"header\":{},\"ID\":\"77\"}}"
 				       : "{\"result\":{\"header\":{},\"ID\":\"77\",\"TTL\":\"3\"}}",
 			 true);
+	} else if (gw.watch_503 && strncmp(c->req, "POST /v3/watch ", 15) == 0) {
+		static const char no[] = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n";
+
+		gw.watches++;
+		gw_send(c->fd, no, sizeof(no) - 1);
 	} else if (strncmp(c->req, "POST /v3/watch ", 15) == 0) {
 		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 					   "Transfer-Encoding: chunked\r\n\r\n";
@@ -376,8 +382,9 @@ test_found_and_lost(void **state)
 	(void)state;
 	start_found(NULL, 0);
 	assert_int_equal(A.ctr.members_found, 1);
+	/* x1 at 127.0.0.1:40001 */
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}"); /* x1 127.0.0.1:40001 */
+		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
 	GW_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
 	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 40001);
 	resets = kvxd_peer_find(&C, "a")->n_resets;
@@ -492,6 +499,111 @@ test_lost_lease_registers_again(void **state)
 	assert_true(ready(&A, "c"));
 }
 
+/* Keepalives go out every third of the lease whatever the watch does: a gateway that ends the
+ * watch every 400 ms, or refuses it outright, must not make the node's lease expire (before:
+ * every re-read pushed the keepalive back, and a refused watch was retried at once, without
+ * end: 0 keepalives and 1500 reads in 6 s). */
+static void
+test_keepalives_whatever_the_watch_does(void **state)
+{
+	int k0, r0;
+
+	(void)state;
+	start_found(NULL, 0);
+	k0 = gw.keepalives;
+	for (int i = 0; i < 15; i++) {
+		gw_watch_end();
+		gw_ms(400);
+	}
+	assert_true(gw.keepalives - k0 >= 5); /* 6 s, lease 3 s: one a second */
+	gw.watch_503 = true;
+	k0 = gw.keepalives;
+	r0 = gw.ranges;
+	gw_watch_end();
+	gw_ms(6000);
+	assert_true(gw.keepalives - k0 >= 5);
+	assert_true(gw.ranges - r0 <= 7); /* a read a second at most, not a busy loop */
+	assert_true(ready(&A, "c"));
+}
+
+/* A [peer.*] section wins over an etcd entry of the same name: the entry neither moves nor
+ * replaces the configured peer. */
+static void
+test_section_wins_over_etcd(void **state)
+{
+	const char *kv[] = {PREFIX "c", "127.0.0.1:40009"};
+	struct kvx_config *next = calloc(1, sizeof(*next));
+	struct kvxd_peer *p;
+	char err[256];
+
+	(void)state;
+	*next = A.cfg;
+	next->peers[0] = c_as_static;
+	next->n_peers = 1;
+	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
+	free(next);
+	kvxd_peer_admin(&A, "c", "resume");
+	PUMP_UNTIL(ready(&A, "c"));
+	p = kvxd_peer_find(&A, "c");
+	gw_range(kv, 1);
+	assert_int_equal(kvxd_etcd_start(&A), 0);
+	GW_UNTIL(gw.watches == 1);
+	assert_ptr_equal(kvxd_peer_find(&A, "c"), p);
+	assert_false(p->discovered);
+	assert_int_equal(p->addr.port, c_as_static.addr.port);
+	assert_int_equal(p->state, KVXD_PEER_READY);
+	assert_int_equal(A.ctr.members_found + A.ctr.members_lost, 0);
+}
+
+/* A found node that moves while the CQs have room for no more peer: the old slot holds its
+ * share until it is torn down, so the new entry is refused then, and taken by a later full
+ * read (before: never, until the watch happened to end). */
+static void
+test_refused_entry_taken_later(void **state)
+{
+	char ev[512], k[64], v[128], val[64];
+
+	(void)state;
+	A.cfg.cq_depth = 2 * (A.cfg.sq_depth + A.cfg.rq_depth); /* room for one peer */
+	start_found(NULL, 0);
+	b64(k, PREFIX "c");
+	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
+	b64(v, val);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 k, v);
+	gw_watch(ev);
+	GW_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_refused == 1);
+	assert_null(kvxd_peer_find(&A, "c"));
+	{
+		const char *kv[] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", val};
+
+		gw_range(kv, 2); /* what etcd holds now */
+	}
+	GW_UNTIL(kvxd_peer_find(&A, "c") != NULL);
+	assert_int_equal(A.ctr.members_found, 2);
+}
+
+/* Our own key deleted (by an operator, or a bad actor with etcd access): registered again. */
+static void
+test_own_key_deleted_registers_again(void **state)
+{
+	char k[64], ev[256];
+
+	(void)state;
+	start_found(NULL, 0);
+	b64(k, PREFIX "a");
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"type\":"
+		 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
+		 k);
+	gw_watch(ev);
+	GW_UNTIL(gw.puts == 2 && gw.watches == 2);
+	assert_int_equal(A.ctr.etcd_registered, 2);
+	assert_true(ready(&A, "c"));
+}
+
 int
 main(void)
 {
@@ -502,6 +614,12 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_watch_end_resyncs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_lease_registers_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalives_whatever_the_watch_does, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_section_wins_over_etcd, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_entry_taken_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_key_deleted_registers_again, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -390,6 +390,107 @@ test_reload_from_file(void **state)
 	B.cfg_path = NULL;
 }
 
+/* A room that names a removed peer keeps its slot taken, charged to it or not: here b's engine
+ * opened the room before a's ROOM_META made a its owner. */
+static void
+test_slot_waits_for_linked_rooms(void **state)
+{
+	struct kvxd_peer *pa = kvxd_peer_find(&B, "a");
+	struct kvxd_room *rb = kvxd_prefill_room_new(&B, 110, 0, -1);
+	char err[512];
+
+	(void)state;
+	assert_non_null(rb);
+	open_from(&A, 110, "b", 4);
+	PUMP_UNTIL(rb->nowners == 1);
+	assert_int_equal(pa->rooms_held, 0); /* not charged: b's engine made it */
+	assert_int_equal(apply(b_config("a", NULL, 0), err, sizeof(err)), 0);
+	pump_ms(100);
+	assert_true(pa->removing && !pa->vacant);
+	nodes_remove_rooms(&B);
+	PUMP_UNTIL(pa->vacant);
+}
+
+/* A tombstone a removed peer's ABORT left is charged to it: its slot stays taken until the
+ * tombstone goes, so the next peer in the slot is never charged for it (before: its count went
+ * below zero and every later ABORT of an unknown room from it was refused a tombstone). */
+static void
+test_slot_waits_for_tombstones(void **state)
+{
+	struct kvxd_peer *pa = kvxd_peer_find(&B, "a");
+	struct kvx_wire_abort ab = {.room = 900, .gen = 5};
+	struct kvxd_room *t;
+	char err[512];
+
+	(void)state;
+	kvxd_on_abort(&B, pa, &ab); /* an ABORT for a room b never had: a tombstone */
+	t = kvxd_room_find(&B, 900, 0, KVX_ROOM_PREFILL);
+	assert_non_null(t);
+	assert_int_equal(pa->tombstones_held, 1);
+	assert_int_equal(apply(b_config("a", NULL, 0), err, sizeof(err)), 0);
+	pump_ms(100);
+	assert_true(pa->removing); /* held by its tombstone */
+	assert_false(pa->vacant);
+	kvxd_room_remove(&B, t); /* what the tombstone's deadline does */
+	PUMP_UNTIL(pa->vacant);
+	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
+	assert_int_equal(kvxd_peer_find(&B, "a")->idx, pa->idx);
+	assert_int_equal(kvxd_peer_find(&B, "a")->tombstones_held, 0);
+	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	ab.room = 901;
+	kvxd_on_abort(&B, kvxd_peer_find(&B, "a"), &ab);
+	assert_int_equal(kvxd_peer_find(&B, "a")->tombstones_held, 1);
+	assert_int_equal(B.ctr.tombstones_refused, 0);
+}
+
+/* A ROOM_META parked by a removed peer never becomes an owner of the room once another peer
+ * (here the same node, added back) has its slot: epochs never repeat in a slot.  Before, b wrote
+ * the room into pages c had already released and freed. */
+static void
+test_parked_meta_dies_with_its_peer(void **state)
+{
+	struct kvxd_peer *pc = kvxd_peer_find(&B, "c");
+	int slot = pc->idx;
+	uint32_t epoch = pc->epoch;
+	struct kvxd_room *rb, *rc;
+	struct kvxd_chunk *ch;
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK};
+	char err[512];
+
+	(void)state;
+	open_from(&A, 700, "b", 4);
+	PUMP_UNTIL((rb = kvxd_room_find(&B, 700, 0, KVX_ROOM_PREFILL)) && rb->nowners == 1);
+	rc = open_from(&C, 700, "b", 4);
+	PUMP_UNTIL(B.ctr.meta_parked == 1); /* c's ROOM_META waits for the engine's ndest */
+	assert_int_equal(apply(b_config("c", NULL, 0), err, sizeof(err)), 0);
+	PUMP_UNTIL(kvxd_room_state(rc) == KVX_ROOM_RELEASED);
+	PUMP_UNTIL(pc->vacant);
+	B.cfg.cq_depth = 1u << 20;
+	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
+	assert_int_equal(kvxd_peer_find(&B, "c")->idx, slot);
+	PUMP_UNTIL(ready(&C, "b") && ready(&B, "c"));
+	assert_true(kvxd_peer_find(&B, "c")->epoch > epoch + 1);
+	nodes_remove_rooms(&C); /* c's pages are free now */
+	memset(mem[2], 0, 4 * PS);
+	rb->ndest = 2; /* what the engine's first chunk says */
+	kvxd_room_meta_unpark(&B, rb);
+	assert_true(kvxd_room_owner(rb, slot, 0) < 0);
+	memset(mem[1], 0x5a, 4 * PS);
+	ch = kvxd_chunk_alloc(&B, 4);
+	assert_non_null(ch);
+	*ch = (struct kvxd_chunk){
+		.pool = &pool[1], .npages = 4, .nbufs = 1, .ndest = 2, .last = true};
+	for (uint32_t i = 0; i < 4; i++)
+		ch->pages[i] = i;
+	atomic_fetch_add(&pool[1].refs, 1);
+	m.room = &rb->pc;
+	m.ptr = ch;
+	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	pump_ms(200);
+	for (int i = 0; i < 4 * PS; i++)
+		assert_int_equal(mem[2][i], 0); /* nothing written into c */
+}
+
 int
 main(void)
 {
@@ -401,6 +502,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reload_refused_changes_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_reload_from_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slot_waits_for_linked_rooms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slot_waits_for_tombstones, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parked_meta_dies_with_its_peer, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
