@@ -16,7 +16,7 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 BUILD_FUZZ ?= build-fuzz
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine fuzz_peer
+FUZZ_TARGETS ?= fuzz_wire fuzz_config fuzz_engine fuzz_peer fuzz_etcd
 JOBS       ?= 2
 # make bench: whole seconds per run (kvx-bench --duration, ib_write_bw -D; both leave SECONDS/4
 # out at each end), runs per tool and shape, ib_write_lat exchanges, shapes (empty: all), and the

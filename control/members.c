@@ -162,20 +162,6 @@ kvxd_members_reload(struct kvxd *d, char *err, size_t errlen)
 	return rc;
 }
 
-static bool
-name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= KVX_CFG_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-'))
-			return false;
-	return true;
-}
-
 int
 kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr,
 		   const uint8_t *gid)
@@ -184,7 +170,7 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	struct kvxd_peer *p;
 	int rc;
 
-	if (!name_ok(name)) {
+	if (!kvx_config_name_ok(name)) {
 		d->ctr.members_refused++;
 		return -EINVAL;
 	}

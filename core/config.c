@@ -1266,6 +1266,12 @@ kvx_config_peer_find(const struct kvx_config *cfg, const char *name)
 	return NULL;
 }
 
+bool
+kvx_config_name_ok(const char *s)
+{
+	return s && name_valid(s);
+}
+
 int
 kvx_config_addr_parse(const char *s, struct kvx_config_addr *addr)
 {

@@ -149,6 +149,9 @@ bool kvx_config_peer_addr_ok(const struct kvx_config_peer *peer, uint32_t addr);
 /* The peer with that name, or NULL. */
 const struct kvx_config_peer *kvx_config_peer_find(const struct kvx_config *cfg, const char *name);
 
+/* A node name: [A-Za-z0-9_.-]{1,63}. */
+bool kvx_config_name_ok(const char *s);
+
 /* Parse "IPv4:port".  0 or -EINVAL. */
 int kvx_config_addr_parse(const char *s, struct kvx_config_addr *addr);
 

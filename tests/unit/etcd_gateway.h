@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A scripted etcd v3 JSON gateway in the test's own process, for tests/unit/test_etcd.c and
+ * tests/fuzz/fuzz_etcd.c: a non-blocking listener on 127.0.0.1 that answers lease grant, put,
+ * range, keepalive and watch like etcd 3.4's gateway, polled from the test's loop (gw_poll);
+ * raw_next replaces the next answer with any bytes.  Include after nodes_harness.h (gw_send
+ * steps the nodes while a socket is full) and define GW_PREFIX, the key prefix, first.
+ */
+#ifndef KVX_TESTS_ETCD_GATEWAY_H
+#define KVX_TESTS_ETCD_GATEWAY_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <sys/socket.h>
+
+struct gw_conn {
+	int fd;
+	char req[8192];
+	size_t len;
+	bool answered;
+};
+
+static struct {
+	int lfd;
+	uint16_t port;
+	struct gw_conn c[16];
+	int watch_fd; /* the open watch stream, -1: none */
+	int grants, puts, ranges, keepalives, watches;
+	char range_body[4096]; /* the JSON a range returns */
+	bool lease_lost;       /* keepalives answer without a TTL */
+	bool watch_503;	       /* watches are refused */
+	bool lax;	       /* fuzzing: no checks of what the client sends */
+	const char *raw_next;  /* the next call gets these bytes, then the connection closes */
+	size_t raw_len;
+} gw;
+
+static void
+b64(char *out, const char *in)
+{
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)strlen(in));
+}
+
+/* A range answer listing NAME=ADDR pairs (raw: the key and value already encoded) */
+static void
+gw_range(const char *const *kv, int n)
+{
+	size_t off = (size_t)snprintf(gw.range_body, sizeof(gw.range_body),
+				      "{\"header\":{\"revision\":\"10\"},\"kvs\":[");
+
+	for (int i = 0; i < n; i++) {
+		char k[256], v[256];
+
+		b64(k, kv[2 * i]);
+		b64(v, kv[2 * i + 1]);
+		off += (size_t)snprintf(gw.range_body + off, sizeof(gw.range_body) - off,
+					"%s{\"key\":\"%s\",\"value\":\"%s\"}", i ? "," : "", k, v);
+	}
+	snprintf(gw.range_body + off, sizeof(gw.range_body) - off, "],\"count\":\"%d\"}", n);
+}
+
+static void
+gw_start(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+
+	memset(&gw, 0, sizeof(gw));
+	gw.watch_fd = -1;
+	for (int i = 0; i < 16; i++)
+		gw.c[i].fd = -1;
+	gw.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(gw.lfd >= 0);
+	assert_int_equal(bind(gw.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(gw.lfd, 16), 0);
+	getsockname(gw.lfd, (struct sockaddr *)&sa, &len);
+	gw.port = ntohs(sa.sin_port);
+}
+
+static void
+gw_send(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EAGAIN) { /* let the client read */
+			pump_once();
+			fake_ms++;
+			continue;
+		}
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void
+gw_reply(struct gw_conn *c, const char *body, bool chunked)
+{
+	char head[256];
+	int n;
+
+	if (chunked)
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\n\r\n0\r\n\r\n",
+			     strlen(body) + 1, body);
+	else
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			     "Content-Length: %zu\r\n\r\n",
+			     strlen(body));
+	gw_send(c->fd, head, (size_t)n);
+	if (!chunked)
+		gw_send(c->fd, body, strlen(body));
+}
+
+static void
+gw_close(struct gw_conn *c)
+{
+	if (c->fd == gw.watch_fd)
+		gw.watch_fd = -1;
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* one watch message, as the gateway frames it (a chunk, a JSON object and a newline) */
+static void
+gw_watch(const char *json)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "%zx\r\n%s\n\r\n", strlen(json) + 1, json);
+
+	assert_true(gw.watch_fd >= 0);
+	gw_send(gw.watch_fd, buf, (size_t)n);
+}
+
+static void
+gw_watch_end(void)
+{
+	for (int i = 0; i < 16; i++)
+		if (gw.c[i].fd >= 0 && gw.c[i].fd == gw.watch_fd) {
+			gw_send(gw.c[i].fd, "0\r\n\r\n", 5);
+			gw_close(&gw.c[i]);
+		}
+}
+
+static void
+gw_answer(struct gw_conn *c)
+{
+	char *body = strstr(c->req, "\r\n\r\n");
+
+	c->answered = true;
+	if (gw.raw_next) {
+		gw_send(c->fd, gw.raw_next, gw.raw_len);
+		gw.raw_next = NULL;
+		gw_close(c);
+		return;
+	}
+	if (strncmp(c->req, "POST /v3/lease/grant ", 21) == 0) {
+		gw.grants++;
+		gw_reply(c, "{\"header\":{\"revision\":\"1\"},\"ID\":\"77\",\"TTL\":\"3\"}", false);
+	} else if (strncmp(c->req, "POST /v3/kv/put ", 16) == 0) {
+		char k[64];
+
+		b64(k, GW_PREFIX "a");
+		assert_true(gw.lax || strstr(body, k)); /* our own key */
+		assert_true(gw.lax || strstr(body, "\"lease\": \"77\""));
+		gw.puts++;
+		gw_reply(c, "{\"header\":{\"revision\":\"2\"}}", false);
+	} else if (strncmp(c->req, "POST /v3/kv/range ", 18) == 0) {
+		gw.ranges++;
+		gw_reply(c, gw.range_body, false);
+	} else if (strncmp(c->req, "POST /v3/lease/keepalive ", 25) == 0) {
+		gw.keepalives++;
+		gw_reply(c,
+			 gw.lease_lost ? "{\"result\":{\"header\":{},\"ID\":\"77\"}}"
+				       : "{\"result\":{\"header\":{},\"ID\":\"77\",\"TTL\":\"3\"}}",
+			 true);
+	} else if (gw.watch_503 && strncmp(c->req, "POST /v3/watch ", 15) == 0) {
+		static const char no[] = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n";
+
+		gw.watches++;
+		gw_send(c->fd, no, sizeof(no) - 1);
+	} else if (strncmp(c->req, "POST /v3/watch ", 15) == 0) {
+		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					   "Transfer-Encoding: chunked\r\n\r\n";
+
+		assert_true(gw.lax || strstr(body, "\"start_revision\": \"11\"")); /* after the read */
+		gw.watches++;
+		gw_send(c->fd, head, sizeof(head) - 1);
+		gw.watch_fd = c->fd;
+		gw_watch("{\"result\":{\"header\":{\"revision\":\"10\"},\"created\":true}}");
+		return;
+	} else {
+		fail_msg("the client asked %.40s", c->req);
+	}
+	gw_close(c);
+}
+
+static void
+gw_poll(void)
+{
+	int fd;
+
+	while ((fd = accept4(gw.lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+		int i = 0;
+
+		while (i < 16 && gw.c[i].fd >= 0)
+			i++;
+		assert_true(i < 16);
+		gw.c[i] = (struct gw_conn){.fd = fd};
+	}
+	for (int i = 0; i < 16; i++) {
+		struct gw_conn *c = &gw.c[i];
+		ssize_t r;
+		char *end;
+
+		if (c->fd < 0)
+			continue;
+		r = recv(c->fd, c->req + c->len, sizeof(c->req) - 1 - c->len, 0);
+		if (r == 0) {
+			gw_close(c);
+			continue;
+		}
+		if (r > 0) {
+			c->len += (size_t)r;
+			c->req[c->len] = '\0';
+		}
+		end = strstr(c->req, "\r\n\r\n");
+		if (!c->answered && end) {
+			const char *cl = strstr(c->req, "Content-Length: ");
+
+			if (cl && c->len - (size_t)(end + 4 - c->req) >= strtoul(cl + 16, NULL, 10))
+				gw_answer(c);
+		}
+	}
+}
+
+#endif /* KVX_TESTS_ETCD_GATEWAY_H */
