@@ -10,6 +10,7 @@
 
 #include "control/abort.h"
 #include "control/admin.h"
+#include "control/members.h"
 #include "control/metrics.h"
 #include "control/peer_io.h"
 #include "control/peer.h"
@@ -25,7 +26,7 @@ struct rooms_walk {
 
 #define ADMIN_HELP                                                                                \
 	"commands: peers | rooms | counters [json] | help (every engine); fault NAME:N[,NAME:N] " \
-	"| peer NAME pause|resume|try (operators)\n"
+	"| peer NAME pause|resume|try | reload (operators)\n"
 
 static int
 room_line(struct kvx_room_table_node *n, void *arg)
@@ -73,7 +74,10 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 			  p->name, p->addr.host, p->addr.port, kvxd_peer_state_str(p->state),
 			  p->epoch, (unsigned long long)p->n_handshakes,
 			  (unsigned long long)p->n_setup_failures, (unsigned long long)p->n_resets,
-			  p->state == KVXD_PEER_READY ? 0 : p->j.n, p->removing ? " removing" : "",
+			  p->state == KVXD_PEER_READY ? 0 : p->j.n,
+			  p->removing	  ? " removing"
+			  : p->discovered ? " discovered"
+					  : "",
 			  p->last_error[0] ? " last_error: " : "", p->last_error);
 		}
 		return 0;
@@ -132,6 +136,22 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		}
 		rc = kvxd_peer_admin(d, name, verb);
 		P(rc == 0 ? "peer %s: %s\n" : "peer %s: cannot %s\n", name, verb);
+		return rc;
+	}
+	if (strcmp(cmd, "reload") == 0) {
+		/* what SIGHUP does, with the outcome in the reply */
+		char err[512];
+		uint64_t added = d->ctr.peers_added, removed = d->ctr.peers_removed;
+		int rc = kvxd_members_reload(d, err, sizeof(err));
+
+		if (rc)
+			P("reload refused, nothing changed: %s\n", err);
+		else
+			P("reloaded %s: %llu peer%s added, %llu removed\n",
+			  d->cfg_path ? d->cfg_path : "",
+			  (unsigned long long)(d->ctr.peers_added - added),
+			  d->ctr.peers_added - added == 1 ? "" : "s",
+			  (unsigned long long)(d->ctr.peers_removed - removed));
 		return rc;
 	}
 	if (strncmp(cmd, "fault ", 6) == 0) {

@@ -196,7 +196,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				gw_range(kv, 1); /* the next full read lists it */
 			} else if (gw.watch_fd >= 0) {
 				snprintf(ev, sizeof(ev),
-					 "{\"result\":{\"header\":{\"revision\":\"%u\"},\"events\":[{%s"
+					 "{\"result\":{\"header\":{\"revision\":\"%u\"},\"events\":"
+					 "[{%s"
 					 "\"kv\":{\"key\":\"%s\",\"value\":\"%s\"}}]}}",
 					 20 + rec, arg & 1 ? "\"type\":\"DELETE\"," : "", k, v);
 				gw_watch(ev);
@@ -211,7 +212,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			step((int)arg + 1);
 			break;
 		case OP_CLOCK:
-			fake_ms += 20ull * (arg + 1); /* heartbeats keep the session within a jump */
+			fake_ms +=
+				20ull * (arg + 1); /* heartbeats keep the session within a jump */
 			step(2);
 			break;
 		case OP_LEASE:

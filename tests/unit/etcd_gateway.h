@@ -187,7 +187,8 @@ gw_answer(struct gw_conn *c)
 		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 					   "Transfer-Encoding: chunked\r\n\r\n";
 
-		assert_true(gw.lax || strstr(body, "\"start_revision\": \"11\"")); /* after the read */
+		assert_true(gw.lax ||
+			    strstr(body, "\"start_revision\": \"11\"")); /* after the read */
 		gw.watches++;
 		gw_send(c->fd, head, sizeof(head) - 1);
 		gw.watch_fd = c->fd;

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include "control/admin.h"
 #include "control/etcd.h"
 #include "control/kvxd.h"
 #include "control/loop.h"
@@ -159,6 +160,13 @@ test_found_and_lost(void **state)
 	(void)state;
 	start_found(NULL, 0);
 	assert_int_equal(A.ctr.members_found, 1);
+	{
+		static char out[4096];
+
+		assert_int_equal(kvxd_admin(&A, "peers", false, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, "peer c 127.0.0.1:"));
+		assert_non_null(strstr(out, " discovered"));
+	}
 	/* x1 at 127.0.0.1:40001 */
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
 		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "control/abort.h"
+#include "control/admin.h"
 #include "control/engine.h"
 #include "control/kvxd.h"
 #include "control/loop.h"
@@ -360,7 +361,7 @@ write_b(const char *path, const char *drop)
 static void
 test_reload_from_file(void **state)
 {
-	char path[] = "/tmp/kvx-members-XXXXXX", err[512];
+	char path[] = "/tmp/kvx-members-XXXXXX", err[512], out[1024];
 	FILE *fp;
 	int fd;
 
@@ -374,6 +375,13 @@ test_reload_from_file(void **state)
 	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, ":3:"));
 	assert_int_equal(B.ctr.reloads_refused, 1);
+	/* the operator command: the same, with the error in its reply; operators only */
+	assert_int_equal(kvxd_admin(&B, "reload", false, out, sizeof(out)), -EPERM);
+	assert_int_equal(B.ctr.reloads_refused, 1);
+	assert_int_equal(kvxd_admin(&B, "reload", true, out, sizeof(out)), -EINVAL);
+	assert_non_null(strstr(out, "reload refused, nothing changed: "));
+	assert_non_null(strstr(out, ":3: [node] listen"));
+	assert_int_equal(B.ctr.reloads_refused, 2);
 	assert_true(ready(&B, "a") && ready(&B, "c"));
 
 	write_b(path, "");
@@ -382,7 +390,8 @@ test_reload_from_file(void **state)
 	assert_int_equal(B.ctr.peers_added + B.ctr.peers_removed, 0);
 
 	write_b(path, "c");
-	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), 0);
+	assert_int_equal(kvxd_admin(&B, "reload", true, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "0 peers added, 1 removed"));
 	assert_null(kvxd_peer_find(&B, "c"));
 	assert_int_equal(B.ctr.peers_removed, 1);
 	assert_true(ready(&B, "a"));
