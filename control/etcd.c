@@ -323,10 +323,16 @@ http_io(struct kvxd *d, struct http *h, uint32_t events)
 		int err = 0;
 		socklen_t len = sizeof(err);
 
+		struct sockaddr_in peer;
+		socklen_t plen = sizeof(peer);
+
 		if (getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 			err = errno;
 		if (err)
 			return -err;
+		/* an event of this batch for the connection this one replaced: still connecting */
+		if (getpeername(h->fd, (struct sockaddr *)&peer, &plen) < 0)
+			return errno == ENOTCONN ? 0 : -errno;
 		h->connected = true;
 	}
 	if (!h->connected)

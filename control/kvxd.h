@@ -81,6 +81,7 @@ struct kvxd_pending {
 	struct kvx_wire_seq seq;
 	struct kvx_wire_hello hello; /* the initiator's HELLO, once received */
 	int peer;		     /* -1 until HELLO named one */
+	bool dead;		     /* dropped: on d->pending_dead until the loop iteration ends */
 	uint64_t nonce_a;	     /* ours, in HELLO_ACK */
 };
 
@@ -294,6 +295,9 @@ struct kvxd {
 	struct kvx_auth_keys auth;
 	struct cds_list_head pending; /* struct kvxd_pending, oldest first */
 	int npending;
+	/* pending connections dropped during this loop iteration: events for them may still be
+	 * in the iteration's batch, so they are freed after it (kvxd_pending_reap) */
+	struct cds_list_head pending_dead;
 	uint64_t refuse_log_ms; /* start of the current one-second log window */
 	int refuse_logged, refuse_suppressed;
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];

@@ -263,7 +263,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	drain_outboxes(d);
 	kvxd_engine_rings_poll(d);
 	tick(d, kvxd_now_ms());
-	kvxd_engine_reap(d); /* sessions doomed above: nothing holds them any more */
+	kvxd_engine_reap(d);  /* sessions doomed above: nothing holds them any more */
+	kvxd_pending_reap(d); /* connections dropped above: no event of this batch is left */
 }
 
 int

@@ -92,6 +92,7 @@ kvxd_peer_init_all(struct kvxd *d)
 {
 	d->npeers = d->cfg.n_peers;
 	CDS_INIT_LIST_HEAD(&d->pending);
+	CDS_INIT_LIST_HEAD(&d->pending_dead);
 	d->npending = 0;
 	for (int i = 0; i < d->npeers; i++)
 		peer_slot_init(d, i, &d->cfg.peers[i]);
@@ -1185,6 +1186,9 @@ refuse_log(struct kvxd *d, uint32_t addr, const char *fmt, ...)
 		 (addr >> 8) & 255, addr & 255, msg);
 }
 
+/* Close a pending connection.  Its memory is freed only after this loop iteration
+ * (kvxd_pending_reap): an event for it may still wait in the iteration's batch, for example when
+ * a peer's removal or an eviction drops it while another descriptor is dispatched. */
 static void
 pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd)
 {
@@ -1194,8 +1198,22 @@ pending_drop(struct kvxd *d, struct kvxd_pending *pc, bool close_fd)
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, pc->s.fd, NULL);
 		close(pc->s.fd);
 	}
+	pc->s.fd = -1;
 	kvxd_stream_free(&pc->s);
-	free(pc);
+	pc->dead = true;
+	cds_list_add(&pc->link, &d->pending_dead);
+}
+
+void
+kvxd_pending_reap(struct kvxd *d)
+{
+	struct kvxd_pending *pc, *tmp;
+
+	cds_list_for_each_entry_safe(pc, tmp, &d->pending_dead, link)
+	{
+		cds_list_del(&pc->link);
+		free(pc);
+	}
 }
 
 void
@@ -1204,6 +1222,7 @@ kvxd_pending_close_all(struct kvxd *d)
 	struct kvxd_pending *pc, *tmp;
 
 	cds_list_for_each_entry_safe(pc, tmp, &d->pending, link) pending_drop(d, pc, true);
+	kvxd_pending_reap(d);
 }
 
 /* Whether some configured peer may connect from addr at all. */
@@ -1480,6 +1499,8 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 	size_t off = 0;
 	int rc = 0;
 
+	if (pc->dead)
+		return; /* dropped earlier in this iteration */
 	if (events & EPOLLOUT && kvxd_stream_flush(d, &pc->s)) {
 		pending_drop(d, pc, true);
 		return;

@@ -16,6 +16,8 @@ void kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t eve
 void kvxd_peer_accept(struct kvxd *d);
 /* Close the accepted sockets that never authenticated (shutdown). */
 void kvxd_pending_close_all(struct kvxd *d);
+/* Free the pending connections dropped during this loop iteration (the loop, at its end). */
+void kvxd_pending_reap(struct kvxd *d);
 /* Timers of the peers: dial and retry, handshake deadlines, heartbeats, rollback sweeps,
  * fences asked for (kvxd_peer_fence_request), pending connections' deadlines. */
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);
