@@ -154,6 +154,10 @@ struct kvxd_peer {
 	bool vacant;
 	bool discovered; /* found through etcd ([membership]), not a [peer.*] section */
 	bool seen;	 /* discovered: listed by the registry's last full read */
+	/* discovered, no longer listed, but its session was READY: kept until that session
+	 * ends (kvxd_peer_tick removes it then), so that a lease that lapsed while etcd was slow
+	 * does not tear down a healthy session */
+	bool unlisted;
 	char fence_why[160];
 	uint32_t epoch;
 	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */

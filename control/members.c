@@ -184,6 +184,7 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	snprintf(cp.name, sizeof(cp.name), "%s", name);
 	if (p && kvx_config_peer_same(&cp, &d->cfg.peers[p->idx])) {
 		p->seen = true;
+		p->unlisted = false; /* listed again */
 		return 0;
 	}
 	if (p) {
@@ -214,6 +215,15 @@ kvxd_members_lost(struct kvxd *d, const char *name)
 
 	if (!p || !p->discovered)
 		return;
+	if (p->state == KVXD_PEER_READY) {
+		if (!p->unlisted)
+			KVX_INFO("membership: %s is no longer listed; its live session is kept "
+				 "until "
+				 "it ends",
+				 name);
+		p->unlisted = true;
+		return;
+	}
 	d->ctr.members_lost++;
 	KVX_INFO("membership: %s left", name);
 	kvxd_peer_remove(d, p, "left the membership (etcd)");

@@ -828,6 +828,12 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			p->sweep_at_ms = now + SWEEP_MS;
 			journal_rollback(d, p);
 		}
+		if (p->unlisted && !p->removing && p->state != KVXD_PEER_READY) {
+			/* gone from etcd while its session lived: the session has ended now */
+			d->ctr.members_lost++;
+			kvxd_peer_remove(d, p, "left the membership (etcd); its session ended");
+			continue;
+		}
 		if (!d->stopping && !p->paused && p->initiator && p->state == KVXD_PEER_IDLE &&
 		    now >= p->retry_at_ms)
 			dial(d, p);
