@@ -83,8 +83,7 @@ static void
 step(int n)
 {
 	for (int i = 0; i < n; i++) {
-		gw_poll();
-		pump_once();
+		pump_once(); /* the gateway first */
 		fake_ms++;
 		fuzz_rcu_flush();
 		check_invariants();
@@ -118,17 +117,9 @@ world_setup(void)
 	kvxd_peer_admin(&A, "c", "resume");
 	PUMP_UNTIL(peer_of(&A, "c")->state == KVXD_PEER_READY &&
 		   peer_of(&C, "a")->state == KVXD_PEER_READY);
-	A.cfg.cq_depth = 1u << 16;
-	gw_start();
+	gw_start_for(&A);
 	gw.lax = true;
 	gw_range(NULL, 0);
-	A.cfg.has_etcd = true;
-	snprintf(A.cfg.etcd.host, sizeof(A.cfg.etcd.host), "127.0.0.1");
-	A.cfg.etcd.port = gw.port;
-	snprintf(A.cfg.etcd_prefix, sizeof(A.cfg.etcd_prefix), GW_PREFIX);
-	A.cfg.lease_s = 3;
-	snprintf(A.cfg.listen.host, sizeof(A.cfg.listen.host), "127.0.0.1");
-	A.cfg.listen.port = 7470;
 	assert_int_equal(kvxd_etcd_start(&A), 0);
 	step(5);
 }
@@ -136,11 +127,7 @@ world_setup(void)
 static void
 world_teardown(void)
 {
-	kvxd_etcd_stop(&A);
-	for (int i = 0; i < 16; i++)
-		if (gw.c[i].fd >= 0)
-			gw_close(&gw.c[i]);
-	close(gw.lfd);
+	gw_stop_for(&A);
 	nodes_teardown();
 }
 

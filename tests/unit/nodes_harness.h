@@ -27,6 +27,7 @@ static uint64_t fake_ms = 1000000;
 static struct kvxd N[MAX_NODES];
 static int nnodes;
 static struct fake_vx_live base;
+static void (*pump_hook)(void); /* run first at every step: a test's other endpoints (etcd) */
 
 static uint64_t
 fake_clock(void)
@@ -138,6 +139,8 @@ nodes_setup(int n, const char *const *names)
 static void
 pump_once(void)
 {
+	if (pump_hook)
+		pump_hook();
 	for (int i = 0; i < nnodes; i++)
 		kvx_pcore_poll_once(&N[i].cores[0]);
 	for (int i = 0; i < nnodes; i++)
@@ -172,6 +175,52 @@ nodes_state(void)
 		if (!(cond))                                                             \
 			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state()); \
 	} while (0)
+
+static __attribute__((unused)) void
+pump_ms(int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		pump_once();
+		fake_ms++;
+	}
+}
+
+/* d's session with peer is READY (false when d has no such peer). */
+static __attribute__((unused)) bool
+node_ready(struct kvxd *d, const char *peer)
+{
+	struct kvxd_peer *p = kvxd_peer_find(d, peer);
+
+	return p && p->state == KVXD_PEER_READY;
+}
+
+/* A pool of np pages of ps bytes, one buffer, registered on d's device (zeroed memory in *mem). */
+static __attribute__((unused)) void
+node_pool_init(struct kvxd *d, struct kvxd_pool *pool, uint8_t **mem, uint32_t ps, uint32_t np)
+{
+	struct kvx_vx_mr *mr;
+
+	*mem = calloc(np, ps);
+	assert_non_null(*mem);
+	assert_int_equal(kvx_vx->mr_reg(d->dev, *mem, (size_t)np * ps, &mr), 0);
+	*pool = (struct kvxd_pool){.id = 1,
+				   .engine_id = -1,
+				   .base = *mem,
+				   .len = (size_t)np * ps,
+				   .page_size = ps,
+				   .npages = np,
+				   .nbufs = 1,
+				   .lkey = kvx_vx->mr_lkey(mr),
+				   .rkey = kvx_vx->mr_rkey(mr),
+				   .mr = mr};
+}
+
+static __attribute__((unused)) void
+node_pool_fini(struct kvxd_pool *pool, uint8_t *mem)
+{
+	assert_int_equal(kvx_vx->mr_dereg(pool->mr), 0);
+	free(mem);
+}
 
 static bool
 all_idle(void)

@@ -42,31 +42,6 @@
 static struct kvxd_pool pool[MAX_NODES];
 static uint8_t *mem[MAX_NODES];
 
-static void
-pool_init(int i)
-{
-	struct kvx_vx_mr *mr;
-
-	mem[i] = calloc(NP, PS);
-	assert_int_equal(kvx_vx->mr_reg(N[i].dev, mem[i], NP * PS, &mr), 0);
-	pool[i] = (struct kvxd_pool){.id = 1,
-				     .engine_id = -1,
-				     .base = mem[i],
-				     .len = NP * PS,
-				     .page_size = PS,
-				     .npages = NP,
-				     .nbufs = 1,
-				     .lkey = kvx_vx->mr_lkey(mr),
-				     .rkey = kvx_vx->mr_rkey(mr),
-				     .mr = mr};
-}
-
-static bool
-ready(struct kvxd *d, const char *peer)
-{
-	return peer_of(d, peer)->state == KVXD_PEER_READY;
-}
-
 static int
 setup(void **state)
 {
@@ -74,10 +49,11 @@ setup(void **state)
 
 	nodes_setup(3, names);
 	for (int i = 0; i < 3; i++)
-		pool_init(i);
+		node_pool_init(&N[i], &pool[i], &mem[i], PS, NP);
 	kvxd_peer_admin(&A, "b", "resume");
 	kvxd_peer_admin(&B, "c", "resume");
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a") && ready(&B, "c") && ready(&C, "b"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a") && node_ready(&B, "c") &&
+		   node_ready(&C, "b"));
 	base.qp += 4; /* the two connections stay until teardown pauses them */
 	return 0;
 }
@@ -92,8 +68,7 @@ teardown(void **state)
 	}
 	base.qp -= 4;
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(kvx_vx->mr_dereg(pool[i].mr), 0);
-		free(mem[i]);
+		node_pool_fini(&pool[i], mem[i]);
 	}
 	nodes_teardown();
 	return 0;
@@ -139,15 +114,6 @@ submit(uint64_t id, uint32_t n)
 	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
 	for (int i = 0; i < 10; i++)
 		pump_once();
-}
-
-static void
-pump_ms(int ms)
-{
-	for (int i = 0; i < ms; i++) {
-		pump_once();
-		fake_ms++;
-	}
 }
 
 static void
@@ -288,7 +254,7 @@ test_release_timeout_fences_before_release(void **state)
 	/* and the peer comes back with fresh QPs */
 	fake_vx_hold(false);
 	kvxd_peer_admin(&A, "b", "resume");
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	assert_true(peer_of(&A, "b")->epoch > epoch);
 }
 
@@ -377,7 +343,7 @@ test_status_only_from_the_source(void **state)
 	struct kvx_wire_msg st = {.type = KVX_WIRE_ROOM_STATUS};
 
 	kvxd_peer_admin(&A, "c", "resume");
-	PUMP_UNTIL(ready(&A, "c") && ready(&C, "a"));
+	PUMP_UNTIL(node_ready(&A, "c") && node_ready(&C, "a"));
 	st.u.room_status = (struct kvx_wire_room_status){.room = 108,
 							 .gen = d->pc.gen,
 							 .src_idx = 0,

@@ -46,38 +46,6 @@
 
 static struct kvx_config_peer c_as_static; /* a's section for c, as the harness made it */
 
-#define GW_UNTIL(cond)                                                                   \
-	do {                                                                             \
-		int i_;                                                                  \
-		for (i_ = 0; i_ < 20000 && !(cond); i_++) {                              \
-			gw_poll();                                                       \
-			pump_once();                                                     \
-			fake_ms++;                                                       \
-			if (i_ % 64 == 63)                                               \
-				usleep(100);                                             \
-		}                                                                        \
-		if (!(cond))                                                             \
-			fail_msg("timed out waiting for %s (%s)", #cond, nodes_state()); \
-	} while (0)
-
-static void
-gw_ms(int ms)
-{
-	for (int i = 0; i < ms; i++) {
-		gw_poll();
-		pump_once();
-		fake_ms++;
-	}
-}
-
-static bool
-ready(struct kvxd *d, const char *peer)
-{
-	struct kvxd_peer *p = kvxd_peer_find(d, peer);
-
-	return p && p->state == KVXD_PEER_READY;
-}
-
 static bool
 gone(struct kvxd *d, const char *name)
 {
@@ -103,15 +71,7 @@ setup(void **state)
 	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
 	free(next);
 	PUMP_UNTIL(A.peers[0].vacant);
-	A.cfg.cq_depth = 1u << 16;
-	gw_start();
-	A.cfg.has_etcd = true;
-	snprintf(A.cfg.etcd.host, sizeof(A.cfg.etcd.host), "127.0.0.1");
-	A.cfg.etcd.port = gw.port;
-	snprintf(A.cfg.etcd_prefix, sizeof(A.cfg.etcd_prefix), PREFIX);
-	A.cfg.lease_s = 3;
-	snprintf(A.cfg.listen.host, sizeof(A.cfg.listen.host), "127.0.0.1");
-	A.cfg.listen.port = 7470;
+	gw_start_for(&A);
 	return 0;
 }
 
@@ -119,11 +79,7 @@ static int
 teardown(void **state)
 {
 	(void)state;
-	kvxd_etcd_stop(&A);
-	for (int i = 0; i < 16; i++)
-		if (gw.c[i].fd >= 0)
-			gw_close(&gw.c[i]);
-	close(gw.lfd);
+	gw_stop_for(&A);
 	nodes_teardown();
 	return 0;
 }
@@ -142,7 +98,7 @@ start_found(const char *const *extra, int nextra)
 		kv[4 + i] = extra[i];
 	gw_range(kv, 2 + nextra);
 	assert_int_equal(kvxd_etcd_start(&A), 0);
-	GW_UNTIL(gw.watches == 1 && ready(&A, "c") && ready(&C, "a"));
+	PUMP_UNTIL(gw.watches == 1 && node_ready(&A, "c") && node_ready(&C, "a"));
 	assert_int_equal(gw.grants, 1);
 	assert_int_equal(gw.puts, 1);
 	assert_int_equal(A.ctr.etcd_registered, 1);
@@ -170,26 +126,26 @@ test_found_and_lost(void **state)
 	/* x1 at 127.0.0.1:40001 */
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
 		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
-	GW_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
+	PUMP_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
 	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 40001);
 	/* x1 never connected (nothing listens there): gone as soon as its key goes */
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"12\"},\"events\":[{\"type\":\"DELETE\","
 		 "\"kv\":{\"key\":\"L2t2eC90L3gx\"}}]}}"); /* /kvx/t/x1 */
-	GW_UNTIL(gone(&A, "x1"));
+	PUMP_UNTIL(gone(&A, "x1"));
 	assert_int_equal(A.ctr.members_lost, 1);
 	/* c's key goes while its session is READY (a lease that lapsed while etcd was slow looks
 	 * the same): the session is kept until it ends, then c is removed */
 	resets = kvxd_peer_find(&C, "a")->n_resets;
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"13\"},\"events\":[{\"type\":\"DELETE\","
 		 "\"kv\":{\"key\":\"L2t2eC90L2M=\"}}]}}"); /* /kvx/t/c */
-	GW_UNTIL(!kvxd_peer_find(&A, "c") || kvxd_peer_find(&A, "c")->unlisted);
+	PUMP_UNTIL(!kvxd_peer_find(&A, "c") || kvxd_peer_find(&A, "c")->unlisted);
 	assert_non_null(kvxd_peer_find(&A, "c"));
-	gw_ms(2000);
-	assert_true(ready(&A, "c") && ready(&C, "a"));
+	pump_ms(2000);
+	assert_true(node_ready(&A, "c") && node_ready(&C, "a"));
 	assert_int_equal(kvxd_peer_find(&C, "a")->n_resets, resets);
 	assert_int_equal(A.ctr.members_lost, 1);
 	kvxd_peer_admin(&C, "a", "pause"); /* c's side ends the session */
-	GW_UNTIL(gone(&A, "c"));
+	PUMP_UNTIL(gone(&A, "c"));
 	assert_int_equal(A.ctr.members_lost, 2);
 	assert_int_equal(A.ctr.etcd_errors, 0);
 }
@@ -212,7 +168,7 @@ test_bad_entries_refused(void **state)
 	assert_int_equal(A.ctr.members_refused, 4);
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
 		 "\"!!!!\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
-	GW_UNTIL(A.ctr.members_refused == 5);
+	PUMP_UNTIL(A.ctr.members_refused == 5);
 	for (int i = 0; i < A.npeers; i++)
 		if (!A.peers[i].vacant)
 			assert_string_equal(A.peers[i].name, "c"); /* the only peer */
@@ -243,9 +199,9 @@ test_hostile_answers_restart_the_client(void **state)
 		gw_watch_end(); /* the client reads the prefix again: that call gets raw[i] */
 		gw.raw_next = raw[i];
 		gw.raw_len = rlen[i];
-		GW_UNTIL(A.ctr.etcd_errors > errs);
-		GW_UNTIL(gw.grants > grants && gw.watches == i + 2); /* back, and watching */
-		assert_true(ready(&A, "c"));
+		PUMP_UNTIL(A.ctr.etcd_errors > errs);
+		PUMP_UNTIL(gw.grants > grants && gw.watches == i + 2); /* back, and watching */
+		assert_true(node_ready(&A, "c"));
 	}
 	/* a watch message over 1 MiB (in chunks of 64 KiB) ends the watch, not the node */
 	big = malloc(65536);
@@ -258,8 +214,8 @@ test_hostile_answers_restart_the_client(void **state)
 		memset(big, ' ', 10);
 	}
 	free(big);
-	GW_UNTIL(A.ctr.etcd_watch_restarts >= 6 && gw.watches == 7);
-	assert_true(ready(&A, "c"));
+	PUMP_UNTIL(A.ctr.etcd_watch_restarts >= 6 && gw.watches == 7);
+	assert_true(node_ready(&A, "c"));
 }
 
 /* A watch that ends is replaced by a full read: a node that went meanwhile is removed then. */
@@ -274,9 +230,9 @@ test_watch_end_resyncs(void **state)
 	assert_non_null(kvxd_peer_find(&A, "x1"));
 	gw_range(kv, 2); /* x1 left while nobody watched */
 	gw_watch_end();
-	GW_UNTIL(gw.watches == 2);
+	PUMP_UNTIL(gw.watches == 2);
 	assert_null(kvxd_peer_find(&A, "x1"));
-	assert_true(ready(&A, "c"));
+	assert_true(node_ready(&A, "c"));
 	assert_int_equal(A.ctr.etcd_watch_restarts, 1);
 }
 
@@ -286,14 +242,14 @@ test_lost_lease_registers_again(void **state)
 {
 	(void)state;
 	start_found(NULL, 0);
-	gw_ms(1200); /* a keepalive every lease_s / 3 */
+	pump_ms(1200); /* a keepalive every lease_s / 3 */
 	assert_true(gw.keepalives >= 1);
 	assert_int_equal(gw.grants, 1);
 	gw.lease_lost = true;
-	GW_UNTIL(gw.grants == 2 && gw.puts == 2);
+	PUMP_UNTIL(gw.grants == 2 && gw.puts == 2);
 	gw.lease_lost = false;
-	GW_UNTIL(A.ctr.etcd_registered == 2);
-	assert_true(ready(&A, "c"));
+	PUMP_UNTIL(A.ctr.etcd_registered == 2);
+	assert_true(node_ready(&A, "c"));
 }
 
 /* Keepalives go out every third of the lease whatever the watch does: a gateway that ends the
@@ -310,17 +266,17 @@ test_keepalives_whatever_the_watch_does(void **state)
 	k0 = gw.keepalives;
 	for (int i = 0; i < 15; i++) {
 		gw_watch_end();
-		gw_ms(400);
+		pump_ms(400);
 	}
 	assert_true(gw.keepalives - k0 >= 5); /* 6 s, lease 3 s: one a second */
 	gw.watch_503 = true;
 	k0 = gw.keepalives;
 	r0 = gw.ranges;
 	gw_watch_end();
-	gw_ms(6000);
+	pump_ms(6000);
 	assert_true(gw.keepalives - k0 >= 5);
 	assert_true(gw.ranges - r0 <= 7); /* a read a second at most, not a busy loop */
-	assert_true(ready(&A, "c"));
+	assert_true(node_ready(&A, "c"));
 }
 
 /* A [peer.*] section wins over an etcd entry of the same name: the entry neither moves nor
@@ -340,11 +296,11 @@ test_section_wins_over_etcd(void **state)
 	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
 	free(next);
 	kvxd_peer_admin(&A, "c", "resume");
-	PUMP_UNTIL(ready(&A, "c"));
+	PUMP_UNTIL(node_ready(&A, "c"));
 	p = kvxd_peer_find(&A, "c");
 	gw_range(kv, 1);
 	assert_int_equal(kvxd_etcd_start(&A), 0);
-	GW_UNTIL(gw.watches == 1);
+	PUMP_UNTIL(gw.watches == 1);
 	assert_ptr_equal(kvxd_peer_find(&A, "c"), p);
 	assert_false(p->discovered);
 	assert_int_equal(p->addr.port, c_as_static.addr.port);
@@ -371,14 +327,14 @@ test_refused_entry_taken_later(void **state)
 		 "\"%s\",\"value\":\"%s\"}}]}}",
 		 k, v);
 	gw_watch(ev);
-	GW_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_refused == 1);
+	PUMP_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_refused == 1);
 	assert_null(kvxd_peer_find(&A, "c"));
 	{
 		const char *kv[] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", val};
 
 		gw_range(kv, 2); /* what etcd holds now */
 	}
-	GW_UNTIL(kvxd_peer_find(&A, "c") != NULL);
+	PUMP_UNTIL(kvxd_peer_find(&A, "c") != NULL);
 	assert_int_equal(A.ctr.members_found, 2);
 }
 
@@ -396,9 +352,9 @@ test_own_key_deleted_registers_again(void **state)
 		 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
 		 k);
 	gw_watch(ev);
-	GW_UNTIL(gw.puts == 2 && gw.watches == 2);
+	PUMP_UNTIL(gw.puts == 2 && gw.watches == 2);
 	assert_int_equal(A.ctr.etcd_registered, 2);
-	assert_true(ready(&A, "c"));
+	assert_true(node_ready(&A, "c"));
 }
 
 int

@@ -47,33 +47,6 @@ static struct kvxd_pool pool[MAX_NODES];
 static uint8_t *mem[MAX_NODES];
 static struct kvx_config saved_b; /* b's configuration as the harness made it */
 
-static void
-pool_init(int i)
-{
-	struct kvx_vx_mr *mr;
-
-	mem[i] = calloc(NP, PS);
-	assert_int_equal(kvx_vx->mr_reg(N[i].dev, mem[i], NP * PS, &mr), 0);
-	pool[i] = (struct kvxd_pool){.id = 1,
-				     .engine_id = -1,
-				     .base = mem[i],
-				     .len = NP * PS,
-				     .page_size = PS,
-				     .npages = NP,
-				     .nbufs = 1,
-				     .lkey = kvx_vx->mr_lkey(mr),
-				     .rkey = kvx_vx->mr_rkey(mr),
-				     .mr = mr};
-}
-
-static bool
-ready(struct kvxd *d, const char *peer)
-{
-	struct kvxd_peer *p = kvxd_peer_find(d, peer);
-
-	return p && p->state == KVXD_PEER_READY;
-}
-
 static int
 setup(void **state)
 {
@@ -82,10 +55,11 @@ setup(void **state)
 	(void)state;
 	nodes_setup(3, names);
 	for (int i = 0; i < 3; i++)
-		pool_init(i);
+		node_pool_init(&N[i], &pool[i], &mem[i], PS, NP);
 	kvxd_peer_admin(&A, "b", "resume");
 	kvxd_peer_admin(&B, "c", "resume");
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a") && ready(&B, "c") && ready(&C, "b"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a") && node_ready(&B, "c") &&
+		   node_ready(&C, "b"));
 	saved_b = B.cfg;
 	return 0;
 }
@@ -97,20 +71,10 @@ teardown(void **state)
 	for (int i = 0; i < 3; i++)
 		nodes_remove_rooms(&N[i]);
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(kvx_vx->mr_dereg(pool[i].mr), 0);
-		free(mem[i]);
+		node_pool_fini(&pool[i], mem[i]);
 	}
 	nodes_teardown();
 	return 0;
-}
-
-static void
-pump_ms(int ms)
-{
-	for (int i = 0; i < ms; i++) {
-		pump_once();
-		fake_ms++;
-	}
 }
 
 /* b's configuration without the peer named drop (NULL: all of them) plus extra peers. */
@@ -222,7 +186,7 @@ test_reload_removes_a_peer(void **state)
 	/* a dials again and is refused by name */
 	refused = B.ctr.conn_refused_name;
 	PUMP_UNTIL(B.ctr.conn_refused_name > refused);
-	assert_false(ready(&A, "b"));
+	assert_false(node_ready(&A, "b"));
 	/* the slot stays while b's room of a links to it, then is free */
 	pump_ms(50);
 	assert_true(pa->removing);
@@ -259,7 +223,7 @@ test_reload_adds_a_peer(void **state)
 	assert_non_null(kvxd_peer_find(&B, "a"));
 	assert_int_not_equal(kvxd_peer_find(&B, "a")->idx, slot);
 	assert_int_equal(B.ctr.peers_added, 1);
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	nodes_remove_rooms(&A);
 	room_flows(&A, 201);
 	/* out and in again once the old slots are free: the first free slot is reused */
@@ -271,7 +235,7 @@ test_reload_adds_a_peer(void **state)
 			PUMP_UNTIL(B.peers[i].vacant);
 	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
 	assert_int_equal(kvxd_peer_find(&B, "a")->idx, slot);
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	nodes_remove_rooms(&A);
 	room_flows(&A, 202);
 	assert_int_equal(pc->epoch, epoch_c);
@@ -301,7 +265,7 @@ test_removed_peer_fails_rooms_waiting_for_it(void **state)
 	free(next);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
 	assert_true(fake_ms < 1000000 + 20000);
-	assert_true(ready(&A, "b"));
+	assert_true(node_ready(&A, "b"));
 }
 
 /* A reload the node cannot take changes nothing: more peers than its completion queues hold,
@@ -336,7 +300,7 @@ test_reload_refused_changes_nothing(void **state)
 	assert_int_equal(apply(next, err, sizeof(err)), -EINVAL);
 	assert_int_equal(B.npeers, npeers);
 	assert_int_equal(B.ctr.peers_added + B.ctr.peers_removed, 0);
-	assert_true(ready(&B, "a") && ready(&B, "c"));
+	assert_true(node_ready(&B, "a") && node_ready(&B, "c"));
 	/* within the limits it is taken */
 	assert_int_equal(apply(b_config(NULL, extra, 2), err, sizeof(err)), 0);
 	assert_int_equal(B.ctr.peers_added, 2);
@@ -386,7 +350,7 @@ test_reload_from_file(void **state)
 	assert_non_null(strstr(out, "reload refused, nothing changed: "));
 	assert_non_null(strstr(out, ":3: [node] listen"));
 	assert_int_equal(B.ctr.reloads_refused, 2);
-	assert_true(ready(&B, "a") && ready(&B, "c"));
+	assert_true(node_ready(&B, "a") && node_ready(&B, "c"));
 
 	write_b(path, "");
 	assert_int_equal(kvxd_members_reload(&B, err, sizeof(err)), 0);
@@ -398,7 +362,7 @@ test_reload_from_file(void **state)
 	assert_non_null(strstr(out, "0 peers added, 1 removed"));
 	assert_null(kvxd_peer_find(&B, "c"));
 	assert_int_equal(B.ctr.peers_removed, 1);
-	assert_true(ready(&B, "a"));
+	assert_true(node_ready(&B, "a"));
 	unlink(path);
 	B.cfg_path = NULL;
 }
@@ -449,7 +413,7 @@ test_slot_waits_for_tombstones(void **state)
 	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
 	assert_int_equal(kvxd_peer_find(&B, "a")->idx, pa->idx);
 	assert_int_equal(kvxd_peer_find(&B, "a")->tombstones_held, 0);
-	PUMP_UNTIL(ready(&A, "b") && ready(&B, "a"));
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	ab.room = 901;
 	kvxd_on_abort(&B, kvxd_peer_find(&B, "a"), &ab);
 	assert_int_equal(kvxd_peer_find(&B, "a")->tombstones_held, 1);
@@ -481,7 +445,7 @@ test_parked_meta_dies_with_its_peer(void **state)
 	B.cfg.cq_depth = 1u << 20;
 	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
 	assert_int_equal(kvxd_peer_find(&B, "c")->idx, slot);
-	PUMP_UNTIL(ready(&C, "b") && ready(&B, "c"));
+	PUMP_UNTIL(node_ready(&C, "b") && node_ready(&B, "c"));
 	assert_true(kvxd_peer_find(&B, "c")->epoch > epoch + 1);
 	nodes_remove_rooms(&C); /* c's pages are free now */
 	memset(mem[2], 0, 4 * PS);
