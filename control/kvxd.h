@@ -33,6 +33,13 @@
 #define KVXD_MAX_ENGINES 64
 #define KVXD_MAX_POOLS 256
 #define KVXD_BYE_REPLACE 1 /* BYE reason: replacing QPs after an error */
+/* [node] connect = on_demand: a session no room used for idle_ms is closed in two steps, so
+ * that neither side can have anything in flight.  IDLE_ASK: "no room of mine needs you; close if
+ * none of yours needs me" (the session stays; the peer ignores it if it has rooms).  IDLE: "none
+ * of mine either: closed" (both sides end the session quietly: rooms carry on, and a room that
+ * needs the peer later sets up a new session). */
+#define KVXD_BYE_IDLE_ASK 2
+#define KVXD_BYE_IDLE 3
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
 /* Freed chunks kept for reuse (kvxd_chunk_alloc), at most this many bytes, headers included;
  * past it a freed chunk goes back to free().  4 MiB keeps e.g. 13000 chunks of 64 pages, or 255
@@ -147,6 +154,13 @@ struct kvxd_peer {
 	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
 	bool lost;	/* its last session ended by failure, and no new one is up yet */
 	bool fence_req; /* kvxd_peer_fence_request(): reset at the next kvxd_peer_tick() */
+	bool quiet;	/* this reset ends a session both sides agreed to close, or a dial that
+			 * crossing dials superseded: nothing failed, rooms carry on */
+	bool dialer;	/* the setup in progress (or the session) is one we dialled */
+	bool want;	/* on_demand: a room may need a session (checked when a dial is due) */
+	/* connect = on_demand: when a room last needed this session, and when we last asked
+	 * the peer to close it (KVXD_BYE_IDLE_ASK) */
+	uint64_t busy_ms, idle_asked_ms;
 	/* runtime membership (kvxd_peer_add/remove, control/members.h): a removed peer is torn
 	 * down like a lost one and never dialled or accepted again; its slot is freed (vacant,
 	 * reused by a later add) once it is idle, its journal empty and no room links to it */
@@ -239,6 +253,9 @@ struct kvxd_counters {
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
 	uint64_t heartbeats_sent, peers_silent;
+	/* connect = on_demand: sessions set up because a room needed them, closed idle, and
+	 * crossing dials resolved (the dial of the peer whose name sorts first wins) */
+	uint64_t sessions_on_demand, sessions_idle_closed, dial_collisions;
 	/* membership: peers added and removed at runtime, reloads done and refused (SIGHUP) */
 	uint64_t peers_added, peers_removed, reloads, reloads_refused;
 	/* membership through etcd: nodes found and lost, entries refused (a bad name or address,

@@ -313,6 +313,14 @@ control_counters(struct out *o, struct kvxd *d)
 	GAUGE("auth_disabled", "1 when [security] auth = none", d->auth.none ? 1 : 0);
 	COUNTER("heartbeats_sent_total", "heartbeats sent", c->heartbeats_sent);
 	COUNTER("peers_silent_total", "peers lost by the heartbeat rule", c->peers_silent);
+	COUNTER("sessions_on_demand_total", "peer sessions dialled because a room needed them",
+		c->sessions_on_demand);
+	COUNTER("sessions_idle_closed_total",
+		"peer sessions closed by both sides after [timeouts] idle_ms without rooms",
+		c->sessions_idle_closed);
+	COUNTER("dial_collisions_total",
+		"crossing dials resolved (the dial of the peer whose name sorts first wins)",
+		c->dial_collisions);
 	COUNTER("peers_added_total", "peers added at runtime (reload)", c->peers_added);
 	COUNTER("peers_removed_total", "peers removed at runtime (reload)", c->peers_removed);
 	COUNTER("reloads_total", "configuration reloads applied (SIGHUP)", c->reloads);

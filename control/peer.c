@@ -519,6 +519,8 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->last_rx_ms = kvxd_now_ms();
 	p->next_hb_ms = p->last_rx_ms + d->cfg.heartbeat_ms;
 	p->deadline_ms = 0;
+	p->busy_ms = p->last_rx_ms; /* on_demand: idle_ms counts from here */
+	p->idle_asked_ms = 0;
 	p->try_once = false;
 	p->n_handshakes++;
 	p->last_error[0] = '\0';
@@ -536,10 +538,15 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	bool answered = p->state == KVXD_PEER_HELLO || p->state == KVXD_PEER_QP_EXCHANGE;
 	bool was_ready = p->state == KVXD_PEER_READY;
 	bool in_setup = answered || p->state == KVXD_PEER_CONNECTING;
+	bool quiet = p->quiet; /* nothing failed: rooms carry on (idle close, crossing dials) */
 
+	p->quiet = false;
 	if (p->state == KVXD_PEER_IDLE && p->j.n == 0)
 		return;
-	if (p->state != KVXD_PEER_IDLE && p->state != KVXD_PEER_CLOSING) {
+	if (quiet && p->state != KVXD_PEER_IDLE && p->state != KVXD_PEER_CLOSING) {
+		KVX_INFO("peer %s: closing connection (%s): %s", p->name,
+			 kvxd_peer_state_str(p->state), why);
+	} else if (p->state != KVXD_PEER_IDLE && p->state != KVXD_PEER_CLOSING) {
 		KVX_WARN("peer %s: closing connection (%s): %s", p->name,
 			 kvxd_peer_state_str(p->state), why);
 		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
@@ -555,10 +562,12 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
 	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
-	if (in_setup)
+	if (in_setup && !quiet)
 		p->n_setup_failures++;
 	p->fence_req = false; /* this reset is the fence */
-	if (answered)
+	p->want = true;	      /* on_demand: rooms may need the next session */
+	p->dialer = false;
+	if (answered && !quiet)
 		kvxd_abort_peer_setup_failed(d, p);
 	if (p->try_once) {
 		p->paused = true;
@@ -568,8 +577,8 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 	 * cores; the original error stays in last_error */
 	journal_rollback(d, p);
 	if (was_ready) {
-		p->lost = !p->replacing && !d->stopping; /* until it is back, new rooms from it
-							  * fail at once */
+		p->lost = !p->replacing && !quiet && !d->stopping; /* until it is back, new rooms
+								    * from it fail at once */
 		kvxd_abort_source_lost(d, p, p->lost);
 	}
 	p->replacing = false;
@@ -732,6 +741,7 @@ dial_acquire(struct kvxd *d, struct kvxd_peer *p)
 	if (rc)
 		return rc;
 	kvx_wire_seq_init(&p->seq, true);
+	p->dialer = true;
 	peer_set_state(d, p, KVXD_PEER_CONNECTING);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
 		return -errno;
@@ -751,6 +761,79 @@ dial(struct kvxd *d, struct kvxd_peer *p)
 	rc = dial_acquire(d, p);
 	if (rc)
 		peer_fail(d, p, rc, "connect");
+}
+
+/* ---- sessions on demand ([node] connect = on_demand) ----------------------------------------- */
+
+static bool
+peer_in_setup(const struct kvxd_peer *p)
+{
+	return p->state == KVXD_PEER_CONNECTING || p->state == KVXD_PEER_HELLO ||
+	       p->state == KVXD_PEER_QP_EXCHANGE;
+}
+
+/* The peer asks to close an idle session: agree (BYE IDLE, then end it quietly) when nothing of
+ * ours depends on it, else ignore the ask (it asks again after idle_ms). */
+static void
+idle_answer(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE};
+
+	if (!d->cfg.on_demand || !kvxd_rooms_idle_peer(d, p))
+		return;
+	kvxd_peer_send(d, p, &bye);
+	d->ctr.sessions_idle_closed++;
+	p->quiet = true;
+	kvxd_peer_reset(d, p, "idle: closed at the peer's request");
+}
+
+/* READY, on_demand: ask the peer to close a session that nothing of ours has needed for
+ * idle_ms (the rooms that used it have all left; asked again every idle_ms while it refuses). */
+static void
+idle_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
+{
+	struct kvx_wire_msg ask = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE_ASK};
+
+	if (!d->cfg.on_demand || !d->cfg.idle_ms || p->state != KVXD_PEER_READY ||
+	    now < p->busy_ms + d->cfg.idle_ms || now < p->idle_asked_ms + d->cfg.idle_ms)
+		return;
+	if (!kvxd_rooms_idle_peer(d, p)) {
+		p->busy_ms = now; /* still used: look again in idle_ms */
+		return;
+	}
+	if (kvxd_peer_send(d, p, &ask) == 0)
+		p->idle_asked_ms = now;
+}
+
+/* A pending connection of p's got past HELLO: it may become p's session (we answered it). */
+static bool
+pending_of(const struct kvxd *d, const struct kvxd_peer *p)
+{
+	const struct kvxd_pending *pc;
+
+	cds_list_for_each_entry(pc, &d->pending, link)
+	{
+		if (pc->peer == p->idx)
+			return true;
+	}
+	return false;
+}
+
+/* IDLE with its retry due: dial?  connect = always: the peer whose name sorts first dials.
+ * on_demand: either side, when a room of ours waits for its ROOM_META to go to p, and not
+ * while p's own dial to us is being answered. */
+static bool
+dial_due(struct kvxd *d, struct kvxd_peer *p)
+{
+	if (!d->cfg.on_demand)
+		return p->initiator;
+	if (!p->want)
+		return false;
+	p->want = kvxd_rooms_need_peer(d, p);
+	if (!p->want || pending_of(d, p))
+		return false;
+	d->ctr.sessions_on_demand++;
+	return true;
 }
 
 static void pending_expire(struct kvxd *d, uint64_t now);
@@ -834,8 +917,9 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			kvxd_peer_remove(d, p, "left the membership (etcd); its session ended");
 			continue;
 		}
-		if (!d->stopping && !p->paused && p->initiator && p->state == KVXD_PEER_IDLE &&
-		    now >= p->retry_at_ms)
+		idle_tick(d, p, now);
+		if (!d->stopping && !p->paused && p->state == KVXD_PEER_IDLE &&
+		    now >= p->retry_at_ms && dial_due(d, p))
 			dial(d, p);
 		peer_try_vacate(d, p);
 	}
@@ -1064,7 +1148,22 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 		kvxd_on_abort_ack(d, p, &m->u.abort_ack);
 		return 0;
 	case KVX_WIRE_BYE:
-		/* reason 1: the peer replaces its QPs after an error; its rooms carry on */
+		if (p->state == KVXD_PEER_READY && m->u.bye_reason == KVXD_BYE_IDLE_ASK) {
+			idle_answer(d, p);
+			return 0;
+		}
+		if (p->state == KVXD_PEER_READY && m->u.bye_reason == KVXD_BYE_IDLE &&
+		    p->idle_asked_ms) {
+			/* the answer to our IDLE_ASK: rooms of ours that started since carry on
+			 * (their ROOM_META goes again on the next session) */
+			d->ctr.sessions_idle_closed++;
+			p->quiet = true;
+			kvxd_peer_reset(d, p, "idle: closed by both sides");
+			return 0;
+		}
+		/* reason 1: the peer replaces its QPs after an error; its rooms carry on.  Any
+		 * other reason (shutdown, or an IDLE we never asked for) ends the session as a
+		 * loss. */
 		p->replacing = m->u.bye_reason == KVXD_BYE_REPLACE;
 		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE (%s)",
 			 p->replacing ? "replacing its QPs" : "shutting down");
@@ -1417,13 +1516,16 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	char why[128];
 	int n;
 
-	if (!p || !p->allowed || p->initiator || p->paused) {
+	/* connect = always: the peer whose name sorts first dials; on_demand: either side */
+	bool ours = p && p->initiator && !d->cfg.on_demand;
+
+	if (!p || !p->allowed || ours || p->paused) {
 		d->ctr.conn_refused_name++;
 		refuse_log(d, pc->addr, "HELLO from '%s': %s", h->name,
-			   !p		  ? "not a configured peer"
-			   : !p->allowed  ? "not on the allow-list"
-			   : p->initiator ? "we dial that peer"
-					  : "paused by the operator");
+			   !p		 ? "not a configured peer"
+			   : !p->allowed ? "not on the allow-list"
+			   : ours	 ? "we dial that peer"
+					 : "paused by the operator");
 		return -1;
 	}
 	if (!kvx_config_peer_addr_ok(&d->cfg.peers[p->idx], pc->addr)) {
@@ -1442,6 +1544,14 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 		d->ctr.conn_refused_auth++;
 		refuse_log(d, pc->addr, "peer %s: %s", p->name, why);
 		return -1;
+	}
+	if (d->cfg.on_demand && p->initiator && p->dialer && peer_in_setup(p)) {
+		/* crossing dials: ours wins (our name sorts first).  This one is left unanswered
+		 * (it expires after pending_ms): the peer gives its own dial up, without failing
+		 * anything, when ours reaches it. */
+		d->ctr.dial_collisions++;
+		KVX_INFO("peer %s: dialled us while we dial it: our dial goes on", p->name);
+		return 0;
 	}
 	pc->peer = p->idx;
 	pc->hello = *h;
@@ -1547,6 +1657,12 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		 * replaces its QPs) once the old one is rolled back; until then the peer is
 		 * refused and dials again */
 		p = &d->peers[pc->peer];
+		if (d->cfg.on_demand && p->dialer && peer_in_setup(p)) {
+			/* crossing dials: the peer's wins (its name sorts first); ours gives up
+			 * without failing anything */
+			d->ctr.dial_collisions++;
+			p->quiet = true;
+		}
 		kvxd_peer_reset(d, p, "superseded by a new authenticated session");
 		if (p->j.n && journal_rollback(d, p)) {
 			d->ctr.conn_refused_busy++;

@@ -378,6 +378,38 @@ kvxd_rooms_of_peer(struct kvxd *d, struct kvxd_peer *p,
 	}
 }
 
+bool
+kvxd_rooms_need_peer(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvxd_room_link *l;
+
+	(void)d;
+	cds_list_for_each_entry(l, &p->rooms, node)
+	{
+		const struct kvxd_room *r = l->room;
+
+		if (r->pc.role == KVX_ROOM_DECODE && !r->removing &&
+		    !(r->meta_sent_mask & (1u << l->idx)) && !kvxd_room_aborting(r) &&
+		    !kvx_room_state_terminal(kvxd_room_state(r)))
+			return true;
+	}
+	return false;
+}
+
+bool
+kvxd_rooms_idle_peer(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvxd_room_link *l;
+
+	(void)d;
+	cds_list_for_each_entry(l, &p->rooms, node)
+	{
+		if (!kvxd_room_removable(l->room))
+			return false;
+	}
+	return true;
+}
+
 /* ---- removal ------------------------------------------------------------------------------- */
 
 bool
@@ -533,8 +565,10 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 	uint8_t *le, *at;
 	int rc;
 
-	if (p->state != KVXD_PEER_READY || (r->meta_sent_mask & (1u << src)))
+	if (p->state != KVXD_PEER_READY || (r->meta_sent_mask & (1u << src))) {
+		p->want = true; /* connect = on_demand: this room needs a session */
 		return -EAGAIN;
+	}
 	for (uint32_t g = 0; g < r->nreg; g++)
 		total += r->reg[g].npages;
 	le = malloc(4 * (size_t)total);

@@ -192,6 +192,12 @@ void kvxd_room_free_deferred(struct kvxd_room *r);
 /* Decode: SUCCESS or RELEASED.  Prefill: finished, every WR completed, every ACK target
  * acknowledged. */
 bool kvxd_room_removable(const struct kvxd_room *r);
+/* connect = on_demand.  kvxd_rooms_need_peer: a decode room of ours waits for its ROOM_META to
+ * go to p (a session is wanted).  kvxd_rooms_idle_peer: nothing of ours depends on p: every
+ * room on its list is removable (decode: SUCCESS or RELEASED; prefill: ended, every WR
+ * completed). */
+bool kvxd_rooms_need_peer(struct kvxd *d, struct kvxd_peer *p);
+bool kvxd_rooms_idle_peer(struct kvxd *d, struct kvxd_peer *p);
 /* Every WR the room posted has completed (acquire loads of the core's counters). */
 bool kvxd_room_quiescent(const struct kvxd_room *r);
 

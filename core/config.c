@@ -90,6 +90,7 @@ enum {
 	K_NODE_NAME,
 	K_NODE_LISTEN,
 	K_NODE_CONTROL_CPU,
+	K_NODE_CONNECT,
 	K_CORES_POLL_CPUS,
 	K_CORES_IDLE_PARK_US,
 	K_RDMA_DEVICE,
@@ -115,6 +116,7 @@ enum {
 	K_TIMEOUTS_RELEASE_MS,
 	K_TIMEOUTS_HEARTBEAT_MS,
 	K_TIMEOUTS_HEARTBEAT_MISSES,
+	K_TIMEOUTS_IDLE_MS,
 	K_SECURITY_ALLOW,
 	K_SECURITY_AUTH,
 	K_SECURITY_SECRET_FILE,
@@ -522,6 +524,18 @@ parse_group(struct parse *p, const struct key *k, const char *value)
 }
 
 static int
+parse_connect(struct parse *p, const struct key *k, const char *value)
+{
+	if (strcmp(value, "always") == 0)
+		p->cfg.on_demand = false;
+	else if (strcmp(value, "on_demand") == 0)
+		p->cfg.on_demand = true;
+	else
+		return key_fail(p, k->name, "'%s' is not one of always, on_demand", value);
+	return 1;
+}
+
+static int
 parse_auth(struct parse *p, const struct key *k, const char *value)
 {
 	if (strcmp(value, "hmac-sha256") == 0)
@@ -668,6 +682,7 @@ static const struct key keys[K_COUNT] = {
 	[K_NODE_NAME] = F(SECT_NODE, "name", true, parse_name, name),
 	[K_NODE_LISTEN] = F(SECT_NODE, "listen", true, parse_listen, listen),
 	[K_NODE_CONTROL_CPU] = F(SECT_NODE, "control_cpu", false, parse_control_cpu, control_cpu),
+	[K_NODE_CONNECT] = F(SECT_NODE, "connect", false, parse_connect, on_demand),
 	[K_CORES_POLL_CPUS] = F(SECT_CORES, "poll_cpus", false, parse_poll_cpus, poll_cpus),
 	[K_CORES_IDLE_PARK_US] = U(SECT_CORES, "idle_park_us", idle_park_us, 0, UINT32_MAX, NULL),
 	[K_RDMA_DEVICE] = F(SECT_RDMA, "device", true, parse_name, device),
@@ -701,6 +716,7 @@ static const struct key keys[K_COUNT] = {
 		U(SECT_TIMEOUTS, "heartbeat_ms", heartbeat_ms, 1, 3600000, NULL),
 	[K_TIMEOUTS_HEARTBEAT_MISSES] =
 		U(SECT_TIMEOUTS, "heartbeat_misses", heartbeat_misses, 1, 1000, NULL),
+	[K_TIMEOUTS_IDLE_MS] = U(SECT_TIMEOUTS, "idle_ms", idle_ms, 0, 86400000, NULL),
 	[K_SECURITY_ALLOW] = {.sect = SECT_SECURITY, .name = "allow", .parse = parse_allow},
 	[K_SECURITY_AUTH] = F(SECT_SECURITY, "auth", false, parse_auth, auth),
 	[K_SECURITY_SECRET_FILE] = F(SECT_SECURITY, "secret_file", false, parse_path, secret_file),
@@ -896,6 +912,7 @@ defaults(struct kvx_config *cfg)
 	cfg->release_ms = 5000;
 	cfg->heartbeat_ms = 1000;
 	cfg->heartbeat_misses = 3;
+	cfg->idle_ms = 60000;
 	cfg->max_sessions_per_uid = 16;
 	cfg->max_pools_per_engine = 16;
 	cfg->max_rooms_per_engine = 65536;
@@ -1125,6 +1142,7 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		fprintf(f, "control_cpu = none\n");
 	else
 		fprintf(f, "control_cpu = %d\n", cfg->control_cpu);
+	fprintf(f, "connect = %s\n", cfg->on_demand ? "on_demand" : "always");
 
 	fprintf(f, "\n[cores]\n");
 	if (cfg->poll_cpus_auto) {
@@ -1161,7 +1179,8 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		cfg->waiting_ms);
 	fprintf(f, "release_ms = %" PRIu32 "\nheartbeat_ms = %" PRIu32 "\n", cfg->release_ms,
 		cfg->heartbeat_ms);
-	fprintf(f, "heartbeat_misses = %" PRIu32 "\n", cfg->heartbeat_misses);
+	fprintf(f, "heartbeat_misses = %" PRIu32 "\nidle_ms = %" PRIu32 "\n", cfg->heartbeat_misses,
+		cfg->idle_ms);
 
 	fprintf(f, "\n[security]\n");
 	buf[0] = '\0';

@@ -7,7 +7,9 @@
  *
  * Sections and keys (R = required):
  *   [node]     name (R, [A-Za-z0-9_.-]{1,63}), listen (R, "IPv4:port"), control_cpu (int >= 0
- *              or "none"; default none)
+ *              or "none"; default none), connect (always | on_demand, default always: with
+ *              on_demand a peer's session is set up when a room needs it, by either side, and
+ *              closed after [timeouts] idle_ms without rooms)
  *   [cores]    poll_cpus ("auto" or a comma list of cpu ids, at most KVX_MAX_CORES; default auto),
  *              idle_park_us (0 = never park; default 0)
  *   [rdma]     device (R), port (1..255, default 1), gid_index (0..255, default 1),
@@ -25,7 +27,9 @@
  *              before it is disconnected; default 1024)
  *   [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default 5000),
  *              heartbeat_ms (default 1000); each 1..3600000; heartbeat_misses (1..1000,
- *              default 3: a peer silent that many intervals is lost)
+ *              default 3: a peer silent that many intervals is lost), idle_ms (0..86400000,
+ *              default 60000: with connect = on_demand, a session no room has used for this
+ *              long is closed; 0: never)
  *   [security] allow (comma list of peer names allowed to connect; default: every [peer.*]),
  *              auth (hmac-sha256 | none; default hmac-sha256), secret_file (R unless auth =
  *              none), secret_next_file (optional: the secret peers move to, also accepted),
@@ -91,6 +95,7 @@ struct kvx_config {
 	char name[KVX_CFG_NAME_MAX];
 	struct kvx_config_addr listen;
 	int control_cpu; /* -1: not pinned */
+	bool on_demand;	 /* connect = on_demand: a peer's session only while rooms need it */
 	/* [cores] */
 	bool poll_cpus_auto;
 	int poll_cpus[KVX_MAX_CORES];
@@ -111,6 +116,7 @@ struct kvx_config {
 	uint32_t max_pinned_mb_per_uid, reply_queue_kb;
 	/* [timeouts] */
 	uint32_t handshake_ms, waiting_ms, release_ms, heartbeat_ms, heartbeat_misses;
+	uint32_t idle_ms; /* on_demand: a session with no room for this long is closed; 0: never */
 	/* [security] */
 	uint8_t auth; /* enum kvx_config_auth */
 	char secret_file[256];

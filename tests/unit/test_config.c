@@ -876,6 +876,7 @@ test_print_every_key(void **state)
 		"name = alpha\n",
 		"listen = 10.0.0.1:7470\n",
 		"control_cpu = none\n",
+		"connect = always\n",
 		"[cores]\n",
 		"poll_cpus = auto\n",
 		"idle_park_us = 0\n",
@@ -905,6 +906,7 @@ test_print_every_key(void **state)
 		"release_ms = 5000\n",
 		"heartbeat_ms = 1000\n",
 		"heartbeat_misses = 3\n",
+		"idle_ms = 60000\n",
 		"[security]\n",
 		"allow = b\n",
 		"auth = hmac-sha256\n",
@@ -1021,6 +1023,34 @@ test_metrics_listen(void **state)
 }
 
 /* [membership]: etcd, prefix, lease_s, advertise, with file:line errors. */
+/* [node] connect and [timeouts] idle_ms: sessions on demand, closed when idle. */
+#define CONNECT_INI(connect)                                                            \
+	"[node]\nname = alpha\nlisten = 10.0.0.1:7470\nconnect = " connect "\n[rdma]\n" \
+	"device = rxe0\n[engine]\nsocket = /run/kvx/engine.sock\n"
+
+static void
+test_connect_on_demand(void **state)
+{
+	struct kvx_config cfg;
+
+	(void)state;
+	load_ok(MIN_INI, &cfg);
+	assert_false(cfg.on_demand); /* absent: every session set up at start and kept */
+	assert_int_equal(cfg.idle_ms, 60000);
+	load_ok(CONNECT_INI("on_demand") "[timeouts]\nidle_ms = 0\n", &cfg);
+	assert_true(cfg.on_demand);
+	assert_int_equal(cfg.idle_ms, 0);
+	assert_round_trip(&cfg);
+	load_ok(CONNECT_INI("always") "[timeouts]\nidle_ms = 86400000\n", &cfg);
+	assert_false(cfg.on_demand);
+	assert_int_equal(cfg.idle_ms, 86400000);
+	assert_round_trip(&cfg);
+	expect_fail(CONNECT_INI("lazy"), 4,
+		    "[node] connect: 'lazy' is not one of always, on_demand");
+	expect_fail(MIN_INI "[timeouts]\nidle_ms = 86400001\n", MIN_LINES + 2,
+		    "[timeouts] idle_ms: ");
+}
+
 static void
 test_membership_section(void **state)
 {
@@ -1134,6 +1164,7 @@ main(void)
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
 		cmocka_unit_test(test_metrics_listen),
+		cmocka_unit_test(test_connect_on_demand),
 		cmocka_unit_test(test_membership_section),
 	};
 

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * [node] connect = on_demand between real control cores on the fake verbs: "a" and "c" are
+ * decode nodes, "b" the prefill node both take rooms from.  No session (no TCP connection, no
+ * QP) exists until a room needs one; either side dials (c's name sorts after b's: with
+ * connect = always only b would); a session no room has used for idle_ms is closed by both
+ * sides in two steps (IDLE_ASK, IDLE), quietly: nothing fails, and a room that started while
+ * the close was under way carries on over the next session; crossing dials end in one session.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control/abort.h"
+#include "control/engine.h"
+#include "control/kvxd.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
+#include "core/fault.h"
+
+#include "nodes_harness.h"
+
+#define A N[0]
+#define B N[1]
+#define C N[2]
+#define PS 256
+#define NP 16
+#define IDLE_MS 500
+
+static struct kvxd_pool pool[MAX_NODES];
+static uint8_t *mem[MAX_NODES];
+
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "b", "c"};
+
+	(void)state;
+	nodes_setup(3, names);
+	for (int i = 0; i < 3; i++) {
+		node_pool_init(&N[i], &pool[i], &mem[i], PS, NP);
+		N[i].cfg.on_demand = true;
+		N[i].cfg.idle_ms = IDLE_MS;
+		for (int k = 0; k < N[i].npeers; k++)
+			N[i].peers[k].paused = false; /* nothing dials before a room needs it */
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		nodes_remove_rooms(&N[i]);
+	for (int i = 0; i < 3; i++)
+		node_pool_fini(&pool[i], mem[i]);
+	nodes_teardown();
+	return 0;
+}
+
+static struct kvxd_peer *
+peer(struct kvxd *d, const char *name)
+{
+	return peer_of(d, name);
+}
+
+/* A decode room of node d whose one source is node src (pages 0..n-1). */
+static struct kvxd_room *
+open_from(struct kvxd *d, uint64_t id, struct kvxd *src, uint32_t n)
+{
+	char names[1][KVX_NAME_MAX] = {{0}};
+	uint32_t pages[NP];
+
+	snprintf(names[0], sizeof(names[0]), "%s", src->cfg.name);
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(kvxd_decode_room_open(d, -1, id, &pool[d - N], pages, n,
+					  (const char(*)[KVX_NAME_MAX])names, 1) > 0);
+	return kvxd_room_find(d, id, 0, KVX_ROOM_DECODE);
+}
+
+static struct kvxd_room *
+prefill_room(struct kvxd *src, uint64_t id)
+{
+	return kvxd_room_find(src, id, 0, KVX_ROOM_PREFILL);
+}
+
+#define SRC 8 /* sources are pages SRC.., destinations 0..: a node can be both at once */
+#define SRC_MEM(i) (mem[i] + SRC * PS)
+
+/* src writes room id's one chunk (its pages SRC..SRC+n-1), as its engine would, once it knows
+ * it */
+static void
+submit(struct kvxd *src, uint64_t id, uint32_t n)
+{
+	struct kvxd_room *r;
+	struct kvxd_chunk *ch;
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK};
+	int s = (int)(src - N);
+
+	PUMP_UNTIL(prefill_room(src, id) &&
+		   kvxd_room_state(prefill_room(src, id)) == KVX_ROOM_WAITING_FOR_INPUT);
+	r = prefill_room(src, id);
+	ch = kvxd_chunk_alloc(src, n);
+	assert_non_null(ch);
+	*ch = (struct kvxd_chunk){.pool = &pool[s], .npages = n, .nbufs = 1, .last = true};
+	for (uint32_t i = 0; i < n; i++)
+		ch->pages[i] = SRC + i;
+	atomic_fetch_add(&pool[s].refs, 1);
+	m.room = &r->pc;
+	m.ptr = ch;
+	assert_int_equal(kvx_pcore_send(&src->cores[0], &m), 0);
+}
+
+/* Room id from src to d moves its bytes; then both sides' engines close it. */
+static void
+room_flows(struct kvxd *d, struct kvxd *src, uint64_t id)
+{
+	struct kvxd_room *r = open_from(d, id, src, 4);
+
+	memset(SRC_MEM(src - N), (int)(id & 0xff), 4 * PS);
+	submit(src, id, 4);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[d - N], SRC_MEM(src - N), 4 * PS);
+	PUMP_UNTIL(kvxd_room_removable(prefill_room(src, id)));
+	kvxd_room_remove(d, r);
+	kvxd_room_remove(src, prefill_room(src, id));
+	pump_ms(2);
+}
+
+static uint64_t
+resets(void)
+{
+	return A.ctr.peer_resets + B.ctr.peer_resets + C.ctr.peer_resets;
+}
+
+/* Nothing is set up before a room needs it; the room's node dials even when its name sorts
+ * last; only that pair has a session (one QP on each side), the other pair none. */
+static void
+test_no_session_until_a_room_needs_it(void **state)
+{
+	(void)state;
+	pump_ms(2000);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < N[i].npeers; k++)
+			assert_int_equal(N[i].peers[k].state, KVXD_PEER_IDLE);
+	assert_int_equal(fake_vx_live().qp, base.qp);
+	room_flows(&C, &B, 1);
+	assert_true(node_ready(&C, "b") && node_ready(&B, "c"));
+	assert_int_equal(peer(&A, "b")->state, KVXD_PEER_IDLE);
+	assert_int_equal(peer(&B, "a")->state, KVXD_PEER_IDLE);
+	assert_int_equal(fake_vx_live().qp, base.qp + 2);
+	assert_int_equal(C.ctr.sessions_on_demand, 1); /* c dialled, b did not */
+	assert_int_equal(B.ctr.sessions_on_demand, 0);
+	assert_true(peer(&C, "b")->dialer);
+	room_flows(&A, &B, 2); /* a, whose name sorts first, dials too */
+	assert_int_equal(fake_vx_live().qp, base.qp + 4);
+	assert_int_equal(resets(), 0);
+}
+
+/* A session no room used for idle_ms is closed by both sides, quietly (no reset counted,
+ * nobody lost), its QPs destroyed; the next room sets it up again. */
+static void
+test_idle_session_closed_and_set_up_again(void **state)
+{
+	struct kvxd_peer *cb = peer(&C, "b"), *bc = peer(&B, "c");
+	uint32_t epoch;
+
+	(void)state;
+	room_flows(&C, &B, 1);
+	epoch = cb->epoch;
+	pump_ms(IDLE_MS / 2);
+	assert_true(node_ready(&C, "b")); /* not before idle_ms */
+	PUMP_UNTIL(cb->state == KVXD_PEER_IDLE && bc->state == KVXD_PEER_IDLE && !cb->j.n &&
+		   !bc->j.n);
+	assert_true(fake_ms >= cb->busy_ms + IDLE_MS);
+	PUMP_UNTIL(fake_vx_live().qp == base.qp);
+	assert_int_equal(B.ctr.sessions_idle_closed, 1);
+	assert_int_equal(C.ctr.sessions_idle_closed, 1);
+	assert_int_equal(resets(), 0);
+	assert_false(cb->lost || bc->lost);
+	pump_ms(3 * IDLE_MS); /* nothing dials again by itself */
+	assert_int_equal(cb->state, KVXD_PEER_IDLE);
+	assert_int_equal(fake_vx_live().qp, base.qp);
+	room_flows(&C, &B, 2);
+	assert_true(cb->epoch > epoch);
+	assert_int_equal(C.ctr.sessions_on_demand, 2);
+	assert_int_equal(resets(), 0);
+}
+
+/* The close under way when a room starts: c asked (IDLE_ASK in flight), then its engine opens a
+ * room, whose ROOM_META follows the ask; b, with no room, agrees and closes, and the ROOM_META
+ * dies with the session.  The room carries on: its ROOM_META goes again over a new session,
+ * and it succeeds.  Nothing failed, nothing was counted as a reset. */
+static void
+test_room_during_the_close_carries_on(void **state)
+{
+	struct kvxd_peer *cb = peer(&C, "b"), *bc = peer(&B, "c");
+	struct kvxd_room *r;
+
+	(void)state;
+	B.cfg.idle_ms = 0; /* only c asks */
+	room_flows(&C, &B, 1);
+	PUMP_UNTIL(cb->idle_asked_ms != 0);
+	assert_true(node_ready(&C, "b") && node_ready(&B, "c")); /* the ask is in flight */
+	r = open_from(&C, 2, &B, 4);
+	assert_true(r->meta_sent_mask & 1); /* behind the ask, on the closing session */
+	memset(SRC_MEM(1), 0x77, 4 * PS);
+	PUMP_UNTIL(bc->state != KVXD_PEER_READY);
+	assert_null(prefill_room(&B, 2)); /* b closed before it read the ROOM_META */
+	submit(&B, 2, 4);		  /* arrives again, over the next session */
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[2], SRC_MEM(1), 4 * PS);
+	assert_int_equal(B.ctr.sessions_idle_closed + C.ctr.sessions_idle_closed, 2);
+	assert_int_equal(resets(), 0);
+}
+
+/* An IDLE_ASK while a room of ours still needs the session is ignored: the session stays (same
+ * epoch), the room completes over it. */
+static void
+test_ask_ignored_while_a_room_needs_the_session(void **state)
+{
+	struct kvxd_peer *cb = peer(&C, "b"), *bc = peer(&B, "c");
+	struct kvx_wire_msg ask = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE_ASK};
+	struct kvxd_room *r;
+	uint32_t epoch;
+
+	(void)state;
+	r = open_from(&C, 1, &B, 4);
+	memset(SRC_MEM(1), 0x3c, 4 * PS);
+	PUMP_UNTIL(prefill_room(&B, 1) != NULL);
+	epoch = cb->epoch;
+	assert_int_equal(kvxd_peer_send(&B, bc, &ask), 0); /* b asks while the room is live */
+	bc->idle_asked_ms = fake_ms;
+	pump_ms(50);
+	assert_true(node_ready(&C, "b") && node_ready(&B, "c"));
+	assert_int_equal(cb->epoch, epoch);
+	assert_int_equal(C.ctr.sessions_idle_closed, 0);
+	submit(&B, 1, 4);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[2], SRC_MEM(1), 4 * PS);
+	assert_int_equal(resets(), 0);
+}
+
+/* An IDLE that was never asked for is a peer that closed with rooms in flight: a loss, not a
+ * quiet close (the room fails at once instead of waiting for nothing). */
+static void
+test_unasked_idle_is_a_loss(void **state)
+{
+	struct kvxd_peer *cb = peer(&C, "b"), *bc = peer(&B, "c");
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE};
+	struct kvxd_room *r;
+
+	(void)state;
+	r = open_from(&C, 1, &B, 4);
+	PUMP_UNTIL(prefill_room(&B, 1) != NULL);
+	assert_int_equal(kvxd_peer_send(&B, bc, &bye), 0);
+	PUMP_UNTIL(cb->state != KVXD_PEER_READY);
+	assert_true(cb->lost);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_FAILED || kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	assert_int_equal(C.ctr.sessions_idle_closed, 0);
+}
+
+/* a and b need each other at the same moment (each has a decode room from the other): both
+ * dial; a's dial wins (its name sorts first), b gives its own up without failing anything; one
+ * session carries both rooms. */
+static void
+test_crossing_dials_make_one_session(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b"), *ba = peer(&B, "a");
+	struct kvxd_room *ra, *rb;
+
+	(void)state;
+	ra = open_from(&A, 1, &B, 4);
+	rb = open_from(&B, 2, &A, 4);
+	pump_once(); /* both ticks dial in the same step */
+	assert_true(ab->dialer && ba->dialer);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING);
+	assert_int_equal(ba->state, KVXD_PEER_CONNECTING);
+	memset(SRC_MEM(0), 0x11, 4 * PS);
+	memset(SRC_MEM(1), 0x22, 4 * PS);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_true(ab->dialer);
+	assert_false(ba->dialer);
+	assert_true(A.ctr.dial_collisions + B.ctr.dial_collisions >= 1);
+	assert_int_equal(ab->n_setup_failures + ba->n_setup_failures, 0);
+	submit(&B, 1, 4);
+	submit(&A, 2, 4);
+	PUMP_UNTIL(kvxd_room_state(ra) == KVX_ROOM_SUCCESS && kvxd_room_state(rb) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], SRC_MEM(1), 4 * PS); /* b's pages in a, a's in b */
+	assert_memory_equal(mem[1], SRC_MEM(0), 4 * PS);
+	assert_int_equal(resets(), 0);
+	assert_int_equal(fake_vx_live().qp, base.qp + 2); /* one session: one QP each side */
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_no_session_until_a_room_needs_it, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_idle_session_closed_and_set_up_again, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_during_the_close_carries_on, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_ask_ignored_while_a_room_needs_the_session,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unasked_idle_is_a_loss, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
