@@ -40,6 +40,10 @@
  * needs the peer later sets up a new session). */
 #define KVXD_BYE_IDLE_ASK 2
 #define KVXD_BYE_IDLE 3
+/* on_demand: the answer to a HELLO when our CQs have no room for another session: the dialer
+ * gives up quietly (nothing fails) and dials again later; we ask our longest idle session to
+ * close meanwhile. */
+#define KVXD_BYE_BUSY 4
 #define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
 /* Freed chunks kept for reuse (kvxd_chunk_alloc), at most this many bytes, headers included;
  * past it a freed chunk goes back to free().  4 MiB keeps e.g. 13000 chunks of 64 pages, or 255
@@ -256,6 +260,9 @@ struct kvxd_counters {
 	/* connect = on_demand: sessions set up because a room needed them, closed idle, and
 	 * crossing dials resolved (the dial of the peer whose name sorts first wins) */
 	uint64_t sessions_on_demand, sessions_idle_closed, dial_collisions;
+	/* ... and sessions that had to wait for CQ room: ours (a dial put off) and the peers'
+	 * (a HELLO answered BYE BUSY) */
+	uint64_t sessions_cq_waits, sessions_refused_busy;
 	/* membership: peers added and removed at runtime, reloads done and refused (SIGHUP) */
 	uint64_t peers_added, peers_removed, reloads, reloads_refused;
 	/* membership through etcd: nodes found and lost, entries refused (a bad name or address,

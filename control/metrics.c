@@ -321,6 +321,12 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("dial_collisions_total",
 		"crossing dials resolved (the dial of the peer whose name sorts first wins)",
 		c->dial_collisions);
+	COUNTER("sessions_cq_waits_total",
+		"dials put off because the CQs had no room for another session (on_demand)",
+		c->sessions_cq_waits);
+	COUNTER("sessions_refused_busy_total",
+		"peers' dials answered BYE BUSY: no CQ room for another session (on_demand)",
+		c->sessions_refused_busy);
 	COUNTER("peers_added_total", "peers added at runtime (reload)", c->peers_added);
 	COUNTER("peers_removed_total", "peers removed at runtime (reload)", c->peers_removed);
 	COUNTER("reloads_total", "configuration reloads applied (SIGHUP)", c->reloads);

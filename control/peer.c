@@ -27,7 +27,8 @@
 #include "core/rand.h"
 
 #define RECONNECT_MS 200
-#define SWEEP_MS 1000 /* retry of a rollback whose release failed */
+#define SWEEP_MS 1000	  /* retry of a rollback whose release failed */
+#define BUSY_RETRY_MS 500 /* on_demand: a dial answered BYE BUSY is tried again after this */
 
 /* The legal next states of a peer (DESIGN.md section 4): dial or accept from IDLE, the
  * handshake in order, CLOSING from anywhere (a failure, a reset), IDLE once rolled back. */
@@ -107,7 +108,7 @@ kvxd_peer_room(const struct kvxd *d)
 
 	for (int i = 0; i < d->npeers; i++)
 		used += !d->peers[i].vacant;
-	if (fits > KVX_MAX_PEERS)
+	if (fits > KVX_MAX_PEERS || d->cfg.on_demand) /* on_demand: sessions wait for CQ room */
 		fits = KVX_MAX_PEERS;
 	return (int)fits > used ? (int)fits - used : 0;
 }
@@ -819,11 +820,63 @@ pending_of(const struct kvxd *d, const struct kvxd_peer *p)
 	return false;
 }
 
+/* on_demand: the sessions each polling core's CQ holds at once.  A session has one QP on every
+ * core, each with up to sq_depth sends and rq_depth receives in flight. */
+static int
+session_max(const struct kvxd *d)
+{
+	uint64_t per = (uint64_t)d->cfg.sq_depth + d->cfg.rq_depth;
+	uint64_t n = per ? d->cfg.cq_depth / per : 0;
+
+	return n > KVX_MAX_PEERS ? KVX_MAX_PEERS : (int)n;
+}
+
+/* Sessions that hold QPs or may create them soon: every peer in setup, READY, or whose QPs are
+ * still being destroyed, and every pending connection we answered. */
+static int
+sessions_live(const struct kvxd *d)
+{
+	const struct kvxd_pending *pc;
+	int n = 0;
+
+	for (int i = 0; i < d->npeers; i++)
+		n += d->peers[i].state != KVXD_PEER_IDLE || d->peers[i].j.n > 0;
+	cds_list_for_each_entry(pc, &d->pending, link)
+	{
+		n += pc->peer >= 0;
+	}
+	return n;
+}
+
+/* Room for one more session?  If not, ask the session idle longest (nothing of ours needs it)
+ * to close now rather than after idle_ms, at most once a second each. */
+static bool
+session_room(struct kvxd *d, uint64_t now)
+{
+	struct kvx_wire_msg ask = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE_ASK};
+	struct kvxd_peer *oldest = NULL;
+
+	if (sessions_live(d) < session_max(d))
+		return true;
+	for (int i = 0; i < d->npeers; i++) {
+		struct kvxd_peer *p = &d->peers[i];
+
+		if (p->state != KVXD_PEER_READY ||
+		    (p->idle_asked_ms && now < p->idle_asked_ms + 1000))
+			continue;
+		if ((!oldest || p->busy_ms < oldest->busy_ms) && kvxd_rooms_idle_peer(d, p))
+			oldest = p;
+	}
+	if (oldest && kvxd_peer_send(d, oldest, &ask) == 0)
+		oldest->idle_asked_ms = now;
+	return false;
+}
+
 /* IDLE with its retry due: dial?  connect = always: the peer whose name sorts first dials.
  * on_demand: either side, when a room of ours waits for its ROOM_META to go to p, and not
  * while p's own dial to us is being answered. */
 static bool
-dial_due(struct kvxd *d, struct kvxd_peer *p)
+dial_due(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 {
 	if (!d->cfg.on_demand)
 		return p->initiator;
@@ -832,6 +885,11 @@ dial_due(struct kvxd *d, struct kvxd_peer *p)
 	p->want = kvxd_rooms_need_peer(d, p);
 	if (!p->want || pending_of(d, p))
 		return false;
+	if (!session_room(d, now)) { /* waits for a session to close */
+		d->ctr.sessions_cq_waits++;
+		p->retry_at_ms = now + RECONNECT_MS;
+		return false;
+	}
 	d->ctr.sessions_on_demand++;
 	return true;
 }
@@ -919,7 +977,7 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 		}
 		idle_tick(d, p, now);
 		if (!d->stopping && !p->paused && p->state == KVXD_PEER_IDLE &&
-		    now >= p->retry_at_ms && dial_due(d, p))
+		    now >= p->retry_at_ms && dial_due(d, p, now))
 			dial(d, p);
 		peer_try_vacate(d, p);
 	}
@@ -1159,6 +1217,13 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 			d->ctr.sessions_idle_closed++;
 			p->quiet = true;
 			kvxd_peer_reset(d, p, "idle: closed by both sides");
+			return 0;
+		}
+		if (m->u.bye_reason == KVXD_BYE_BUSY && p->dialer && peer_in_setup(p)) {
+			/* no CQ room at the peer for now: dial again later, nothing failed */
+			p->quiet = true;
+			kvxd_peer_reset(d, p, "the peer has no room for another session yet");
+			p->retry_at_ms = kvxd_now_ms() + BUSY_RETRY_MS;
 			return 0;
 		}
 		/* reason 1: the peer replaces its QPs after an error; its rooms carry on.  Any
@@ -1552,6 +1617,18 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 		d->ctr.dial_collisions++;
 		KVX_INFO("peer %s: dialled us while we dial it: our dial goes on", p->name);
 		return 0;
+	}
+	if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&
+	    !session_room(d, kvxd_now_ms())) {
+		struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_BUSY};
+
+		d->ctr.sessions_refused_busy++;
+		n = kvx_wire_encode(&bye, buf, sizeof(buf), why, sizeof(why));
+		if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
+			kvxd_stream_flush(d, &pc->s);
+		KVX_INFO("peer %s: dialled us; no CQ room for another session yet (BYE BUSY)",
+			 p->name);
+		return -1;
 	}
 	pc->peer = p->idx;
 	pc->hello = *h;

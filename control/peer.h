@@ -36,7 +36,9 @@ void kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why);
 int kvxd_peer_add(struct kvxd *d, const struct kvx_config_peer *cp);
 void kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why);
 /* How many more peers the completion queues can take: each core's CQ holds 2 x (sq_depth +
- * rq_depth) per peer slot in use (a removed peer's slot counts until it is freed). */
+ * rq_depth) per peer slot in use (a removed peer's slot counts until it is freed).  With
+ * connect = on_demand any free slot: the CQs bound the sessions up at once instead (a dial
+ * waits, a peer's dial is answered BYE BUSY, until a session closes). */
 int kvxd_peer_room(const struct kvxd *d);
 /* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);

@@ -971,7 +971,25 @@ check_cq_depth(struct parse *p)
 {
 	uint64_t need =
 		2ull * (uint64_t)p->cfg.n_peers * ((uint64_t)p->cfg.sq_depth + p->cfg.rq_depth);
+	uint64_t one = 2ull * ((uint64_t)p->cfg.sq_depth + p->cfg.rq_depth);
 
+	if (p->cfg.on_demand) {
+		/* sessions wait for CQ room (control/peer.c): one, and its replacement, must fit */
+		if (p->key_line[K_RDMA_CQ_DEPTH] == 0) {
+			need = need < 4096 ? 4096 : need;
+			need = need < one ? one : need;
+			p->cfg.cq_depth = need > CQ_DEPTH_MAX ? CQ_DEPTH_MAX : (uint32_t)need;
+			if (p->cfg.cq_depth >= one)
+				return 1;
+		} else if (p->cfg.cq_depth >= one) {
+			return 1;
+		}
+		return fail(p, p->key_line[K_RDMA_CQ_DEPTH],
+			    "[rdma] cq_depth: %u is less than the %llu completions one session and "
+			    "its replacement can produce (2 x (sq_depth %u + rq_depth %u))",
+			    p->cfg.cq_depth, (unsigned long long)one, p->cfg.sq_depth,
+			    p->cfg.rq_depth);
+	}
 	if (p->key_line[K_RDMA_CQ_DEPTH] == 0) {
 		if (need > CQ_DEPTH_MAX)
 			return fail(p, 0,

@@ -1028,6 +1028,14 @@ test_metrics_listen(void **state)
 	"[node]\nname = alpha\nlisten = 10.0.0.1:7470\nconnect = " connect "\n[rdma]\n" \
 	"device = rxe0\n[engine]\nsocket = /run/kvx/engine.sock\n"
 
+#define DEPTHS_INI(connect, depth, more)                                                \
+	"[node]\nname = alpha\nlisten = 10.0.0.1:7470\nconnect = " connect "\n[rdma]\n" \
+	"device = rxe0\nsq_depth = " depth "\nrq_depth = " depth "\n" more "[engine]\n" \
+	"socket = /run/kvx/engine.sock\n"
+#define PEERS_3                                                                            \
+	"[peer.b]\naddress = 10.0.0.2:7470\n[peer.c]\naddress = 10.0.0.3:7470\n[peer.d]\n" \
+	"address = 10.0.0.4:7470\n"
+
 static void
 test_connect_on_demand(void **state)
 {
@@ -1049,6 +1057,16 @@ test_connect_on_demand(void **state)
 		    "[node] connect: 'lazy' is not one of always, on_demand");
 	expect_fail(MIN_INI "[timeouts]\nidle_ms = 86400001\n", MIN_LINES + 2,
 		    "[timeouts] idle_ms: ");
+	/* on_demand: the CQs bound the sessions up at once, not the peers: no refusal for queue
+	 * depths whose every peer at once would not fit; at least one session and its replacement
+	 */
+	load_ok(DEPTHS_INI("on_demand", "32768", "") PEERS_3, &cfg);
+	assert_int_equal(cfg.cq_depth, 262144);
+	expect_fail(DEPTHS_INI("always", "32768", "") PEERS_3, 0,
+		    "[rdma] cq_depth: 3 peers x (sq_depth 32768 + rq_depth 32768) x 2 need");
+	expect_fail(DEPTHS_INI("on_demand", "64", "cq_depth = 255\n"), 9,
+		    "[rdma] cq_depth: 255 is less than the 256 completions one session and its "
+		    "replacement can produce");
 }
 
 static void

@@ -268,7 +268,8 @@ test_unasked_idle_is_a_loss(void **state)
 	assert_int_equal(kvxd_peer_send(&B, bc, &bye), 0);
 	PUMP_UNTIL(cb->state != KVXD_PEER_READY);
 	assert_true(cb->lost);
-	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_FAILED || kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_FAILED ||
+		   kvxd_room_state(r) == KVX_ROOM_RELEASED);
 	assert_int_equal(C.ctr.sessions_idle_closed, 0);
 }
 
@@ -297,11 +298,58 @@ test_crossing_dials_make_one_session(void **state)
 	assert_int_equal(ab->n_setup_failures + ba->n_setup_failures, 0);
 	submit(&B, 1, 4);
 	submit(&A, 2, 4);
-	PUMP_UNTIL(kvxd_room_state(ra) == KVX_ROOM_SUCCESS && kvxd_room_state(rb) == KVX_ROOM_SUCCESS);
+	PUMP_UNTIL(kvxd_room_state(ra) == KVX_ROOM_SUCCESS &&
+		   kvxd_room_state(rb) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], SRC_MEM(1), 4 * PS); /* b's pages in a, a's in b */
 	assert_memory_equal(mem[1], SRC_MEM(0), 4 * PS);
 	assert_int_equal(resets(), 0);
 	assert_int_equal(fake_vx_live().qp, base.qp + 2); /* one session: one QP each side */
+}
+
+/* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
+ * quietly and dials again), and b asks its idle session with a to close once a's room is done;
+ * then c's room gets its session.  b never holds two sessions' QPs, and nothing fails. */
+static void
+test_sessions_wait_for_cq_room(void **state)
+{
+	struct kvxd_room *ra, *rc;
+	int most = 0;
+
+	(void)state;
+	B.cfg.cq_depth = B.cfg.sq_depth + B.cfg.rq_depth; /* one session */
+	B.cfg.idle_ms = 0;				  /* b closes only to make room */
+	A.cfg.idle_ms = C.cfg.idle_ms = 0;
+	ra = open_from(&A, 1, &B, 4);
+	memset(SRC_MEM(1), 0x5e, 4 * PS);
+	PUMP_UNTIL(node_ready(&A, "b"));
+	rc = open_from(&C, 2, &B, 4);
+	PUMP_UNTIL(B.ctr.sessions_refused_busy >= 1);
+	assert_int_equal(peer(&C, "b")->state, KVXD_PEER_IDLE); /* gave up quietly */
+	assert_int_equal(kvxd_room_state(rc), KVX_ROOM_WAITING_FOR_INPUT);
+	pump_ms(3000); /* c keeps dialling, b keeps refusing: a's room still needs the session */
+	assert_int_equal(kvxd_room_state(rc), KVX_ROOM_WAITING_FOR_INPUT); /* c's room waits */
+	assert_true(node_ready(&A, "b"));
+	assert_false(node_ready(&C, "b"));
+	assert_true(B.ctr.sessions_refused_busy >= 2);
+	submit(&B, 1, 4);
+	PUMP_UNTIL(kvxd_room_state(ra) == KVX_ROOM_SUCCESS);
+	PUMP_UNTIL(kvxd_room_removable(prefill_room(&B, 1)));
+	kvxd_room_remove(&A, ra);
+	kvxd_room_remove(&B, prefill_room(&B, 1));
+	for (int i = 0; i < 20000 && !node_ready(&C, "b"); i++) {
+		pump_once();
+		fake_ms++;
+		most = B.live_qpcs > most ? B.live_qpcs : most;
+	}
+	assert_true(node_ready(&C, "b"));
+	assert_false(node_ready(&A, "b"));
+	submit(&B, 2, 4);
+	PUMP_UNTIL(kvxd_room_state(rc) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[2], SRC_MEM(1), 4 * PS);
+	assert_int_equal(most, 1); /* never two sessions' QPs on b's CQ */
+	assert_int_equal(resets(), 0);
+	assert_int_equal(peer(&C, "b")->n_setup_failures, 0);
+	assert_true(B.ctr.sessions_idle_closed >= 1);
 }
 
 int
@@ -319,6 +367,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_unasked_idle_is_a_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
