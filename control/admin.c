@@ -19,8 +19,7 @@
 #include "core/log.h"
 
 struct rooms_walk {
-	char *out;
-	size_t len, off;
+	struct kvxd_metrics_buf *b;
 	int n;
 };
 
@@ -38,31 +37,23 @@ room_line(struct kvx_room_table_node *n, void *arg)
 	const char *reason = kvx_room_state_terminal(st) ? r->pc.reason : "";
 
 	w->n++;
-	if (w->off + 200 < w->len)
-		w->off += snprintf(w->out + w->off, w->len - w->off,
-				   "room %llu %s gen %u state %s abort %s outstanding %llu%s%s\n",
-				   (unsigned long long)r->pc.id, kvx_room_role_str(r->pc.role),
-				   r->pc.role == KVX_ROOM_DECODE ? r->open_gen
-				   : r->nowners			 ? r->owner[0].gen
-								 : 0,
-				   kvx_room_state_str(st), kvxd_abort_state_str(r->ab_state),
-				   (unsigned long long)(atomic_load(&r->pc.wr_posted) -
-							atomic_load(&r->pc.wr_done)),
-				   reason[0] ? " reason: " : "", reason);
+	kvxd_metrics_buf_printf(
+		w->b, "room %llu %s gen %u state %s abort %s outstanding %llu%s%s\n",
+		(unsigned long long)r->pc.id, kvx_room_role_str(r->pc.role),
+		r->pc.role == KVX_ROOM_DECODE ? r->open_gen
+		: r->nowners		      ? r->owner[0].gen
+					      : 0,
+		kvx_room_state_str(st), kvxd_abort_state_str(r->ab_state),
+		(unsigned long long)(atomic_load(&r->pc.wr_posted) - atomic_load(&r->pc.wr_done)),
+		reason[0] ? " reason: " : "", reason);
 	return 0;
 }
 
-int
-kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
+/* The command's text into b (appended). */
+static int
+admin_run(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *b)
 {
-	size_t off = 0;
-
-	out[0] = '\0';
-#define P(...)                                                              \
-	do {                                                                \
-		if (off < len)                                              \
-			off += snprintf(out + off, len - off, __VA_ARGS__); \
-	} while (0)
+#define P(...) kvxd_metrics_buf_printf(b, __VA_ARGS__)
 	if (strcmp(cmd, "peers") == 0) {
 		for (int i = 0; i < d->npeers; i++) {
 			struct kvxd_peer *p = &d->peers[i];
@@ -83,34 +74,21 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		return 0;
 	}
 	if (strcmp(cmd, "rooms") == 0) {
-		struct rooms_walk w = {.out = out, .len = len};
+		struct rooms_walk w = {.b = b};
 
 		rcu_read_lock();
 		kvx_room_table_for_each(d->by_id, room_line, &w);
 		rcu_read_unlock();
-		off = w.off;
 		P("rooms %d\n", w.n);
 		return 0;
 	}
 	if (strcmp(cmd, "counters") == 0 || strcmp(cmd, "metrics") == 0 ||
 	    strcmp(cmd, "counters json") == 0) {
-		/* what GET /metrics serves, without the HELP lines (or as JSON): it must fit one
-		 * reply */
-		struct kvxd_metrics_buf b = {.p = out, .cap = len};
-		int rc = kvxd_metrics_render(d,
-					     strcmp(cmd, "counters json") == 0 ? KVXD_METRICS_JSON
-									       : KVXD_METRICS_TEXT,
-					     0, &b);
-
-		if (rc) {
-			snprintf(
-				out, len,
-				"the metrics do not fit in one reply (%zu bytes): scrape [metrics] "
-				"listen instead\n",
-				len);
-			return rc;
-		}
-		return 0;
+		/* what GET /metrics serves, without the HELP lines (or as JSON) */
+		return kvxd_metrics_render(d,
+					   strcmp(cmd, "counters json") == 0 ? KVXD_METRICS_JSON
+									     : KVXD_METRICS_TEXT,
+					   0, b);
 	}
 	if (strcmp(cmd, "help") == 0) {
 		P(ADMIN_HELP);
@@ -155,13 +133,63 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 		return rc;
 	}
 	if (strncmp(cmd, "fault ", 6) == 0) {
-		int rc = kvx_fault_arm_list(cmd + 6, out, len);
+		char err[256] = "";
+		int rc = kvx_fault_arm_list(cmd + 6, err, sizeof(err));
 
 		if (rc == 0)
 			P("armed %s\n", cmd + 6);
+		else
+			P("%s", err);
 		return rc;
 	}
 	P(ADMIN_HELP);
 	return -EINVAL;
 #undef P
+}
+
+/* The reply text when it does not fit: what was rendered goes, this replaces it. */
+static void
+too_long(struct kvxd_metrics_buf *b, const char *cmd)
+{
+	size_t cap = b->grow ? b->max : b->cap;
+
+	b->len = 0;
+	b->overflow = false;
+	b->p[0] = '\0';
+	kvxd_metrics_buf_printf(
+		b, "the reply to '%s' is larger than %zu bytes%s\n", cmd, cap,
+		strncmp(cmd, "counters", 8) == 0 ? ": scrape [metrics] listen instead" : "");
+}
+
+int
+kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
+{
+	struct kvxd_metrics_buf b = {.p = out, .cap = len};
+	int rc;
+
+	out[0] = '\0';
+	rc = admin_run(d, cmd, admin, &b);
+	if (b.overflow) {
+		too_long(&b, cmd);
+		return -EMSGSIZE;
+	}
+	return rc;
+}
+
+int
+kvxd_admin_text(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *b)
+{
+	int rc;
+
+	*b = (struct kvxd_metrics_buf){.grow = true, .max = KVXD_ADMIN_TEXT_MAX};
+	rc = admin_run(d, cmd, admin, b);
+	if (b->overflow || !b->p) {
+		if (!b->p || !b->cap) {
+			kvxd_metrics_buf_fini(b);
+			return -ENOMEM;
+		}
+		too_long(b, cmd);
+		return -EMSGSIZE;
+	}
+	return rc;
 }

@@ -850,6 +850,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 			d->engines[i] = NULL;
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
+	free(e->admin_text);
 	if (e->rings) {
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_efd, NULL);
 		munmap(e->ring_map, e->ring_map_len);
@@ -1086,6 +1087,49 @@ kvxd_engine_rings_notify(struct kvxd *d)
 	}
 }
 
+/* KVX_ENG_ADMIN_AT (core/engine_proto.h): offset 0 runs the command and keeps its whole text;
+ * every reply carries the text from the offset asked, and its whole length in value. */
+static void
+admin_at(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const struct kvx_eng_admin_at *m,
+	 size_t n)
+{
+	char cmd[sizeof(e->admin_cmd)];
+	int rc = 0;
+
+	snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < sizeof(cmd) - 1 ? n : sizeof(cmd) - 1),
+		 (const char *)(m + 1));
+	if (m->offset == 0) {
+		struct kvxd_metrics_buf b;
+
+		free(e->admin_text);
+		e->admin_text = NULL;
+		rc = kvxd_admin_text(d, cmd, e->admin, &b);
+		if (rc == -EPERM && !e->admin)
+			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
+				 "admin",
+				 e->id, (int)e->pid, (unsigned)e->uid, cmd);
+		if (!b.p) {
+			kvxd_engine_reply(d, e, seq, rc ? rc : -ENOMEM, 0, "out of memory");
+			return;
+		}
+		e->admin_text = b.p; /* ours now */
+		e->admin_text_len = b.len;
+		e->admin_rc = rc;
+		memcpy(e->admin_cmd, cmd, sizeof(cmd));
+	} else if (!e->admin_text || strcmp(cmd, e->admin_cmd) != 0 ||
+		   m->offset > e->admin_text_len) {
+		kvxd_engine_reply(d, e, seq, -ESTALE, 0,
+				  "no such page of that command: ask from offset 0");
+		return;
+	}
+	kvxd_engine_reply(d, e, seq, e->admin_rc, (int64_t)e->admin_text_len,
+			  e->admin_text + m->offset);
+	if (e->admin_text_len - m->offset <= KVX_ENG_TEXT_MAX) { /* the last page went */
+		free(e->admin_text);
+		e->admin_text = NULL;
+	}
+}
+
 static void
 handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd)
 {
@@ -1189,6 +1233,15 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		kvxd_engine_reply(d, e, h->seq, rc, 0, text);
 		break;
 	}
+	case KVX_ENG_ADMIN_AT:
+		if (len < sizeof(struct kvx_eng_admin_at)) {
+			d->ctr.engine_bad++;
+			kvxd_engine_reply(d, e, h->seq, -EBADMSG, 0, "ADMIN_AT: too short");
+			break;
+		}
+		admin_at(d, e, h->seq, (const struct kvx_eng_admin_at *)buf,
+			 len - sizeof(struct kvx_eng_admin_at));
+		break;
 	default:
 		d->ctr.engine_bad++;
 		kvxd_engine_reply(d, e, h->seq, -EOPNOTSUPP, 0, "unknown request type");

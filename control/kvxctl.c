@@ -23,7 +23,6 @@
 
 #define DEFAULT_SOCKET "/run/kvx/kvxd.sock"
 #define CMD_MAX (60 * 1024) /* an admin command fits one engine message */
-#define REPLY_MAX (64 * 1024)
 
 static void
 usage(FILE *f)
@@ -42,7 +41,7 @@ main(int argc, char **argv)
 {
 	const char *sock = DEFAULT_SOCKET;
 	static char cmd[CMD_MAX];
-	static char out[REPLY_MAX];
+	char *out = NULL;
 	static const struct option longopts[] = {
 		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
@@ -111,13 +110,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "kvxctl: %s: %s\n", sock, strerror(errno));
 		return 1;
 	}
-	r = kvx_admin(c, cmd, out, sizeof(out));
+	r = kvx_admin_text(c, cmd, &out); /* the whole reply, however long (paged) */
 	kvx_disconnect(c);
-	n = strlen(out);
+	n = out ? strlen(out) : 0;
 	if (r < 0) {
 		while (n && out[n - 1] == '\n')
 			out[--n] = '\0';
-		fprintf(stderr, "kvxctl: %s: %s%s%s\n", cmd, strerror(-r), n ? ": " : "", out);
+		fprintf(stderr, "kvxctl: %s: %s%s%s\n", cmd, strerror(-r), n ? ": " : "",
+			n ? out : "");
+		free(out);
 		return 1;
 	}
 	if (n) {
@@ -125,6 +126,7 @@ main(int argc, char **argv)
 		if (out[n - 1] != '\n')
 			fputc('\n', stdout);
 	}
+	free(out);
 	if (fflush(stdout) != 0) {
 		fprintf(stderr, "kvxctl: writing output: %s\n", strerror(errno));
 		return 1;

@@ -235,6 +235,11 @@ struct kvxd_engine {
 	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
+	/* KVX_ENG_ADMIN_AT: the text of the command being paged out (NULL: none) */
+	char *admin_text;
+	size_t admin_text_len;
+	int admin_rc; /* the command's status, in every page's reply */
+	char admin_cmd[256];
 	uint64_t outq_bytes;
 	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
 	bool rings;

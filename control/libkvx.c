@@ -1087,8 +1087,93 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 	}
 }
 
+#define ADMIN_TEXT_MAX (16u << 20) /* kvxd's bound on one command's text */
+
+static int admin_single(struct kvx_conn *c, const char *cmd, char *out, size_t len);
+
+int
+kvx_admin_text(struct kvx_conn *c, const char *cmd, char **out)
+{
+	const struct kvx_eng_reply *rep;
+	struct kvx_eng_admin_at *m;
+	uint64_t off = 0, total = 0;
+	char *text = NULL;
+	size_t cl;
+	int r, status = 0;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!c || !cmd)
+		return -EINVAL;
+	cl = strnlen(cmd, KVX_ENG_MSG_MAX);
+	if (cl == 0 || sizeof(*m) + cl > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+	do {
+		m = tx_msg(c, sizeof(*m));
+		m->offset = off;
+		memcpy(m + 1, cmd, cl);
+		r = request(c, KVX_ENG_ADMIN_AT, sizeof(*m) + cl, -1, &rep);
+		if (r < 0)
+			goto fail;
+		if (off == 0 && rep->status == -EOPNOTSUPP && rep->value == 0) {
+			/* a kvxd without pages: one reply */
+			text = malloc(KVX_ENG_TEXT_MAX + 1);
+			if (!text)
+				return -ENOMEM;
+			r = admin_single(c, cmd, text, KVX_ENG_TEXT_MAX + 1);
+			*out = text;
+			return r;
+		}
+		if (rep->value < 0 || (uint64_t)rep->value > ADMIN_TEXT_MAX ||
+		    (off && (uint64_t)rep->value != total) ||
+		    rep->text_len > (uint64_t)rep->value - off ||
+		    (!rep->text_len && off < (uint64_t)rep->value)) {
+			r = -EPROTO; /* pages that do not add up */
+			goto fail;
+		}
+		if (off == 0) {
+			total = (uint64_t)rep->value;
+			status = rep->status;
+			text = malloc(total + 1);
+			if (!text)
+				return -ENOMEM;
+		}
+		memcpy(text + off, rep + 1, rep->text_len);
+		off += rep->text_len;
+	} while (off < total);
+	text[total] = '\0';
+	*out = text;
+	return status;
+fail:
+	free(text);
+	return r;
+}
+
 int
 kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len)
+{
+	char *text = NULL;
+	int r;
+
+	if (!c || !cmd || (!out && len))
+		return -EINVAL;
+	if (out && len)
+		out[0] = '\0';
+	r = kvx_admin_text(c, cmd, &text);
+	if (text && len) { /* the text is copied on error too: it explains the error */
+		size_t n = strnlen(text, len - 1);
+
+		memcpy(out, text, n);
+		out[n] = '\0';
+	}
+	free(text);
+	return r;
+}
+
+/* One KVX_ENG_ADMIN request and its one reply (a kvxd that does not page). */
+static int
+admin_single(struct kvx_conn *c, const char *cmd, char *out, size_t len)
 {
 	const struct kvx_eng_reply *rep;
 	struct kvx_eng_admin *m;

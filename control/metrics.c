@@ -82,30 +82,47 @@ reserve(struct kvxd_metrics_buf *b, size_t more)
 	return true;
 }
 
-static void __attribute__((format(printf, 2, 3))) put(struct out *o, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 0)))
+buf_vprintf(struct kvxd_metrics_buf *b, const char *fmt, va_list ap)
 {
-	struct kvxd_metrics_buf *b = o->b;
-	va_list ap;
+	va_list again;
 	int n;
 
 	if (b->overflow || !reserve(b, 0))
 		return;
-	va_start(ap, fmt);
+	va_copy(again, ap);
 	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
 	if (n < 0) {
 		b->overflow = true;
-		return;
-	}
-	if (b->len + (size_t)n >= b->cap) { /* it did not fit: grow and write it again */
+	} else if (b->len + (size_t)n >= b->cap) { /* it did not fit: grow and write it again */
 		b->p[b->len] = '\0';
-		if (!reserve(b, (size_t)n))
-			return;
-		va_start(ap, fmt);
-		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
+		if (reserve(b, (size_t)n)) {
+			vsnprintf(b->p + b->len, b->cap - b->len, fmt, again);
+			b->len += (size_t)n;
+		}
+	} else {
+		b->len += (size_t)n;
 	}
-	b->len += (size_t)n;
+	va_end(again);
+}
+
+void
+kvxd_metrics_buf_printf(struct kvxd_metrics_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+static void __attribute__((format(printf, 2, 3))) put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vprintf(o->b, fmt, ap);
+	va_end(ap);
 }
 
 /* A label value or help text, escaped for the format: text label values escape \ " and

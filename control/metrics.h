@@ -39,5 +39,8 @@ int kvxd_metrics_render(struct kvxd *d, enum kvxd_metrics_format fmt, unsigned f
 			struct kvxd_metrics_buf *b);
 
 void kvxd_metrics_buf_fini(struct kvxd_metrics_buf *b);
+/* printf into b (appended; b->overflow set when it does not fit). */
+void kvxd_metrics_buf_printf(struct kvxd_metrics_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 #endif /* KVX_CONTROL_METRICS_H */

@@ -60,7 +60,7 @@
 #include <sys/types.h>
 
 #define KVX_MAX_CORES 8
-#define KVX_MAX_PEERS 32
+#define KVX_MAX_PEERS 256
 #define KVX_CFG_NAME_MAX 64
 #define KVX_CFG_PATH_MAX 108
 #define KVX_CFG_ALLOW_FROM_MAX 8

@@ -40,6 +40,7 @@ enum kvx_eng_type {
 	KVX_ENG_ADMIN = 7,	/* reply text */
 	KVX_ENG_ROOM_ABORT = 8, /* decode; reply value = the abort generation */
 	KVX_ENG_RINGS = 9,	/* after HELLO: move to shared-memory rings (see below) */
+	KVX_ENG_ADMIN_AT = 10,	/* reply text from offset on; value = the whole text's length */
 	KVX_ENG_REPLY = 64,	/* kvxd -> engine */
 	KVX_ENG_EVENT = 65,	/* kvxd -> engine */
 };
@@ -139,6 +140,16 @@ _Static_assert(sizeof(struct kvx_eng_room_abort) == sizeof(struct kvx_eng_room_c
 /* followed by the command text (not NUL-terminated; hdr.len bounds it) */
 struct kvx_eng_admin {
 	struct kvx_eng_hdr hdr;
+};
+
+/* An admin command whose reply may be longer than one message: offset 0 runs the command and
+ * keeps its whole text (at most 16 MiB) for this session; each reply carries the text from
+ * offset on (up to KVX_ENG_TEXT_MAX bytes) and, in value, the whole text's length.  The engine
+ * asks for the next offsets with the same command text until it has it all; another offset, or
+ * another command, is refused with -ESTALE.  Followed by the command text. */
+struct kvx_eng_admin_at {
+	struct kvx_eng_hdr hdr;
+	uint64_t offset;
 };
 
 /* followed by text_len bytes of text (not NUL-terminated) */

@@ -21,6 +21,8 @@ SOURCE_SIZE = NAME_MAX + 8 + 4 * 3 * 4  # struct kvx_eng_source: name, rank, pad
 CHUNK_FIXED = 8 + 10 * 4  # struct kvx_eng_chunk after its header: room, 10 u32
 
 HELLO, POOL_REG, POOL_UNREG, ROOM_OPEN, CHUNK, ROOM_CLOSE, ADMIN, ROOM_ABORT, RINGS = range(1, 10)
+ADMIN_AT = 10  # paged admin replies: u64 offset, then the command
+ADMIN_PAGE = 60000
 T_REPLY, T_EVENT = 64, 65
 
 
@@ -178,5 +180,13 @@ class FakeKvxd:
                 self.requests.append((type_, dict(cmd=cmd)))
                 st, text = self.admin_replies.get(cmd, (0, "fake reply to " + cmd))
                 self._reply(seq, st, 0, text.encode())
+            elif type_ == ADMIN_AT:
+                (offset,) = struct.unpack_from("=Q", body)
+                cmd = body[8:].decode()
+                if offset == 0:  # recorded as the command it is
+                    self.requests.append((ADMIN, dict(cmd=cmd)))
+                st, text = self.admin_replies.get(cmd, (0, "fake reply to " + cmd))
+                text = text.encode()
+                self._reply(seq, st, len(text), text[offset: offset + ADMIN_PAGE])
             else:
                 self._reply(seq, -errno.EBADMSG)

@@ -685,18 +685,21 @@ test_bad_paths(void **state)
 static void
 test_too_many_peers(void **state)
 {
-	char text[8192];
+	static char text[64 * 1024];
+	char msg[64];
 	size_t len;
 	int i;
 
 	len = (size_t)snprintf(text, sizeof(text), "%s", MIN_INI);
 	for (i = 0; i <= KVX_MAX_PEERS; i++)
 		len += (size_t)snprintf(text + len, sizeof(text) - len,
-					"[peer.p%d]\naddress = 10.0.1.%d:7470\n", i, i + 1);
+					"[peer.p%d]\naddress = 10.0.%d.%d:7470\n", i, 1 + i / 200,
+					1 + i % 200);
 	assert_true(len < sizeof(text));
-	/* peer i's header is at line MIN_LINES + 2i + 1: the 33rd (i = 32) is refused */
-	expect_fail(text, MIN_LINES + 2 * KVX_MAX_PEERS + 1,
-		    "[peer.p32]: too many peers (at most 32)");
+	/* peer i's header is at line MIN_LINES + 2i + 1: the one past the last is refused */
+	snprintf(msg, sizeof(msg), "[peer.p%d]: too many peers (at most %d)", KVX_MAX_PEERS,
+		 KVX_MAX_PEERS);
+	expect_fail(text, MIN_LINES + 2 * KVX_MAX_PEERS + 1, msg);
 }
 
 static void
@@ -818,7 +821,7 @@ static void
 test_print_round_trip(void **state)
 {
 	struct kvx_config cfg;
-	char text[8192];
+	static char text[64 * 1024];
 	size_t len;
 	int i;
 
@@ -834,12 +837,17 @@ test_print_round_trip(void **state)
 	load_ok(MIN_INI "[security]\nallow=\n[peer.b]\naddress = 10.0.0.2:1\n", &cfg);
 	assert_round_trip(&cfg);
 
-	/* 32 peers with long names, all allowed: too long for one allow line, still the same */
-	len = (size_t)snprintf(text, sizeof(text), "%s", MIN_INI);
+	/* KVX_MAX_PEERS peers with long names, all allowed: too long for one allow line, still the
+	 * same */
+	/* (queue depths that let every peer's QPs fit the CQs at once) */
+	len = (size_t)snprintf(
+		text, sizeof(text), "%s",
+		"[node]\nname = alpha\nlisten = 10.0.0.1:7470\n[rdma]\ndevice = rxe0\n"
+		"sq_depth = 64\nrq_depth = 64\n[engine]\nsocket = /run/kvx/engine.sock\n");
 	for (i = 0; i < KVX_MAX_PEERS; i++)
 		len += (size_t)snprintf(text + len, sizeof(text) - len,
-					"[peer.node-rack1-host%02d]\naddress = 10.0.1.%d:7470\n", i,
-					i + 1);
+					"[peer.node-rack1-host%03d]\naddress = 10.0.%d.%d:7470\n",
+					i, 1 + i / 200, 1 + i % 200);
 	load_ok(text, &cfg);
 	assert_int_equal(cfg.n_peers, KVX_MAX_PEERS);
 	assert_round_trip(&cfg);

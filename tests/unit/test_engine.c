@@ -792,6 +792,83 @@ test_credentials_read_from_a_socket(void **state)
 	close(sv[1]);
 }
 
+/* One KVX_ENG_ADMIN_AT request: cmd's text from offset. */
+static int
+eng_admin_at(struct eng *e, const char *cmd, uint64_t offset, struct eng_reply *out)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_admin_at) + 256) / 8];
+	struct kvx_eng_admin_at *m = (void *)buf;
+	size_t cl = strlen(cmd);
+	uint64_t seq;
+	int r;
+
+	assert_true(cl <= 256 - 16);
+	m->offset = offset;
+	memcpy(m + 1, cmd, cl);
+	seq = eng_send(e, KVX_ENG_ADMIN_AT, m, sizeof(*m) + cl, -1);
+	assert_true(seq != 0);
+	r = eng_wait(e, seq, out);
+	return r < 0 ? r : out->status;
+}
+
+/* KVX_ENG_ADMIN_AT: offset 0 runs the command and keeps its text; each reply carries the text
+ * from the offset asked (at most KVX_ENG_TEXT_MAX bytes) and the whole length; the last page
+ * frees the text; an offset past it, another command or no text kept is -ESTALE; a refused
+ * command's status comes with its explanation. */
+static void
+test_admin_pages(void **state)
+{
+	static struct eng_reply r;
+	static char big[3 * KVX_ENG_TEXT_MAX + 123];
+	struct kvxd_engine *ke = NULL;
+	struct eng e;
+	size_t got = 0;
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_int_equal(eng_admin_at(&e, "peers", 0, &r), 0);
+	assert_int_equal(r.value, (int64_t)strlen(r.text)); /* one page: the whole text */
+	assert_non_null(strstr(r.text, "peer b "));
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (A.engines[i])
+			ke = A.engines[i];
+	assert_non_null(ke);
+	assert_null(ke->admin_text); /* one page: nothing kept */
+	assert_int_equal(eng_admin_at(&e, "peers", 5, &r), -ESTALE);
+
+	/* a text of three pages and a bit, as kvxd keeps it after offset 0 */
+	for (size_t i = 0; i < sizeof(big) - 1; i++)
+		big[i] = (char)('a' + i % 26);
+	ke->admin_text = strdup(big);
+	ke->admin_text_len = sizeof(big) - 1;
+	ke->admin_rc = 0;
+	snprintf(ke->admin_cmd, sizeof(ke->admin_cmd), "counters");
+	assert_int_equal(eng_admin_at(&e, "rooms", KVX_ENG_TEXT_MAX, &r), -ESTALE);
+	assert_int_equal(eng_admin_at(&e, "counters", sizeof(big), &r), -ESTALE);
+	assert_non_null(ke->admin_text); /* refusals keep it */
+	for (got = KVX_ENG_TEXT_MAX; got < sizeof(big) - 1;) {
+		assert_int_equal(eng_admin_at(&e, "counters", got, &r), 0);
+		assert_int_equal(r.value, (int64_t)(sizeof(big) - 1));
+		assert_memory_equal(r.text, big + got, strlen(r.text));
+		assert_true(strlen(r.text) > 0 && strlen(r.text) <= KVX_ENG_TEXT_MAX);
+		got += strlen(r.text);
+	}
+	assert_int_equal(got, sizeof(big) - 1);
+	assert_null(ke->admin_text); /* the last page freed it */
+	assert_int_equal(eng_admin_at(&e, "counters", KVX_ENG_TEXT_MAX, &r), -ESTALE);
+
+	/* a real text of its own: counters, the first page from offset 0 */
+	assert_int_equal(eng_admin_at(&e, "counters", 0, &r), 0);
+	assert_true(r.value >= (int64_t)strlen(r.text));
+	assert_non_null(strstr(r.text, "kvx_"));
+	/* a refused command: its status on the page, its explanation as the text */
+	assert_int_equal(eng_admin_at(&e, "nonsense", 0, &r), -EINVAL);
+	assert_non_null(strstr(r.text, "commands: "));
+	eng_close(&e);
+}
+
 /* nobody, in the socket's group only through a supplementary group: accepted (the old check
  * compared the primary gid only); nobody outside the group: refused and counted. */
 static void
@@ -2205,6 +2282,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_shutdown_with_an_engine_holding_rooms, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunks_warm_cache_no_malloc, setup, teardown),
+		T(test_admin_pages),
 		T(test_listen_keeps_a_regular_file),
 		T(test_listen_keeps_a_symlink),
 		T(test_listen_does_not_steal_a_live_socket),

@@ -80,6 +80,7 @@ struct fake {
 	int status_next;   /* status of the next reply to a room or pool request, then 0 */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
 	bool rings_ok;	   /* accept RINGS (set before the connect) */
+	bool no_pages;	   /* a kvxd without ADMIN_AT (replies -EOPNOTSUPP) */
 	int rings_bad;	   /* enum bad_rings, for the RINGS reply */
 	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
 	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
@@ -237,6 +238,8 @@ request_ok(const uint8_t *buf, size_t n)
 		return n == sizeof(struct kvx_eng_room_abort);
 	case KVX_ENG_ADMIN:
 		return n > sizeof(struct kvx_eng_admin);
+	case KVX_ENG_ADMIN_AT:
+		return n > sizeof(struct kvx_eng_admin_at);
 	case KVX_ENG_RINGS:
 		return n == sizeof(struct kvx_eng_rings);
 	case KVX_ENG_ROOM_OPEN: {
@@ -266,6 +269,45 @@ request_ok(const uint8_t *buf, size_t n)
 }
 
 /* A REPLY carrying nfds fds (SCM_RIGHTS; none when nfds is 0), straight onto the socket. */
+/* ADMIN_AT as kvxd pages it, 100 bytes a page: "fail" -> -ENOENT with its explanation, "big" ->
+ * 1000 bytes (a..z repeated), "lie" -> pages whose total changes on the way, anything else
+ * "ok:CMD"; with no_pages, -EOPNOTSUPP as a kvxd without pages. */
+static int
+admin_page(struct fake *f, const struct kvx_eng_admin_at *m, size_t cl, char *text, size_t tlen,
+	   int64_t *total)
+{
+	const char *cmd = (const char *)(m + 1);
+	char full[1100];
+	size_t len;
+	int status = 0;
+
+	if (f->no_pages) {
+		snprintf(text, tlen, "unknown request type");
+		*total = 0;
+		return -EOPNOTSUPP;
+	}
+	if (cl == 4 && !memcmp(cmd, "fail", 4)) {
+		status = -ENOENT;
+		snprintf(full, sizeof(full), "no such command\n");
+	} else if ((cl == 3 && !memcmp(cmd, "big", 3)) || (cl == 3 && !memcmp(cmd, "lie", 3))) {
+		for (int i = 0; i < 1000; i++)
+			full[i] = (char)('a' + i % 26);
+		full[1000] = '\0';
+	} else {
+		snprintf(full, sizeof(full), "ok:%.*s", (int)(cl > 200 ? 200 : cl), cmd);
+	}
+	len = strlen(full);
+	*total = (int64_t)len + (cl == 3 && !memcmp(cmd, "lie", 3) && m->offset ? 7 : 0);
+	if (m->offset > len) {
+		snprintf(text, tlen, "no such page");
+		*total = 0;
+		return -ESTALE;
+	}
+	snprintf(text, tlen, "%.*s", (int)(len - m->offset < 100 ? len - m->offset : 100),
+		 full + m->offset);
+	return status;
+}
+
 static void
 send_reply_fds(struct fake *f, uint64_t seq, int32_t status, int64_t value, const int *fds,
 	       int nfds)
@@ -506,7 +548,7 @@ fake_serve(void *arg)
 		}
 		status_next = 0;
 		if (h->type != KVX_ENG_CHUNK && h->type != KVX_ENG_HELLO &&
-		    h->type != KVX_ENG_ADMIN) {
+		    h->type != KVX_ENG_ADMIN && h->type != KVX_ENG_ADMIN_AT) {
 			status_next = f->status_next;
 			f->status_next = 0;
 		}
@@ -574,6 +616,11 @@ fake_serve(void *arg)
 			}
 			break;
 		}
+		case KVX_ENG_ADMIN_AT:
+			status = admin_page(f, (const struct kvx_eng_admin_at *)buf,
+					    (size_t)n - sizeof(struct kvx_eng_admin_at), text,
+					    sizeof(text), &value);
+			break;
 		default:
 			status = status_next;
 			break;
@@ -1397,6 +1444,48 @@ test_admin_text(void **state)
 	assert_int_equal(kvx_admin(fx->c, "peers", NULL, 0), 0);
 }
 
+/* A reply longer than one message comes in pages (KVX_ENG_ADMIN_AT): all of it with
+ * kvx_admin_text, truncated with kvx_admin; pages that do not add up are -EPROTO; a kvxd
+ * without pages is asked the old way. */
+static void
+test_admin_pages(void **state)
+{
+	struct fixture *fx = *state;
+	char out[64], *t = NULL;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.ntype[KVX_ENG_ADMIN_AT] = 0;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin_text(fx->c, "big", &t), 0);
+	assert_non_null(t);
+	assert_int_equal(strlen(t), 1000);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(t[i], 'a' + i % 26);
+	free(t);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN_AT], 10); /* ten pages of 100 */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "big", out, sizeof(out)), 0);
+	assert_int_equal(strlen(out), 63);
+	assert_int_equal(kvx_admin_text(fx->c, "fail", &t), -ENOENT);
+	assert_string_equal(t, "no such command\n");
+	free(t);
+	assert_int_equal(kvx_admin_text(fx->c, "lie", &t), -EPROTO);
+	assert_null(t);
+	assert_int_equal(kvx_admin_text(fx->c, NULL, &t), -EINVAL);
+	assert_int_equal(kvx_admin_text(fx->c, "x", NULL), -EINVAL);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.no_pages = true;
+	fx->f.ntype[KVX_ENG_ADMIN] = 0;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin_text(fx->c, "rooms", &t), 0);
+	assert_string_equal(t, "ok:rooms");
+	free(t);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN], 1); /* asked the old way */
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
 /* ---- rings (KVX_ENG_RINGS) ---- */
 
 static int
@@ -1479,7 +1568,7 @@ test_rings_carry_requests_replies_and_events(void **state)
 	assert_int_equal(fx->f.ntype[KVX_ENG_CHUNK], 1);
 	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_ABORT], 1);
 	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_CLOSE], 1);
-	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN], 1);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ADMIN_AT], 1);
 	assert_int_equal(fx->f.nsock, 2);
 	assert_int_equal(fx->f.bad_in, 0);
 	/* events kvxd puts on its own (three, on the next chunk) */
@@ -1780,6 +1869,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reply_timeout_then_late_reply_dropped,
 						setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_text, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_admin_pages, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_carry_requests_replies_and_events,
 						setup_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
