@@ -28,6 +28,7 @@ struct kvx_vx_dev_info {
 	uint32_t active_mtu; /* bytes */
 	int numa_node;	     /* -1 if unknown */
 	uint32_t max_sge;    /* scatter-gather entries per send WR, at most KVX_VX_MAX_SGE */
+	uint32_t max_cqe;    /* entries one CQ may have */
 	char name[64];
 };
 

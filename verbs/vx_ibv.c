@@ -24,6 +24,7 @@ struct kvx_vx_dev {
 	uint8_t port;
 	uint8_t gid_index;
 	uint32_t max_sge; /* min(KVX_VX_MAX_SGE, the device's max_sge) */
+	uint32_t max_cqe;
 	char name[64];
 };
 
@@ -109,6 +110,7 @@ ibv_dev_open(const char *name, uint8_t port, uint8_t gid_index, struct kvx_vx_de
 			goto err_pd;
 		}
 		d->max_sge = da.max_sge < KVX_VX_MAX_SGE ? (uint32_t)da.max_sge : KVX_VX_MAX_SGE;
+		d->max_cqe = da.max_cqe > 0 ? (uint32_t)da.max_cqe : 0;
 	}
 	d->port = port;
 	d->gid_index = gid_index;
@@ -164,6 +166,7 @@ ibv_dev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
 	info->active_mtu = 128u << pa.active_mtu;
 	info->numa_node = -1;
 	info->max_sge = d->max_sge;
+	info->max_cqe = d->max_cqe;
 	snprintf(info->name, sizeof(info->name), "%s", d->name);
 	return 0;
 }

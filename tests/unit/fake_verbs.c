@@ -137,6 +137,7 @@ fdev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
 	info->active_mtu = 1024;
 	info->numa_node = -1;
 	info->max_sge = fake_max_sge;
+	info->max_cqe = 1u << 22;
 	snprintf(info->name, sizeof(info->name), "%s", d->name);
 	return 0;
 }
