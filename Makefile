@@ -101,9 +101,12 @@ bench-ceiling: build
 
 # Membership at scale (tests/vm/scale_membership.sh, not part of make test): SCALE_NODES kvxd
 # find each other through etcd in one VM, take rooms, lose half of them and find them again.
+# SCALE_CONNECT=on_demand: sessions only where rooms need them, closed when idle.
 SCALE_NODES ?= 12
+SCALE_CONNECT ?= always
 scale: build
-	@KVX_VM_PASSENV="KVX_SCALE_NODES" KVX_SCALE_NODES=$(SCALE_NODES) \
+	@KVX_VM_PASSENV="KVX_SCALE_NODES KVX_SCALE_CONNECT" KVX_SCALE_NODES=$(SCALE_NODES) \
+		KVX_SCALE_CONNECT=$(SCALE_CONNECT) \
 		scripts/kvx-vm --build $(BUILD) --timeout 1500 tests/vm/scale_membership.sh
 
 # The .deb (packaging/install.cmake): the programs, libkvx, headers, kvx.pc, the unit in

@@ -169,11 +169,11 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 
 	out[0] = '\0';
 	rc = admin_run(d, cmd, admin, &b);
-	if (b.overflow) {
-		too_long(&b, cmd);
+	if (b.overflow && strncmp(cmd, "counters", 8) == 0) {
+		too_long(&b, cmd); /* a cut exposition would mislead */
 		return -EMSGSIZE;
 	}
-	return rc;
+	return rc; /* peers and rooms: the lines that fit, as before pages existed */
 }
 
 int

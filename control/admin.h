@@ -14,7 +14,7 @@
 int kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len);
 /* The same, the whole text in a buffer that grows up to KVXD_ADMIN_TEXT_MAX (b is set up here;
  * free it with kvxd_metrics_buf_fini): the engine protocol's KVX_ENG_ADMIN_AT pages it out. */
-#define KVXD_ADMIN_TEXT_MAX (16u << 20)
+#define KVXD_ADMIN_TEXT_MAX (4u << 20)
 int kvxd_admin_text(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *b);
 
 #endif /* KVX_CONTROL_ADMIN_H */

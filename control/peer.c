@@ -29,6 +29,8 @@
 #define RECONNECT_MS 200
 #define SWEEP_MS 1000	  /* retry of a rollback whose release failed */
 #define BUSY_RETRY_MS 500 /* on_demand: a dial answered BYE BUSY is tried again after this */
+/* on_demand: an IDLE_ASK is agreed to only when no room has used the session for this long */
+#define IDLE_ANSWER_GRACE_MS 200
 
 /* The legal next states of a peer (DESIGN.md section 4): dial or accept from IDLE, the
  * handshake in order, CLOSING from anywhere (a failure, a reset), IDLE once rolled back. */
@@ -780,7 +782,10 @@ idle_answer(struct kvxd *d, struct kvxd_peer *p)
 {
 	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_IDLE};
 
-	if (!d->cfg.on_demand || !kvxd_rooms_idle_peer(d, p))
+	/* and none for a while: a WR of a prefill room that just ended may still wait for its
+	 * completion on the asker's side */
+	if (!d->cfg.on_demand || !kvxd_rooms_idle_peer(d, p) ||
+	    kvxd_now_ms() < p->busy_ms + IDLE_ANSWER_GRACE_MS)
 		return;
 	kvxd_peer_send(d, p, &bye);
 	d->ctr.sessions_idle_closed++;
@@ -880,9 +885,11 @@ dial_due(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 {
 	if (!d->cfg.on_demand)
 		return p->initiator;
-	if (!p->want)
+	if (!p->want && !p->lost)
 		return false;
-	p->want = kvxd_rooms_need_peer(d, p);
+	/* a room waits for p; or p's last session failed: new rooms from it fail at once until
+	 * it is back, so no room would ever ask for it */
+	p->want = kvxd_rooms_need_peer(d, p) || p->lost;
 	if (!p->want || pending_of(d, p))
 		return false;
 	if (!session_room(d, now)) { /* waits for a session to close */
@@ -1610,7 +1617,14 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 		refuse_log(d, pc->addr, "peer %s: %s", p->name, why);
 		return -1;
 	}
-	if (d->cfg.on_demand && p->initiator && p->dialer && peer_in_setup(p)) {
+	if (d->cfg.on_demand && p->initiator && p->dialer && p->state == KVXD_PEER_CONNECTING) {
+		/* crossing dials, ours not even connected (the peer may be unreachable this way):
+		 * give it up, quietly, and answer the peer's */
+		d->ctr.dial_collisions++;
+		p->quiet = true;
+		kvxd_peer_reset(d, p,
+				"crossing dials: ours had not connected; answering the peer's");
+	} else if (d->cfg.on_demand && p->initiator && p->dialer && peer_in_setup(p)) {
 		/* crossing dials: ours wins (our name sorts first).  This one is left unanswered
 		 * (it expires after pending_ms): the peer gives its own dial up, without failing
 		 * anything, when ours reaches it. */

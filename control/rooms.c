@@ -97,16 +97,20 @@ peer_link(struct kvxd *d, struct kvxd_room *r, int i, int peer)
 		return;
 	r->peer_link[i].room = r;
 	r->peer_link[i].idx = i;
+	r->peer_link[i].peer = peer;
 	cds_list_add_tail(&r->peer_link[i].node, &d->peers[peer].rooms);
 	r->peer_linked |= 1u << i;
+	d->peers[peer].busy_ms = kvxd_now_ms(); /* connect = on_demand: idle_ms starts again */
 }
 
 static void
-peer_unlink_all(struct kvxd_room *r)
+peer_unlink_all(struct kvxd *d, struct kvxd_room *r)
 {
 	for (int i = 0; i < KVX_MAX_SOURCES; i++)
-		if (r->peer_linked & (1u << i))
+		if (r->peer_linked & (1u << i)) {
 			cds_list_del(&r->peer_link[i].node);
+			d->peers[r->peer_link[i].peer].busy_ms = kvxd_now_ms();
+		}
 	r->peer_linked = 0;
 }
 
@@ -440,7 +444,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 	r->removing = true;
 	kvxd_room_charge(d, r, -1, false);
 	kvxd_room_engine_left(d, r);
-	peer_unlink_all(r);
+	peer_unlink_all(d, r);
 	kvxd_timer_cancel(&d->room_timers, &r->tm);
 	kvxd_timer_unreserve(&d->room_timers, 1);
 	kvx_room_table_del(d->by_id, &r->pc.by_id);
@@ -645,7 +649,7 @@ free_room_walk(struct kvx_room_table_node *n, void *arg)
 		if (r->pc.role == KVX_ROOM_DECODE)
 			kvx_room_table_del(d->by_token, &r->pc.by_token);
 		kvxd_room_engine_left(d, r); /* off its engine's list before it is freed */
-		peer_unlink_all(r);
+		peer_unlink_all(d, r);
 		kvxd_timer_cancel(&d->room_timers, &r->tm);
 		while (r->pc.pend_head) {
 			struct kvxd_chunk *ch = r->pc.pend_head;

@@ -49,6 +49,7 @@ struct kvxd_room_link {
 	struct cds_list_head node; /* on struct kvxd_peer.rooms */
 	struct kvxd_room *room;
 	int idx;
+	int peer; /* whose list */
 };
 
 /* One region of a decode room: destination pages of a pool (the room holds a reference). */

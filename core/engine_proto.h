@@ -143,7 +143,7 @@ struct kvx_eng_admin {
 };
 
 /* An admin command whose reply may be longer than one message: offset 0 runs the command and
- * keeps its whole text (at most 16 MiB) for this session; each reply carries the text from
+ * keeps its whole text (at most 4 MiB) for this session; each reply carries the text from
  * offset on (up to KVX_ENG_TEXT_MAX bytes) and, in value, the whole text's length.  The engine
  * asks for the next offsets with the same command text until it has it all; another offset, or
  * another command, is refused with -ESTALE.  Followed by the command text. */

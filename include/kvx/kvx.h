@@ -221,9 +221,9 @@ int kvx_conn_fd(const struct kvx_conn *c);
  * uid or a member of [engine] admin_group; "peers", "rooms", "counters" are open to all. */
 int kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len);
 
-/* The same with the whole reply, however long (kvxd pages it out; at most 16 MiB): *out is a
- * NUL-terminated malloc'd text the caller frees, also when the command failed (it explains the
- * error); NULL when nothing came back.  Returns 0 or -errno as kvx_admin. */
+/* The same with the whole reply, however long (kvxd pages it out, at most 4 MiB; up to 16 MiB is
+ * taken): *out is a NUL-terminated malloc'd text the caller frees, also when the command failed (it
+ * explains the error); NULL when nothing came back.  Returns 0 or -errno as kvx_admin. */
 int kvx_admin_text(struct kvx_conn *c, const char *cmd, char **out);
 
 #ifdef __cplusplus

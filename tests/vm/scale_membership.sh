@@ -4,10 +4,14 @@
 # rxe1, and form a full mesh (N x (N-1) / 2 sessions).  Node n0 then feeds every other node at
 # once (one kvx-bench per decode node, verified); half of the nodes are killed and the others
 # drop them when their leases expire (every QP they had with them gone); the killed ones come
-# back and the mesh forms again.  Prints the timings and the QP counts.
+# back and the mesh forms again.  Prints the timings and the QP counts.  With
+# KVX_SCALE_CONNECT=on_demand ([node] connect = on_demand, idle_ms 5000) the nodes find each
+# other with no session at all; n0's rooms set up its N-1 sessions only; after the kill and the
+# return every session closes once idle and every QP goes.
 . "$(dirname "$0")/lib.sh"
 
 N=${KVX_SCALE_NODES:-12}
+CONNECT=${KVX_SCALE_CONNECT:-always}
 ROOMS=${KVX_SCALE_ROOMS:-40}
 LEASE_S=3
 ETCD_URL=http://10.77.0.1:2379
@@ -21,6 +25,7 @@ for ((i = 0; i < N; i++)); do
 [node]
 name = n$i
 listen = 10.77.0.$((dev + 1)):$((7600 + i))
+connect = $CONNECT
 [cores]
 idle_park_us = 1000
 [rdma]
@@ -37,6 +42,7 @@ socket = /run/kvx/n$i.sock
 [timeouts]
 handshake_ms = 10000
 waiting_ms = 30000
+idle_ms = 5000
 [security]
 secret_file = $KVX_SECRET
 [membership]
@@ -53,9 +59,15 @@ start_bg etcd etcd --name kvx --data-dir /tmp/etcd --listen-client-urls "$ETCD_U
 wait_for_port 2379 30 || fail "etcd did not start"
 
 ready_count() { ctl "$1" peers 2>/dev/null | grep -c " state READY" || true; }
-mesh() { # mesh FIRST LAST WANT: nodes FIRST..LAST each see WANT peers READY
+listed_count() { ctl "$1" peers 2>/dev/null | grep -c "^peer " || true; }
+mesh() { # mesh FIRST LAST WANT: nodes FIRST..LAST each see WANT peers READY (on_demand: listed)
+	local i count=ready_count
+	[ "$CONNECT" = on_demand ] && count=listed_count
+	for ((i = $1; i <= $2; i++)); do [ "$($count "n$i")" -eq "$3" ] || return 1; done
+}
+no_session() { # on_demand: no node has a session up
 	local i
-	for ((i = $1; i <= $2; i++)); do [ "$(ready_count "n$i")" -eq "$3" ] || return 1; done
+	for ((i = 0; i < N; i++)); do [ "$(ready_count "n$i")" -eq 0 ] || return 1; done
 }
 qps() { echo "rxe0 $(rdma_counts rxe0 | cut -d' ' -f1) rxe1 $(rdma_counts rxe1 | cut -d' ' -f1)"; }
 base=$(qps)
@@ -66,7 +78,13 @@ for ((i = 0; i < N; i++)); do wait_for_socket "/run/kvx/n$i.sock" 60 || fail "n$
 wait_until 300 mesh 0 $((N - 1)) $((N - 1)) || fail "no full mesh: $(for ((i = 0; i < N; i++)); do echo -n "n$i:$(ready_count n$i) "; done)"
 mesh_ms=$(($(now_ms) - t0))
 full=$(qps)
-vm_log "full mesh of $N nodes ($((N * (N - 1) / 2)) sessions) ${mesh_ms} ms after start; QPs $full"
+if [ "$CONNECT" = on_demand ]; then
+	no_session || fail "sessions up before any room: $(for ((i = 0; i < N; i++)); do echo -n "n$i:$(ready_count n$i) "; done)"
+	[ "$full" = "$base" ] || fail "QPs before any room: $full (idle $base)"
+	vm_log "$N nodes found each other (N-1 peers listed each, no session) ${mesh_ms} ms after start; QPs $full"
+else
+	vm_log "full mesh of $N nodes ($((N * (N - 1) / 2)) sessions) ${mesh_ms} ms after start; QPs $full"
+fi
 
 # n0 feeds every other node at once
 t0=$(now_ms)
@@ -79,6 +97,17 @@ for ((i = 1; i < N; i++)); do
 	[ "$(json_get "$KVX_LOGDIR/bench$i.log" verified)" = ok ] || fail "n0 -> n$i: not verified"
 done
 rooms_ms=$(($(now_ms) - t0))
+if [ "$CONNECT" = on_demand ]; then
+	# every decode node dialled n0 (sessions may have closed idle since), and nobody else
+	met=$(ctl n0 peers | grep -c " handshakes [1-9]" || true)
+	[ "$met" -eq $((N - 1)) ] || fail "n0 had sessions with $met nodes after feeding $((N - 1))"
+	[ "$(metric n0 sessions_on_demand_total)" = 0 ] || fail "n0 dialled: it has no decode room"
+	for ((i = 1; i < N; i++)); do
+		[ "$(ctl "n$i" peers | grep -c " handshakes [1-9]" || true)" -le 1 ] ||
+			fail "n$i had sessions with several peers; it only talks to n0"
+	done
+	full=$(qps)
+fi
 vm_log "$(((N - 1) * ROOMS)) rooms (up to $(((N - 1) * 4)) in flight) from n0 to $((N - 1)) nodes in ${rooms_ms} ms, all verified"
 
 # the upper half is killed: the others drop them when their leases expire
@@ -97,5 +126,12 @@ t0=$(now_ms)
 for ((i = half; i < N; i++)); do start_bg "n${i}b" "$KVXD" -c "$dir/n$i.ini"; done
 wait_until 300 mesh 0 $((N - 1)) $((N - 1)) || fail "the mesh did not form again"
 again_ms=$(($(now_ms) - t0))
-echo "scale: $N nodes via etcd, full mesh $((N * (N - 1) / 2)) sessions in ${mesh_ms} ms (QPs idle ${base} / mesh ${full}); $(((N - 1) * ROOMS)) rooms n0 -> $((N - 1)) nodes, up to $(((N - 1) * 4)) in flight, verified, ${rooms_ms} ms; $((N - half)) killed, dropped in ${drop_ms} ms (QPs ${half_qps}); back in ${again_ms} ms"
+idle=""
+if [ "$CONNECT" = on_demand ]; then
+	t0=$(now_ms)
+	wait_until 120 eval 'no_session && [ "$(qps)" = "$base" ]' ||
+		fail "sessions left after idle_ms: $(for ((i = 0; i < N; i++)); do echo -n "n$i:$(ready_count n$i) "; done) QPs $(qps)"
+	idle="; every session closed idle and every QP gone $(($(now_ms) - t0)) ms later"
+fi
+echo "scale ($CONNECT): $N nodes via etcd, full mesh $((N * (N - 1) / 2)) sessions in ${mesh_ms} ms (QPs idle ${base} / mesh ${full}); $(((N - 1) * ROOMS)) rooms n0 -> $((N - 1)) nodes, up to $(((N - 1) * 4)) in flight, verified, ${rooms_ms} ms; $((N - half)) killed, dropped in ${drop_ms} ms (QPs ${half_qps}); back in ${again_ms} ms${idle}"
 echo "PASS: scale"
