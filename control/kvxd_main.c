@@ -78,32 +78,6 @@ signals_block(struct kvxd *d)
 	return d->sig_fd < 0 ? -errno : 0;
 }
 
-/* The CQs must be no larger than the device allows.  connect = on_demand: a smaller CQ only
- * holds fewer sessions at once (control/peer.c), so cq_depth is lowered to the device's limit;
- * connect = always: every peer's QPs must fit, so a larger one is refused. */
-static int
-fit_cq_depth(struct kvxd *d)
-{
-	uint32_t max = d->dev_info.max_cqe;
-	uint64_t one = 2ull * ((uint64_t)d->cfg.sq_depth + d->cfg.rq_depth);
-
-	if (!max || d->cfg.cq_depth <= max)
-		return 0;
-	if (d->cfg.on_demand && max >= one) {
-		KVX_INFO("[rdma] cq_depth %u lowered to %u, the most %s allows: %llu sessions at "
-			 "once",
-			 d->cfg.cq_depth, max, d->cfg.device,
-			 (unsigned long long)(max / (one / 2)));
-		d->cfg.cq_depth = max;
-		return 0;
-	}
-	KVX_ERR("[rdma] cq_depth %u: %s allows at most %u CQ entries; lower sq_depth and "
-		"rq_depth%s",
-		d->cfg.cq_depth, d->cfg.device, max,
-		d->cfg.on_demand ? "" : ", list fewer peers, or set [node] connect = on_demand");
-	return -EINVAL;
-}
-
 static int
 pick_cores(struct kvxd *d, int *cpus)
 {
@@ -222,7 +196,7 @@ main(int argc, char **argv)
 	rc = kvx_vx->dev_query(d->dev, &d->dev_info);
 	if (rc)
 		goto err_close_dev;
-	rc = fit_cq_depth(d);
+	rc = kvxd_peer_fit_cq(d);
 	if (rc)
 		goto err_close_dev;
 	d->by_id = kvx_room_table_create(room_buckets(&d->cfg));

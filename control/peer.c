@@ -116,6 +116,29 @@ kvxd_peer_room(const struct kvxd *d)
 }
 
 int
+kvxd_peer_fit_cq(struct kvxd *d)
+{
+	uint32_t max = d->dev_info.max_cqe;
+	uint64_t one = 2ull * ((uint64_t)d->cfg.sq_depth + d->cfg.rq_depth);
+
+	if (!max || d->cfg.cq_depth <= max)
+		return 0;
+	if (d->cfg.on_demand && max >= one) {
+		KVX_INFO("[rdma] cq_depth %u lowered to %u, the most %s allows: %llu sessions at "
+			 "once",
+			 d->cfg.cq_depth, max, d->cfg.device,
+			 (unsigned long long)(max / (one / 2)));
+		d->cfg.cq_depth = max;
+		return 0;
+	}
+	KVX_ERR("[rdma] cq_depth %u: %s allows at most %u CQ entries; lower sq_depth and "
+		"rq_depth%s",
+		d->cfg.cq_depth, d->cfg.device, max,
+		d->cfg.on_demand ? "" : ", list fewer peers, or set [node] connect = on_demand");
+	return -EINVAL;
+}
+
+int
 kvxd_peer_add(struct kvxd *d, const struct kvx_config_peer *cp)
 {
 	int i = 0;

@@ -40,6 +40,11 @@ void kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why);
  * connect = on_demand any free slot: the CQs bound the sessions up at once instead (a dial
  * waits, a peer's dial is answered BYE BUSY, until a session closes). */
 int kvxd_peer_room(const struct kvxd *d);
+/* Start: the CQs must be no larger than the device allows (dev_info.max_cqe).  connect =
+ * on_demand: a smaller CQ only holds fewer sessions at once, so cq_depth is lowered to the
+ * limit; connect = always: every peer's QPs must fit, so a larger one is refused (-EINVAL,
+ * logged with what to change). */
+int kvxd_peer_fit_cq(struct kvxd *d);
 /* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
 /* Operator: pause, resume or try a peer.  0 or -errno. */

@@ -385,6 +385,38 @@ test_sessions_wait_for_cq_room(void **state)
 	assert_true(B.ctr.sessions_idle_closed >= 1);
 }
 
+/* The CQ depth against the device's limit: with on_demand lowered to it (fewer sessions at once),
+ * with connect = always refused (every peer's QPs must fit); a limit below one session and its
+ * replacement is refused either way; an unknown limit (0) changes nothing. */
+static void
+test_cq_depth_fitted_to_the_device(void **state)
+{
+	struct kvx_config saved = A.cfg;
+	uint32_t saved_max = A.dev_info.max_cqe;
+
+	(void)state;
+	A.cfg.sq_depth = A.cfg.rq_depth = 32; /* one session and its replacement: 128 */
+	A.dev_info.max_cqe = 1000;
+	A.cfg.cq_depth = 256;
+	assert_int_equal(kvxd_peer_fit_cq(&A), 0);
+	assert_int_equal(A.cfg.cq_depth, 256);
+	A.cfg.cq_depth = 4096;
+	assert_int_equal(kvxd_peer_fit_cq(&A), 0);
+	assert_int_equal(A.cfg.cq_depth, 1000);
+	A.cfg.on_demand = false;
+	A.cfg.cq_depth = 4096;
+	assert_int_equal(kvxd_peer_fit_cq(&A), -EINVAL);
+	assert_int_equal(A.cfg.cq_depth, 4096);
+	A.cfg.on_demand = true;
+	A.dev_info.max_cqe = 100;
+	assert_int_equal(kvxd_peer_fit_cq(&A), -EINVAL);
+	A.dev_info.max_cqe = 0;
+	assert_int_equal(kvxd_peer_fit_cq(&A), 0);
+	assert_int_equal(A.cfg.cq_depth, 4096);
+	A.cfg = saved;
+	A.dev_info.max_cqe = saved_max;
+}
+
 int
 main(void)
 {
@@ -401,6 +433,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cq_depth_fitted_to_the_device, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
