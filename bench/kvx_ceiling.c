@@ -238,9 +238,9 @@ pool_init(struct run *r, struct side *s)
 				     .page_size = r->o->page_size,
 				     .npages = (uint32_t)npages,
 				     .nbufs = r->bufs,
-				     .lkey = kvx_vx->mr_lkey(mr),
-				     .rkey = kvx_vx->mr_rkey(mr),
-				     .mr = mr};
+				     .lkey = {kvx_vx->mr_lkey(mr)},
+				     .rkey = {kvx_vx->mr_rkey(mr)},
+				     .mr = {mr}};
 	return 0;
 }
 
@@ -257,10 +257,10 @@ connect_pair(struct run *r)
 	r->dc.qpc = dc;
 	if (!pf || !dc)
 		return -ENOMEM;
-	rc = kvx_vx->qp_create(r->dev, r->pf.core.cq, r->o->sq_depth, RQ_DEPTH, &pf->qp);
+	rc = kvx_vx->qp_create(r->dev, r->pf.core.cq[0], r->o->sq_depth, RQ_DEPTH, &pf->qp);
 	if (rc)
 		return rc;
-	rc = kvx_vx->qp_create(r->dev, r->dc.core.cq, r->o->sq_depth, RQ_DEPTH, &dc->qp);
+	rc = kvx_vx->qp_create(r->dev, r->dc.core.cq[0], r->o->sq_depth, RQ_DEPTH, &dc->qp);
 	if (rc)
 		return rc;
 	pf->qpn = kvx_vx->qp_num(pf->qp);
@@ -429,7 +429,7 @@ room_start(struct run *r, struct slot *s)
 				   .nsrc = 1,
 				   .nreg = 1};
 	meta->reg[0] = (struct kvxd_meta_region){.addr = (uint64_t)(uintptr_t)r->dc.mem,
-						 .rkey = r->dc.pool.rkey,
+						 .rkey = {r->dc.pool.rkey[0]},
 						 .page_size = r->o->page_size,
 						 .pool_npages = r->dc.pool.npages,
 						 .nbufs = r->bufs,
@@ -679,9 +679,9 @@ run_setup(struct run *r)
 	r->by_token = kvx_room_table_create(4ul * r->inflight);
 	if (!r->by_id || !r->by_token)
 		return -ENOMEM;
-	if ((rc = kvx_pcore_init(&r->pf.core, 0, -1, r->dev, &cfg, r->by_id, r->by_token)))
+	if ((rc = kvx_pcore_init(&r->pf.core, 0, -1, &r->dev, 1, &cfg, r->by_id, r->by_token)))
 		return rc;
-	if ((rc = kvx_pcore_init(&r->dc.core, 1, -1, r->dev, &cfg, r->by_id, r->by_token)))
+	if ((rc = kvx_pcore_init(&r->dc.core, 1, -1, &r->dev, 1, &cfg, r->by_id, r->by_token)))
 		return rc;
 	if ((rc = pool_init(r, &r->pf)) || (rc = pool_init(r, &r->dc)))
 		return rc;
@@ -724,10 +724,10 @@ run_teardown(struct run *r)
 			kvx_pcore_qpc_free(s->qpc);
 		}
 		if (s->mem) {
-			rc |= kvx_vx->mr_dereg(s->pool.mr);
+			rc |= kvx_vx->mr_dereg(s->pool.mr[0]);
 			free(s->mem);
 		}
-		if (s->core.cq)
+		if (s->core.cq[0])
 			kvx_pcore_fini(&s->core);
 	}
 	if (r->slots)

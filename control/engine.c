@@ -411,23 +411,32 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		goto err_free;
 	}
 	p->len = len;
-	rc = kvx_vx->mr_reg(d->dev, p->base, len, &p->mr);
-	if (rc)
-		goto err_unmap;
+	for (int k = 0; k < d->nrails; k++) { /* on every rail: a room's WRs go over all */
+		rc = kvx_vx->mr_reg(d->rails[k].dev, p->base, len, &p->mr[k]);
+		if (rc)
+			goto err_dereg;
+		p->lkey[k] = kvx_vx->mr_lkey(p->mr[k]);
+		p->rkey[k] = kvx_vx->mr_rkey(p->mr[k]);
+	}
 	p->id = ++d->next_pool_id;
 	p->engine_id = e->id;
 	p->uid = e->uid;
 	p->page_size = g->page_size;
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
-	p->lkey = kvx_vx->mr_lkey(p->mr);
-	p->rkey = kvx_vx->mr_rkey(p->mr);
 	d->pools[slot] = p;
-	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B (rkey 0x%x)", e->id, p->id,
-		 p->nbufs, p->npages, p->page_size, p->rkey);
+	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B on %d rail%s (rkey 0x%x)",
+		 e->id, p->id, p->nbufs, p->npages, p->page_size, d->nrails,
+		 d->nrails > 1 ? "s" : "", p->rkey[0]);
 	return p->id;
 
-err_unmap:
+err_dereg:
+	for (int k = 0; k < d->nrails; k++)
+		if (p->mr[k] && kvx_vx->mr_dereg(p->mr[k]))
+			KVX_ERR("engine %d: pool on rail %d: deregistration failed", e->id, k);
+	munmap(p->base, len);
+	free(p);
+	return rc;
 	munmap(p->base, len);
 err_free:
 	free(p);
@@ -441,9 +450,14 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 
 	if (atomic_load(&p->refs) > 0)
 		return -EBUSY;
-	rc = kvx_vx->mr_dereg(p->mr);
-	if (rc)
-		return rc;
+	for (int k = 0; k < KVX_MAX_RAILS; k++) {
+		if (!p->mr[k])
+			continue;
+		rc = kvx_vx->mr_dereg(p->mr[k]);
+		if (rc)
+			return rc; /* kept: retried with the rails still registered */
+		p->mr[k] = NULL;
+	}
 	munmap(p->base, p->len);
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
 		if (d->pools[i] == p)

@@ -835,8 +835,8 @@ kvxd_etcd_start(struct kvxd *d)
 	e->call.fd = e->watch.fd = -1;
 	snprintf(key, sizeof(key), "%s%s", d->cfg.etcd_prefix, d->cfg.name);
 	/* our QPs' GID, so that peers check exactly it (not only an IPv4-mapped default) */
-	if (memcmp(d->dev_info.gid, zero, 16) != 0 &&
-	    inet_ntop(AF_INET6, d->dev_info.gid, gid, sizeof(gid)))
+	if (memcmp(d->rails[0].info.gid, zero, 16) != 0 &&
+	    inet_ntop(AF_INET6, d->rails[0].info.gid, gid, sizeof(gid)))
 		snprintf(val, sizeof(val), "%s:%u %s", adv->host, adv->port, gid);
 	else
 		snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);

@@ -44,7 +44,10 @@
  * gives up quietly (nothing fails) and dials again later; we ask our longest idle session to
  * close meanwhile. */
 #define KVXD_BYE_BUSY 4
-#define KVXD_JOURNAL_MAX (4 * KVX_MAX_CORES + 8)
+#define KVXD_MAX_LANES                                                            \
+	(KVX_MAX_CORES * KVX_MAX_RAILS) /* a session's QPs: one per core per rail \
+					 */
+#define KVXD_JOURNAL_MAX (4 * KVXD_MAX_LANES + 8)
 /* Freed chunks kept for reuse (kvxd_chunk_alloc), at most this many bytes, headers included;
  * past it a freed chunk goes back to free().  4 MiB keeps e.g. 13000 chunks of 64 pages, or 255
  * of the largest (KVX_MAX_ROOM_PAGES pages, 16 KiB each): more than a node has in flight at
@@ -112,7 +115,7 @@ enum kvxd_release_step {
 
 struct kvxd_journal_entry {
 	uint8_t kind;
-	uint8_t core;
+	uint8_t lane; /* KVXD_J_QPC..: the QP's lane (core and rail, kvxd_lane_core/_rail) */
 	uint8_t step; /* enum kvxd_release_step (KVXD_J_QP) */
 	bool handed;  /* KVXD_J_QP: published to its polling core */
 };
@@ -149,8 +152,8 @@ struct kvxd_peer {
 	struct kvxd_stream s;
 	struct kvx_wire_seq seq;
 	struct kvxd_journal j;
-	struct kvxd_qpc *qpc[KVX_MAX_CORES];
-	uint32_t psn[KVX_MAX_CORES];
+	struct kvxd_qpc *qpc[KVXD_MAX_LANES]; /* by lane: core * nrails + rail */
+	uint32_t psn[KVXD_MAX_LANES];
 	bool sent_ready, got_ready;
 	bool paused;	/* operator: no connection until resumed */
 	bool try_once;	/* operator: one attempt, pause again if it fails */
@@ -318,8 +321,13 @@ struct kvxd_hists {
 struct kvxd {
 	struct kvx_config cfg;
 	const char *cfg_path;
-	struct kvx_vx_dev *dev;
-	struct kvx_vx_dev_info dev_info;
+	/* the RDMA devices ([rdma] and [rail.N]): each polling core has a CQ on every rail, and
+	 * each peer session a QP per core on every rail */
+	struct kvxd_rail {
+		struct kvx_vx_dev *dev;
+		struct kvx_vx_dev_info info;
+	} rails[KVX_MAX_RAILS];
+	int nrails;
 	struct kvxd_core cores[KVX_MAX_CORES];
 	int ncores;
 	struct kvx_room_table *by_id, *by_token;
@@ -366,6 +374,25 @@ struct kvxd {
 /* Milliseconds on the monotonic clock; tests may replace kvxd_clock_ms. */
 extern uint64_t (*kvxd_clock_ms)(void);
 uint64_t kvxd_now_ms(void);
+
+/* A session's QP lanes: lane = core * nrails + rail. */
+static inline int
+kvxd_lane(const struct kvxd *d, int core, int rail)
+{
+	return core * d->nrails + rail;
+}
+
+static inline int
+kvxd_lane_core(const struct kvxd *d, int lane)
+{
+	return lane / d->nrails;
+}
+
+static inline int
+kvxd_lane_rail(const struct kvxd *d, int lane)
+{
+	return lane % d->nrails;
+}
 /* Microseconds on the monotonic clock, for the histograms only (never a deadline); tests may
  * replace kvxd_clock_us. */
 extern uint64_t (*kvxd_clock_us)(void);

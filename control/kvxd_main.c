@@ -89,6 +89,38 @@ pick_cores(struct kvxd *d, int *cpus)
 	return kvx_topo_pick_poll_cpus(d->cfg.device, d->cfg.control_cpu, cpus, 1);
 }
 
+/* Open and query every rail's device ([rdma], then [rail.N]); d->nrails counts those open.
+ * A rail whose device has no GID at its gid_index cannot carry RoCE: refused. */
+static int
+open_rails(struct kvxd *d)
+{
+	static const uint8_t zero[16];
+
+	for (d->nrails = 0; d->nrails < d->cfg.n_rails; d->nrails++) {
+		const struct kvx_config_rail *cr = &d->cfg.rails[d->nrails];
+		struct kvxd_rail *r = &d->rails[d->nrails];
+		int rc = kvx_vx->dev_open(cr->device, cr->port, cr->gid_index, &r->dev);
+
+		if (rc)
+			return rc;
+		rc = kvx_vx->dev_query(r->dev, &r->info);
+		if (rc == 0 && d->cfg.n_rails > 1 && memcmp(r->info.gid, zero, 16) == 0) {
+			KVX_ERR("rail %d (%s port %u): no GID at gid_index %u", d->nrails,
+				cr->device, cr->port, cr->gid_index);
+			rc = -ENODEV;
+		}
+		if (rc) {
+			kvx_vx->dev_close(r->dev);
+			r->dev = NULL;
+			return rc;
+		}
+		if (d->nrails > 0)
+			KVX_INFO("rail %d: device %s port %u (mtu %u)", d->nrails, cr->device,
+				 cr->port, r->info.active_mtu);
+	}
+	return 0;
+}
+
 /* Room tables start sized for the rooms the configured limits allow (engines' and peers'),
  * up to 2^16 buckets (2^17 with both roles); past that they grow. */
 static unsigned long
@@ -109,6 +141,7 @@ main(int argc, char **argv)
 	bool check = false;
 	char err[512];
 	int cpus[KVX_MAX_CORES], rc, c = 0, ncores;
+	struct kvx_vx_dev *devs[KVX_MAX_RAILS];
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
@@ -190,12 +223,9 @@ main(int argc, char **argv)
 	rcu_register_thread();
 	set_thread_call_rcu_data(create_call_rcu_data(0, d->cfg.control_cpu));
 
-	rc = kvx_vx->dev_open(d->cfg.device, d->cfg.port, d->cfg.gid_index, &d->dev);
+	rc = open_rails(d);
 	if (rc)
-		goto err_rcu;
-	rc = kvx_vx->dev_query(d->dev, &d->dev_info);
-	if (rc)
-		goto err_close_dev;
+		goto err_close_dev; /* closes the rails it opened */
 	rc = kvxd_peer_fit_cq(d);
 	if (rc)
 		goto err_close_dev;
@@ -210,8 +240,10 @@ main(int argc, char **argv)
 		rc = ncores;
 		goto err_destroy_tables;
 	}
+	for (int k = 0; k < d->nrails; k++)
+		devs[k] = d->rails[k].dev;
 	for (c = 0; c < ncores; c++) {
-		rc = kvx_pcore_init(&d->cores[c], c, cpus[c], d->dev, &d->cfg, d->by_id,
+		rc = kvx_pcore_init(&d->cores[c], c, cpus[c], devs, d->nrails, &d->cfg, d->by_id,
 				    d->by_token);
 		if (rc)
 			goto err_fini_cores;
@@ -247,10 +279,11 @@ main(int argc, char **argv)
 		if (rc)
 			goto err_stop_cores;
 	}
-	KVX_INFO("node %s up: device %s (mtu %u), %d polling core%s (cpu %d%s), control cpu %d, "
-		 "listening %s:%u, engine socket %s",
-		 d->cfg.name, d->cfg.device, d->dev_info.active_mtu, ncores, ncores > 1 ? "s" : "",
-		 cpus[0], ncores > 1 ? ", ..." : "", d->cfg.control_cpu, d->cfg.listen.host,
+	KVX_INFO("node %s up: device %s (mtu %u)%s, %d polling core%s (cpu %d%s), control cpu "
+		 "%d, listening %s:%u, engine socket %s",
+		 d->cfg.name, d->cfg.device, d->rails[0].info.active_mtu,
+		 d->nrails > 1 ? " and more rails" : "", ncores, ncores > 1 ? "s" : "", cpus[0],
+		 ncores > 1 ? ", ..." : "", d->cfg.control_cpu, d->cfg.listen.host,
 		 d->cfg.listen.port, d->cfg.socket_path);
 
 	rc = kvxd_run(d);
@@ -279,8 +312,11 @@ err_destroy_tables:
 	if (d->by_id)
 		kvx_room_table_destroy(d->by_id);
 err_close_dev:
-	kvx_vx->dev_close(d->dev);
-err_rcu:
+	while (d->nrails > 0) {
+		d->nrails--;
+		kvx_vx->dev_close(d->rails[d->nrails].dev);
+		d->rails[d->nrails].dev = NULL;
+	}
 	rcu_unregister_thread();
 	kvxd_engine_unlisten(d);
 err_fini_chunks:

@@ -118,22 +118,29 @@ kvxd_peer_room(const struct kvxd *d)
 int
 kvxd_peer_fit_cq(struct kvxd *d)
 {
-	uint32_t max = d->dev_info.max_cqe;
 	uint64_t one = 2ull * ((uint64_t)d->cfg.sq_depth + d->cfg.rq_depth);
+	uint32_t max = 0;
+	int k = 0;
 
+	/* every rail has a CQ of this depth on each core: the smallest limit holds for all */
+	for (int i = 0; i < d->nrails; i++)
+		if (d->rails[i].info.max_cqe && (!max || d->rails[i].info.max_cqe < max)) {
+			max = d->rails[i].info.max_cqe;
+			k = i;
+		}
 	if (!max || d->cfg.cq_depth <= max)
 		return 0;
 	if (d->cfg.on_demand && max >= one) {
 		KVX_INFO("[rdma] cq_depth %u lowered to %u, the most %s allows: %llu sessions at "
 			 "once",
-			 d->cfg.cq_depth, max, d->cfg.device,
+			 d->cfg.cq_depth, max, d->cfg.rails[k].device,
 			 (unsigned long long)(max / (one / 2)));
 		d->cfg.cq_depth = max;
 		return 0;
 	}
 	KVX_ERR("[rdma] cq_depth %u: %s allows at most %u CQ entries; lower sq_depth and "
 		"rq_depth%s",
-		d->cfg.cq_depth, d->cfg.device, max,
+		d->cfg.cq_depth, d->cfg.rails[k].device, max,
 		d->cfg.on_demand ? "" : ", list fewer peers, or set [node] connect = on_demand");
 	return -EINVAL;
 }
@@ -223,11 +230,11 @@ kvxd_peer_remove(struct kvxd *d, struct kvxd_peer *p, const char *why)
 /* Record an acquisition right after it succeeded.  The journal is sized for every acquisition
  * of one setup; running out is a programming error. */
 static void
-journal_push(struct kvxd_peer *p, int kind, int core)
+journal_push(struct kvxd_peer *p, int kind, int lane)
 {
 	assert(p->j.n < KVXD_JOURNAL_MAX);
 	if (p->j.n < KVXD_JOURNAL_MAX)
-		p->j.e[p->j.n++] = (struct kvxd_journal_entry){.kind = kind, .core = core};
+		p->j.e[p->j.n++] = (struct kvxd_journal_entry){.kind = kind, .lane = lane};
 }
 
 static int
@@ -248,7 +255,7 @@ release_socket(struct kvxd *d, struct kvxd_peer *p)
 static int
 journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *e)
 {
-	struct kvxd_qpc *q = e->kind >= KVXD_J_QPC ? p->qpc[e->core] : NULL;
+	struct kvxd_qpc *q = e->kind >= KVXD_J_QPC ? p->qpc[e->lane] : NULL;
 	int rc;
 
 	switch (e->kind) {
@@ -261,7 +268,7 @@ journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *
 		return 0;
 	case KVXD_J_QPC:
 		kvx_pcore_qpc_free(q);
-		p->qpc[e->core] = NULL;
+		p->qpc[e->lane] = NULL;
 		return 0;
 	case KVXD_J_QP_ARMED:
 		if (kvx_fault_hit(KVX_FAULT_RB_QP_TO_ERR))
@@ -276,7 +283,7 @@ journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *
 			rc = kvx_vx->qp_to_err(q->qp);
 			if (rc)
 				return rc;
-			if (kvx_pcore_send(&d->cores[e->core], &m))
+			if (kvx_pcore_send(&d->cores[kvxd_lane_core(d, e->lane)], &m))
 				return -EAGAIN; /* inbox full: the sweep retries */
 			e->step = KVXD_REL_REMOVING;
 		}
@@ -348,7 +355,7 @@ kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q)
 	for (int i = 0; p && i < p->j.n; i++) {
 		struct kvxd_journal_entry *e = &p->j.e[i];
 
-		if (e->kind == KVXD_J_QP && p->qpc[e->core] == q) {
+		if (e->kind == KVXD_J_QP && p->qpc[e->lane] == q) {
 			e->step = KVXD_REL_RETIRED;
 			journal_rollback(d, p);
 			return;
@@ -365,25 +372,35 @@ kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q)
 
 /* ---- setup --------------------------------------------------------------------------------- */
 
-static struct kvx_vx_qp_attr
-qp_attr(struct kvxd *d, struct kvxd_peer *p, int core, const struct kvx_wire_qp_info *ri)
+/* A rail's MTU: the configured one, at most what the device runs. */
+static uint32_t
+rail_mtu(const struct kvxd *d, int rail)
 {
+	uint32_t cfg = d->cfg.rails[rail].mtu, dev = d->rails[rail].info.active_mtu;
+
+	return dev && dev < cfg ? dev : cfg;
+}
+
+static struct kvx_vx_qp_attr
+qp_attr(struct kvxd *d, struct kvxd_peer *p, int lane, const struct kvx_wire_qp_info *ri)
+{
+	int rail = kvxd_lane_rail(d, lane);
 	struct kvx_vx_qp_attr a = {
-		.local_psn = p->psn[core],
-		.mtu = d->cfg.mtu < d->dev_info.active_mtu ? d->cfg.mtu : d->dev_info.active_mtu,
-		.port = d->cfg.port,
-		.gid_index = d->cfg.gid_index,
+		.local_psn = p->psn[lane],
+		.mtu = rail_mtu(d, rail),
+		.port = d->cfg.rails[rail].port,
+		.gid_index = d->cfg.rails[rail].gid_index,
 		.retry_cnt = d->cfg.retry_cnt,
 		.rnr_retry = d->cfg.rnr_retry,
 		.ack_timeout = d->cfg.ack_timeout,
 	};
 
 	if (ri) {
-		a.remote_qpn = ri->qp[core].qpn;
-		a.remote_psn = ri->qp[core].psn;
-		memcpy(a.remote_gid, ri->gid, 16);
-		if (ri->mtu < a.mtu)
-			a.mtu = ri->mtu;
+		a.remote_qpn = ri->qp[lane].qpn;
+		a.remote_psn = ri->qp[lane].psn;
+		memcpy(a.remote_gid, ri->rail[rail].gid, 16);
+		if (ri->rail[rail].mtu < a.mtu)
+			a.mtu = ri->rail[rail].mtu;
 	}
 	return a;
 }
@@ -399,17 +416,19 @@ take_slot(struct kvxd_peer *p)
 	return 0;
 }
 
-/* Create one QP per core, move it to INIT, pre-post its receives, and send QP_INFO. */
+/* Create one QP per core on every rail (a lane each), move it to INIT, pre-post its
+ * receives, and send QP_INFO. */
 static int
 setup_qps(struct kvxd *d, struct kvxd_peer *p)
 {
 	struct kvx_wire_msg m = {.type = KVX_WIRE_QP_INFO};
 	int rc;
 
-	for (int c = 0; c < d->ncores; c++) {
+	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
+		int core = kvxd_lane_core(d, c), rail = kvxd_lane_rail(d, c);
 		struct kvx_vx_qp_attr a;
-		struct kvxd_qpc *q =
-			kvx_pcore_qpc_alloc(d->cfg.sq_depth, d->cfg.rq_depth, d->dev_info.max_sge);
+		struct kvxd_qpc *q = kvx_pcore_qpc_alloc(d->cfg.sq_depth, d->cfg.rq_depth,
+							 d->rails[rail].info.max_sge);
 		struct kvxd_msg add = {.type = KVXD_MSG_QP_ADD, .qpc = q};
 		uint64_t *ids;
 		int posted;
@@ -419,14 +438,15 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		p->qpc[c] = q;
 		journal_push(p, KVXD_J_QPC, c);
 		FAULT(p, KVX_FAULT_HS_AFTER_QPC);
-		rc = kvx_vx->qp_create(d->dev, d->cores[c].cq, d->cfg.sq_depth, d->cfg.rq_depth,
-				       &q->qp);
+		rc = kvx_vx->qp_create(d->rails[rail].dev, d->cores[core].cq[rail], d->cfg.sq_depth,
+				       d->cfg.rq_depth, &q->qp);
 		if (rc)
 			return rc;
 		journal_push(p, KVXD_J_QP, c);
 		FAULT(p, KVX_FAULT_HS_AFTER_QP_CREATE);
 		q->qpn = kvx_vx->qp_num(q->qp);
 		q->peer = p->idx;
+		q->rail = rail;
 		/* the session it will be published as: set before its core owns it, so that an
 		 * immediate that overtakes QP_ACTIVATE is judged by the right session */
 		q->epoch = p->epoch + 1;
@@ -448,7 +468,7 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		 * when the QP is fenced), whether or not every receive was posted. */
 		q->rq_posted = (uint32_t)posted;
 		q->rq_deficit = q->rq_depth - (uint32_t)posted;
-		if (kvx_pcore_send(&d->cores[c], &add) == 0) {
+		if (kvx_pcore_send(&d->cores[core], &add) == 0) {
 			if (p->j.n && p->j.e[p->j.n - 1].kind == KVXD_J_QP)
 				p->j.e[p->j.n - 1].handed = true;
 			d->live_qpcs++;
@@ -461,23 +481,27 @@ setup_qps(struct kvxd *d, struct kvxd_peer *p)
 		m.u.qp_info.qp[c].qpn = q->qpn;
 		m.u.qp_info.qp[c].psn = p->psn[c];
 	}
-	memcpy(m.u.qp_info.gid, d->dev_info.gid, 16);
-	m.u.qp_info.mtu = d->cfg.mtu < d->dev_info.active_mtu ? d->cfg.mtu : d->dev_info.active_mtu;
+	m.u.qp_info.nrails = (uint8_t)d->nrails;
+	for (int k = 0; k < d->nrails; k++) {
+		memcpy(m.u.qp_info.rail[k].gid, d->rails[k].info.gid, 16);
+		m.u.qp_info.rail[k].mtu = rail_mtu(d, k);
+	}
 	m.u.qp_info.ncores = (uint16_t)d->ncores;
 	peer_set_state(d, p, KVXD_PEER_QP_EXCHANGE);
 	return kvxd_peer_send(d, p, &m);
 }
 
-/* The GID a peer's QP_INFO carries must be the configured one, or else the IPv4-mapped GID
- * (RoCE v2) of an address the peer may connect from: an authenticated peer still cannot point
- * our QPs at another host. */
+/* The GID a peer's QP_INFO carries for a rail must be the configured one (rail 0), or else
+ * the IPv4-mapped GID (RoCE v2) of an address the peer may connect from (its address or
+ * allow_from, which lists its other rails' addresses): an authenticated peer still cannot
+ * point our QPs at another host. */
 static bool
-gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16])
+gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16], int rail)
 {
 	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	uint32_t a;
 
-	if (cp->has_gid)
+	if (cp->has_gid && rail == 0)
 		return memcmp(cp->gid, gid, 16) == 0;
 	if (memcmp(gid, v4mapped, sizeof(v4mapped)) != 0)
 		return false;
@@ -497,18 +521,26 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 			 "polling core count mismatch: ours %d, theirs %u", d->ncores, ri->ncores);
 		return -EPROTO;
 	}
-	if (!gid_ok(&d->cfg.peers[p->idx], ri->gid)) {
+	if (ri->nrails != d->nrails) {
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "rail count mismatch: ours %d ([rdma] and [rail.N]), theirs %u", d->nrails,
+			 ri->nrails);
+		return -EPROTO;
+	}
+	for (int k = 0; k < d->nrails; k++) {
 		char gid[INET6_ADDRSTRLEN];
 
-		inet_ntop(AF_INET6, ri->gid, gid, sizeof(gid));
+		if (gid_ok(&d->cfg.peers[p->idx], ri->rail[k].gid, k))
+			continue;
+		inet_ntop(AF_INET6, ri->rail[k].gid, gid, sizeof(gid));
 		d->ctr.gid_mismatch++;
 		snprintf(p->last_error, sizeof(p->last_error),
-			 "QP_INFO GID %s is not the peer's (address %s, see [peer.%s] gid and "
-			 "allow_from)",
-			 gid, p->addr.host, p->name);
+			 "QP_INFO rail %d GID %s is not the peer's (address %s, see [peer.%s] gid "
+			 "and allow_from)",
+			 k, gid, p->addr.host, p->name);
 		return -EACCES;
 	}
-	for (int c = 0; c < d->ncores; c++) {
+	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
 		struct kvx_vx_qp_attr a = qp_attr(d, p, c, ri);
 
 		rc = kvx_vx->qp_to_rtr(p->qpc[c]->qp, &a);
@@ -535,9 +567,10 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	for (int i = 0; i < p->j.n; i++) {
 		struct kvxd_journal_entry *e = &p->j.e[i];
 		struct kvxd_msg m = {
-			.type = KVXD_MSG_QP_ACTIVATE, .qpc = p->qpc[e->core], .gen = p->epoch};
+			.type = KVXD_MSG_QP_ACTIVATE, .qpc = p->qpc[e->lane], .gen = p->epoch};
 
-		if (e->kind == KVXD_J_QP && kvx_pcore_send(&d->cores[e->core], &m))
+		if (e->kind == KVXD_J_QP &&
+		    kvx_pcore_send(&d->cores[kvxd_lane_core(d, e->lane)], &m))
 			return -EAGAIN;
 	}
 	peer_set_state(d, p, KVXD_PEER_READY);
@@ -550,8 +583,8 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->try_once = false;
 	p->n_handshakes++;
 	p->last_error[0] = '\0';
-	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores,
-		 d->ncores > 1 ? "s" : "");
+	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores * d->nrails,
+		 d->ncores * d->nrails > 1 ? "s" : "");
 	kvxd_peer_flush_status(d, p);
 	kvxd_abort_resend_for_peer(d, p);
 	kvxd_rooms_send_meta(d, p);
@@ -1085,7 +1118,6 @@ meta_new(const struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 		const struct kvx_wire_region *w = &rm->reg[g];
 
 		meta->reg[g] = (struct kvxd_meta_region){.addr = w->addr,
-							 .rkey = w->rkey,
 							 .page_size = w->page_size,
 							 .pool_npages = w->pool_npages,
 							 .nbufs = w->nbufs,
@@ -1094,6 +1126,7 @@ meta_new(const struct kvxd_peer *p, const struct kvx_wire_room_meta *rm)
 							 .len = w->len,
 							 .npages = w->npages,
 							 .pages = at};
+		memcpy(meta->reg[g].rkey, w->rkey, sizeof(meta->reg[g].rkey));
 		for (uint32_t i = 0; i < w->npages; i++)
 			*at++ = kvx_wire_region_page(w, i);
 	}
@@ -1224,6 +1257,15 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 		rc = publish(d, p);
 		return rc;
 	case KVX_WIRE_ROOM_META:
+		if (m->u.room_meta.nrails != d->nrails) {
+			/* the session agreed on the rails (QP_INFO): a key short is a broken peer
+			 */
+			d->ctr.frames_bad++;
+			snprintf(p->last_error, sizeof(p->last_error),
+				 "ROOM_META with keys for %u rails, the session has %d",
+				 m->u.room_meta.nrails, d->nrails);
+			return -EPROTO;
+		}
 		on_room_meta(d, p, &m->u.room_meta);
 		return 0;
 	case KVX_WIRE_ROOM_STATUS:

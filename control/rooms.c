@@ -585,6 +585,7 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 					  .nsrc = r->pc.nsrc,
 					  .dst_rank = r->pc.rank,
 					  .src_rank = r->src_rank[src],
+					  .nrails = (uint8_t)d->nrails,
 					  .nreg = (uint8_t)r->nreg};
 	at = le;
 	for (uint32_t g = 0; g < r->nreg; g++) {
@@ -592,7 +593,6 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 		const struct kvx_slice *sl = &r->slice[src][g];
 
 		rm->reg[g] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)x->pool->base,
-						      .rkey = x->pool->rkey,
 						      .page_size = x->pool->page_size,
 						      .pool_npages = x->pool->npages,
 						      .nbufs = x->pool->nbufs,
@@ -601,6 +601,7 @@ kvxd_send_room_meta(struct kvxd *d, struct kvxd_room *r, int src)
 						      .len = sl->length,
 						      .npages = x->npages,
 						      .pages_le = at};
+		memcpy(rm->reg[g].rkey, x->pool->rkey, sizeof(rm->reg[g].rkey));
 		for (uint32_t i = 0; i < x->npages; i++, at += 4) {
 			at[0] = x->pages[i] & 0xff;
 			at[1] = (x->pages[i] >> 8) & 0xff;

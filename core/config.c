@@ -50,6 +50,7 @@ enum sect {
 	SECT_METRICS,
 	SECT_MEMBERSHIP,
 	SECT_PEER, /* [peer.NAME]; may appear up to KVX_MAX_PEERS times */
+	SECT_RAIL, /* [rail.N], N = 1..KVX_MAX_RAILS - 1 */
 	SECT_COUNT,
 };
 
@@ -65,6 +66,7 @@ static const char *const sect_name[SECT_COUNT] = {
 	[SECT_METRICS] = "metrics",
 	[SECT_MEMBERSHIP] = "membership",
 	[SECT_PEER] = "peer.",
+	[SECT_RAIL] = "rail.",
 };
 
 struct parse;
@@ -146,8 +148,11 @@ struct parse {
 	unsigned int fail_line;
 	char msg[512];
 
-	enum sect sect;		  /* current section */
-	int peer;		  /* current peer when sect == SECT_PEER */
+	enum sect sect;				 /* current section */
+	int peer;				 /* current peer when sect == SECT_PEER */
+	int rail;				 /* current rail when sect == SECT_RAIL */
+	unsigned int rail_line[KVX_MAX_RAILS];	 /* line of each [rail.N]; 0: none */
+	unsigned int rail_key[KVX_MAX_RAILS][4]; /* device, port, gid_index, mtu; 0: not set */
 	char label[INI_MAX_LINE]; /* current section name as written, e.g. "peer.b" */
 	unsigned int sect_line[SECT_COUNT];
 	unsigned int key_line[K_COUNT];	       /* 0: key not seen */
@@ -745,6 +750,100 @@ static const struct key keys[K_COUNT] = {
 
 /* ---- reader and handler ---- */
 
+/* "[rail.N]": N is 1..KVX_MAX_RAILS - 1, each once, after [rail.N-1]. */
+static bool
+rail_begin(struct parse *p, const char *n)
+{
+	int i = n[0] >= '1' && n[0] <= '9' && n[1] == '\0' ? n[0] - '0' : 0;
+
+	if (i < 1 || i >= KVX_MAX_RAILS)
+		return fail(p, p->line, "[%s]: the rail number must be 1..%d", p->label,
+			    KVX_MAX_RAILS - 1);
+	if (p->rail_line[i])
+		return fail(p, p->line, "[%s]: section repeated (first at line %u)", p->label,
+			    p->rail_line[i]);
+	if (i > 1 && !p->rail_line[i - 1])
+		return fail(p, p->line,
+			    "[%s]: comes before [rail.%d] (rails are numbered in order)", p->label,
+			    i - 1);
+	p->rail_line[i] = p->line;
+	p->cfg.rails[i].port = 1;
+	p->cfg.rails[i].gid_index = 1;
+	if (p->cfg.n_rails < i + 1)
+		p->cfg.n_rails = i + 1;
+	p->sect = SECT_RAIL;
+	p->rail = i;
+	return true;
+}
+
+/* A key of [rail.N]. */
+static int
+rail_key(struct parse *p, const char *name, const char *value)
+{
+	static const char *const names[4] = {"device", "port", "gid_index", "mtu"};
+	struct kvx_config_rail *r = &p->cfg.rails[p->rail];
+	unsigned long long v;
+	int k;
+
+	for (k = 0; k < 4 && strcmp(name, names[k]) != 0; k++)
+		;
+	if (k == 4)
+		return key_fail(p, name, "unknown key");
+	if (p->rail_key[p->rail][k])
+		return key_fail(p, name, "duplicate key (first at line %u)",
+				p->rail_key[p->rail][k]);
+	p->rail_key[p->rail][k] = p->line;
+	if (k == 0) {
+		if (!name_valid(value))
+			return key_fail(p, name, "'%s' is not a name ([A-Za-z0-9_.-], 1..%d chars)",
+					value, KVX_CFG_NAME_MAX - 1);
+		snprintf(r->device, sizeof(r->device), "%s", value);
+		return 1;
+	}
+	if (k == 3) {
+		if (str_to_ull(value, 10, &v) != 0 ||
+		    (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096))
+			return key_fail(p, name, "'%s' is not one of 256, 512, 1024, 2048, 4096",
+					value);
+		r->mtu = (uint32_t)v;
+		return 1;
+	}
+	if (str_to_ull(value, 10, &v) != 0 || v < (k == 1 ? 1u : 0u) || v > 255)
+		return key_fail(p, name, "'%s' is not an integer %u..255", value, k == 1 ? 1u : 0u);
+	if (k == 1)
+		r->port = (uint8_t)v;
+	else
+		r->gid_index = (uint8_t)v;
+	return 1;
+}
+
+/* Rail 0 is [rdma]'s; every [rail.N] needs a device no other rail has. */
+static int
+check_rails(struct parse *p)
+{
+	struct kvx_config_rail *r = p->cfg.rails;
+
+	snprintf(r[0].device, sizeof(r[0].device), "%s", p->cfg.device);
+	r[0].port = p->cfg.port;
+	r[0].gid_index = p->cfg.gid_index;
+	r[0].mtu = p->cfg.mtu;
+	if (p->cfg.n_rails < 1)
+		p->cfg.n_rails = 1;
+	for (int i = 1; i < p->cfg.n_rails; i++) {
+		if (!p->rail_key[i][0])
+			return fail(p, p->rail_line[i], "[rail.%d] device: required key missing",
+				    i);
+		if (!p->rail_key[i][3])
+			r[i].mtu = p->cfg.mtu;
+		for (int j = 0; j < i; j++)
+			if (strcmp(r[i].device, r[j].device) == 0 && r[i].port == r[j].port)
+				return fail(p, p->rail_key[i][0],
+					    "[rail.%d] device: %s port %u is already rail %d", i,
+					    r[i].device, r[i].port, j);
+	}
+	return 1;
+}
+
 /* A line starting with '[' (blanks already stripped): switch to that section.  Returns false
  * after recording an error. */
 static bool
@@ -768,6 +867,8 @@ section_begin(struct parse *p, const char *line)
 	for (s = SECT_NODE; s < SECT_PEER; s++)
 		if (strcmp(name, sect_name[s]) == 0)
 			break;
+	if (s == SECT_PEER && strncmp(name, "rail.", 5) == 0)
+		return rail_begin(p, name + 5);
 	if (s == SECT_PEER && strncmp(name, "peer.", 5) != 0)
 		return fail(p, p->line, "[%s]: unknown section", name);
 	if (s != SECT_PEER) {
@@ -855,6 +956,8 @@ on_key(void *user, const char *section, const char *name, const char *value)
 		return fail(p, p->line, "line without a key name");
 	if (p->sect == SECT_NONE)
 		return fail(p, p->line, "%s: key outside any [section]", name);
+	if (p->sect == SECT_RAIL)
+		return rail_key(p, name, value);
 	if (p->sect == SECT_PEER) {
 		unsigned int *seen = strcmp(name, "allow_from") == 0 ? &p->peer_from[p->peer]
 				     : strcmp(name, "gid") == 0	     ? &p->peer_gid[p->peer]
@@ -1038,7 +1141,7 @@ check_all(struct parse *p)
 	if (p->cfg.secret_next_file[0] != '\0' && p->cfg.secret_file[0] == '\0')
 		return fail(p, p->key_line[K_SECURITY_SECRET_NEXT_FILE],
 			    "[security] secret_next_file: set without secret_file");
-	if (!check_cq_depth(p))
+	if (!check_cq_depth(p) || !check_rails(p))
 		return 0;
 	if (p->cfg.has_metrics && p->cfg.metrics_listen.port == p->cfg.listen.port &&
 	    (strcmp(p->cfg.metrics_listen.host, p->cfg.listen.host) == 0 ||
@@ -1181,6 +1284,12 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	fprintf(f, "mtu = %" PRIu32 "\n", cfg->mtu);
 	fprintf(f, "retry_cnt = %u\nrnr_retry = %u\nack_timeout = %u\n", cfg->retry_cnt,
 		cfg->rnr_retry, cfg->ack_timeout);
+	for (i = 1; i < cfg->n_rails; i++) {
+		fprintf(f, "\n[rail.%d]\n", i);
+		print_kv(f, "device", cfg->rails[i].device);
+		fprintf(f, "port = %u\ngid_index = %u\nmtu = %" PRIu32 "\n", cfg->rails[i].port,
+			cfg->rails[i].gid_index, cfg->rails[i].mtu);
+	}
 
 	fprintf(f, "\n[engine]\n");
 	print_kv(f, "socket", cfg->socket_path);

@@ -18,6 +18,10 @@
  *              a smaller value is refused), mtu (256|512|1024|2048|4096, default 1024),
  *              retry_cnt (0..6, default 6: rxe treats 7 as infinite), rnr_retry (0..6, default 6),
  *              ack_timeout (exponent 1..31, default 10)
+ *   [rail.N]   N = 1..3, each after the one before: another RDMA device (rail) every peer
+ *              session also gets QPs on, and a room's WRs are striped across: device (R, not a
+ *              device another rail has), port (1..255, default 1), gid_index (0..255, default
+ *              1), mtu (as [rdma], default [rdma]'s).  Every peer must have as many rails.
  *   [engine]   socket (R, a path shorter than 108 bytes), mode (octal, no world bits, default
  *              0660), admin_group (a group whose members may run operator commands; default
  *              none: root and kvxd's own uid only), max_sessions_per_uid (1..1024, default 16),
@@ -64,6 +68,7 @@
 #define KVX_CFG_NAME_MAX 64
 #define KVX_CFG_PATH_MAX 108
 #define KVX_CFG_ALLOW_FROM_MAX 8
+#define KVX_MAX_RAILS 4 /* RDMA devices per node: [rdma] and up to three [rail.N] */
 
 enum kvx_config_auth {
 	KVX_AUTH_HMAC_SHA256 = 0, /* mutual HMAC-SHA256 challenge and response (the default) */
@@ -78,6 +83,15 @@ struct kvx_config_net {
 struct kvx_config_addr {
 	char host[64]; /* dotted IPv4 */
 	uint16_t port; /* 1..65535 */
+};
+
+/* One RDMA device (a rail).  Rail 0 is [rdma]'s device, port, gid_index and mtu; rail N is
+ * [rail.N]. */
+struct kvx_config_rail {
+	char device[KVX_CFG_NAME_MAX];
+	uint8_t port;
+	uint8_t gid_index;
+	uint32_t mtu; /* bytes */
 };
 
 struct kvx_config_peer {
@@ -108,6 +122,9 @@ struct kvx_config {
 	uint32_t sq_depth, rq_depth, cq_depth;
 	uint32_t mtu; /* bytes */
 	uint8_t retry_cnt, rnr_retry, ack_timeout;
+	/* every rail: [0] repeats device, port, gid_index and mtu above; [1..] are [rail.N] */
+	struct kvx_config_rail rails[KVX_MAX_RAILS];
+	int n_rails; /* 1..KVX_MAX_RAILS */
 	/* [engine] */
 	char socket_path[KVX_CFG_PATH_MAX];
 	mode_t socket_mode;

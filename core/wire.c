@@ -163,6 +163,17 @@ check_ncores(uint16_t ncores, char *err, size_t errlen)
 }
 
 static bool
+check_nrails(uint8_t nrails, const char *tname, char *err, size_t errlen)
+{
+	if (nrails == 0 || nrails > KVX_WIRE_MAX_RAILS) {
+		fail(err, errlen, 0, "%s: nrails %u out of range 1..%d", tname, nrails,
+		     KVX_WIRE_MAX_RAILS);
+		return false;
+	}
+	return true;
+}
+
+static bool
 check_nreg(uint8_t nreg, char *err, size_t errlen)
 {
 	if (nreg == 0 || nreg > KVX_WIRE_MAX_REGIONS) {
@@ -204,20 +215,26 @@ check_qp_info(const struct kvx_wire_qp_info *q, char *err, size_t errlen)
 {
 	unsigned int i;
 
-	switch (q->mtu) {
-	case 256:
-	case 512:
-	case 1024:
-	case 2048:
-	case 4096:
-		break;
-	default:
-		fail(err, errlen, 0, "QP_INFO: mtu %u is not 256, 512, 1024, 2048 or 4096", q->mtu);
+	if (!check_nrails(q->nrails, "QP_INFO", err, errlen))
 		return false;
+	for (i = 0; i < q->nrails; i++) {
+		switch (q->rail[i].mtu) {
+		case 256:
+		case 512:
+		case 1024:
+		case 2048:
+		case 4096:
+			break;
+		default:
+			fail(err, errlen, 0,
+			     "QP_INFO: rail %u: mtu %u is not 256, 512, 1024, 2048 or 4096", i,
+			     q->rail[i].mtu);
+			return false;
+		}
 	}
 	if (!check_ncores(q->ncores, err, errlen))
 		return false;
-	for (i = 0; i < q->ncores; i++) {
+	for (i = 0; i < (unsigned int)q->ncores * q->nrails; i++) {
 		if (q->qp[i].qpn >= QP_NUM_LIMIT) {
 			fail(err, errlen, 0, "QP_INFO: qp[%u].qpn 0x%x exceeds 24 bits", i,
 			     q->qp[i].qpn);
@@ -311,6 +328,7 @@ check_room_meta(const struct kvx_wire_room_meta *rm, char *err, size_t errlen)
 	}
 	if (!check_rank(rm->dst_rank, "ROOM_META", "dst_rank", err, errlen) ||
 	    !check_rank(rm->src_rank, "ROOM_META", "src_rank", err, errlen) ||
+	    !check_nrails(rm->nrails, "ROOM_META", err, errlen) ||
 	    !check_nreg(rm->nreg, err, errlen))
 		return false;
 	for (uint32_t k = 0; k < rm->nreg; k++)
@@ -459,10 +477,13 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_bytes(w, m->u.auth_mac, sizeof(m->u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
-		put_bytes(w, q->gid, sizeof(q->gid));
-		put_uint(w, q->mtu, 4);
+		put_uint(w, q->nrails, 1);
+		for (i = 0; i < q->nrails; i++) {
+			put_bytes(w, q->rail[i].gid, sizeof(q->rail[i].gid));
+			put_uint(w, q->rail[i].mtu, 4);
+		}
 		put_uint(w, q->ncores, 2);
-		for (i = 0; i < q->ncores; i++) {
+		for (i = 0; i < (unsigned int)q->ncores * q->nrails; i++) {
 			put_uint(w, q->qp[i].qpn, 4);
 			put_uint(w, q->qp[i].psn, 4);
 		}
@@ -477,12 +498,14 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_uint(w, rm->nsrc, 2);
 		put_uint(w, rm->dst_rank, 4);
 		put_uint(w, rm->src_rank, 4);
+		put_uint(w, rm->nrails, 1);
 		put_uint(w, rm->nreg, 1);
 		for (i = 0; i < rm->nreg; i++) {
 			const struct kvx_wire_region *g = &rm->reg[i];
 
 			put_uint(w, g->addr, 8);
-			put_uint(w, g->rkey, 4);
+			for (unsigned int k = 0; k < rm->nrails; k++)
+				put_uint(w, g->rkey[k], 4);
 			put_uint(w, g->page_size, 4);
 			put_uint(w, g->pool_npages, 4);
 			put_uint(w, g->nbufs, 4);
@@ -684,15 +707,23 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 		r->off += sizeof(m->u.auth_mac);
 		return true;
 	case KVX_WIRE_QP_INFO:
-		if (!need(r, sizeof(q->gid), "gid"))
+		if (!get_u8(r, &q->nrails, "nrails"))
 			return false;
-		memcpy(q->gid, r->p + r->off, sizeof(q->gid));
-		r->off += sizeof(q->gid);
-		if (!get_u32(r, &q->mtu, "mtu") || !get_u16(r, &q->ncores, "ncores"))
+		if (!check_nrails(q->nrails, "QP_INFO", r->err, r->errlen))
+			return false;
+		for (i = 0; i < q->nrails; i++) {
+			if (!need(r, sizeof(q->rail[i].gid), "gid"))
+				return false;
+			memcpy(q->rail[i].gid, r->p + r->off, sizeof(q->rail[i].gid));
+			r->off += sizeof(q->rail[i].gid);
+			if (!get_u32(r, &q->rail[i].mtu, "mtu"))
+				return false;
+		}
+		if (!get_u16(r, &q->ncores, "ncores"))
 			return false;
 		if (!check_ncores(q->ncores, r->err, r->errlen))
 			return false;
-		for (i = 0; i < q->ncores; i++) {
+		for (i = 0; i < (unsigned int)q->ncores * q->nrails; i++) {
 			snprintf(field, sizeof(field), "qp[%u].qpn", i);
 			if (!get_u32(r, &q->qp[i].qpn, field))
 				return false;
@@ -707,15 +738,21 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 		if (!get_u64(r, &rm->room, "room") || !get_u32(r, &rm->gen, "gen") ||
 		    !get_u32(r, &rm->token, "token") || !get_u16(r, &rm->src_idx, "src_idx") ||
 		    !get_u16(r, &rm->nsrc, "nsrc") || !get_u32(r, &rm->dst_rank, "dst_rank") ||
-		    !get_u32(r, &rm->src_rank, "src_rank") || !get_u8(r, &rm->nreg, "nreg"))
+		    !get_u32(r, &rm->src_rank, "src_rank") || !get_u8(r, &rm->nrails, "nrails") ||
+		    !get_u8(r, &rm->nreg, "nreg"))
 			return false;
-		if (!check_nreg(rm->nreg, r->err, r->errlen))
+		if (!check_nrails(rm->nrails, "ROOM_META", r->err, r->errlen) ||
+		    !check_nreg(rm->nreg, r->err, r->errlen))
 			return false;
 		for (i = 0, total = 0; i < rm->nreg; i++) {
 			struct kvx_wire_region *g = &rm->reg[i];
 
-			if (!get_u64(r, &g->addr, "addr") || !get_u32(r, &g->rkey, "rkey") ||
-			    !get_u32(r, &g->page_size, "page_size") ||
+			if (!get_u64(r, &g->addr, "addr"))
+				return false;
+			for (unsigned int k = 0; k < rm->nrails; k++)
+				if (!get_u32(r, &g->rkey[k], "rkey"))
+					return false;
+			if (!get_u32(r, &g->page_size, "page_size") ||
 			    !get_u32(r, &g->pool_npages, "pool_npages") ||
 			    !get_u32(r, &g->nbufs, "nbufs") ||
 			    !get_u32(r, &g->src_off, "src_off") ||

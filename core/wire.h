@@ -26,12 +26,15 @@
 #include <stdint.h>
 
 #define KVX_WIRE_MAGIC 0x3158564bu /* "KVX1" little-endian */
-#define KVX_WIRE_VERSION 3	   /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices */
+#define KVX_WIRE_VERSION                                                  \
+	4 /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices; \
+	   * 4: rails (QP_INFO per rail, ROOM_META an rkey per rail) */
 #define KVX_WIRE_HDR_LEN 12
 #define KVX_WIRE_FRAME_MAX (64 * 1024) /* header + payload */
 #define KVX_WIRE_NAME_MAX 63	       /* node names, bytes */
 #define KVX_WIRE_REASON_MAX 95	       /* ROOM_STATUS reason, bytes */
-#define KVX_WIRE_MAX_CORES 8	       /* QP_INFO entries */
+#define KVX_WIRE_MAX_CORES 8	       /* QP_INFO: polling cores */
+#define KVX_WIRE_MAX_RAILS 4	       /* QP_INFO, ROOM_META: RDMA devices (rails) */
 #define KVX_WIRE_MAX_PAGES 4096	       /* ROOM_META destination pages, all regions */
 #define KVX_WIRE_MAX_REGIONS 4	       /* ROOM_META regions */
 #define KVX_WIRE_RANK_MAX 65535u       /* engine ranks */
@@ -63,25 +66,29 @@ struct kvx_wire_hello {
 	uint8_t mac[KVX_WIRE_MAC_LEN]; /* HELLO_ACK only */
 };
 
-/* QP_INFO: u8 gid[16], u32 mtu, u16 ncores, then ncores x (u32 qpn, u32 psn) */
+/* QP_INFO: u8 nrails, nrails x (u8 gid[16], u32 mtu), u16 ncores, then ncores x nrails x
+ * (u32 qpn, u32 psn): the QP of core c on rail r at qp[c * nrails + r] */
 struct kvx_wire_qp_info {
-	uint8_t gid[16];
-	uint32_t mtu;
+	uint8_t nrails; /* 1..KVX_WIRE_MAX_RAILS */
+	struct {
+		uint8_t gid[16];
+		uint32_t mtu;
+	} rail[KVX_WIRE_MAX_RAILS];
 	uint16_t ncores; /* 1..KVX_WIRE_MAX_CORES */
 	struct {
 		uint32_t qpn; /* 24-bit */
 		uint32_t psn; /* 24-bit */
-	} qp[KVX_WIRE_MAX_CORES];
+	} qp[KVX_WIRE_MAX_CORES * KVX_WIRE_MAX_RAILS];
 };
 
-/* A ROOM_META region: u64 addr, u32 rkey, u32 page_size, u32 pool_npages, u32 nbufs,
+/* A ROOM_META region: u64 addr, nrails x u32 rkey, u32 page_size, u32 pool_npages, u32 nbufs,
  * u32 src_off, u32 dst_off, u32 len, u32 npages, u32 pages[npages].  The pool's page p of
  * buffer b lives at addr + (b * pool_npages + p) * page_size; the source writes bytes
  * [src_off, src_off + len) of its page to [dst_off, dst_off + len) of each destination page
  * (len 0: the whole page, both offsets 0). */
 struct kvx_wire_region {
 	uint64_t addr;
-	uint32_t rkey;
+	uint32_t rkey[KVX_WIRE_MAX_RAILS]; /* the pool's key on each rail (the meta's nrails) */
 	uint32_t page_size;
 	uint32_t pool_npages;
 	uint32_t nbufs;
@@ -91,8 +98,8 @@ struct kvx_wire_region {
 };
 
 /* ROOM_META (decode endpoint (node, dst_rank) -> source (node, src_rank)): u64 room, u32 gen,
- * u32 token, u16 src_idx, u16 nsrc, u32 dst_rank, u32 src_rank, u8 nreg, then nreg regions;
- * their pages add up to at most KVX_WIRE_MAX_PAGES. */
+ * u32 token, u16 src_idx, u16 nsrc, u32 dst_rank, u32 src_rank, u8 nrails, u8 nreg, then nreg
+ * regions; their pages add up to at most KVX_WIRE_MAX_PAGES. */
 struct kvx_wire_room_meta {
 	uint64_t room; /* < 2^63 */
 	uint32_t gen;
@@ -100,7 +107,8 @@ struct kvx_wire_room_meta {
 	uint16_t src_idx; /* < nsrc */
 	uint16_t nsrc;	  /* 1..16 */
 	uint32_t dst_rank, src_rank;
-	uint8_t nreg; /* 1..KVX_WIRE_MAX_REGIONS */
+	uint8_t nrails; /* 1..KVX_WIRE_MAX_RAILS: rkeys per region */
+	uint8_t nreg;	/* 1..KVX_WIRE_MAX_REGIONS */
 	struct kvx_wire_region reg[KVX_WIRE_MAX_REGIONS];
 };
 

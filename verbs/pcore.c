@@ -236,9 +236,9 @@ err_qpc_add(struct kvx_pcore_room *r, struct kvxd_qpc *q)
 	for (int i = 0; i < r->nerr_qpc; i++)
 		if (r->err_qpc[i] == q)
 			return;
-	/* a room posts on one QP per destination (a replaced connection carries none of its
-	 * WRs: the room failed with the old one) */
-	assert(r->nerr_qpc < KVXD_MAX_TARGETS);
+	/* a room posts on one QP per destination and rail (a replaced connection carries none
+	 * of its WRs: the room failed with the old one) */
+	assert(r->nerr_qpc < KVXD_MAX_TARGETS * KVX_MAX_RAILS);
 	r->err_qpc[r->nerr_qpc++] = q;
 }
 
@@ -390,8 +390,8 @@ qpc_check_quiesced(struct kvxd_core *c, struct kvxd_qpc *q)
 			pp = &(*pp)->next;
 		if (*pp)
 			*pp = q->next;
-		if (c->qpc_by_peer[q->peer] == q)
-			c->qpc_by_peer[q->peer] = NULL;
+		if (c->qpc_by_peer[q->peer][q->rail] == q)
+			c->qpc_by_peer[q->peer][q->rail] = NULL;
 		m.type = KVXD_MSG_QP_RETIRED;
 		out_put(c, &m);
 	} else if (q->errored && !q->quiesce_sent) {
@@ -408,8 +408,8 @@ qpc_mark_errored(struct kvxd_core *c, struct kvxd_qpc *q)
 		return;
 	q->errored = true;
 	/* New chunks for this peer wait for the replacement connection. */
-	if (c->qpc_by_peer[q->peer] == q)
-		c->qpc_by_peer[q->peer] = NULL;
+	if (c->qpc_by_peer[q->peer][q->rail] == q)
+		c->qpc_by_peer[q->peer][q->rail] = NULL;
 }
 
 /* ---- posting ------------------------------------------------------------------------------- */
@@ -435,7 +435,7 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
 						      (b * p->npages + ch->pages[i]) * ps +
 						      g->src_off),
 			.len = g->len,
-			.lkey = p->lkey};
+			.lkey = p->lkey[q->rail]};
 		*nsge = 1;
 		return 1;
 	}
@@ -452,7 +452,7 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
 			sg[k++] = (struct kvx_vx_sge){
 				.addr = (uint64_t)(uintptr_t)(p->base + (b * p->npages + s) * ps),
 				.len = (uint32_t)ps,
-				.lkey = p->lkey};
+				.lkey = p->lkey[q->rail]};
 		}
 		n++;
 	}
@@ -460,40 +460,93 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
 	return n;
 }
 
+/* Can the room write to m's endpoint now: on every rail a QP of the session the metadata
+ * came on, not failing?  If not it waits for that connection, or for the metadata again on a
+ * replacement. */
+static bool
+meta_qps_usable(const struct kvxd_core *c, const struct kvxd_meta *m)
+{
+	for (int k = 0; k < c->nrails; k++) {
+		const struct kvxd_qpc *q = c->qpc_by_peer[m->peer][k];
+
+		if (!q || q->errored || q->closing || q->epoch != m->epoch)
+			return false;
+	}
+	return true;
+}
+
+/* The QP the room's next WRITE to m's endpoint goes on (meta_qps_usable holds): rail by rail
+ * in turn from the core's stripe cursor, the first with send-queue room.  NULL: none now. */
+static struct kvxd_qpc *
+stripe_qpc(struct kvxd_core *c, const struct kvxd_meta *m)
+{
+	for (int k = 0; k < c->nrails; k++) {
+		struct kvxd_qpc *q = c->qpc_by_peer[m->peer][(c->stripe + (uint32_t)k) % c->nrails];
+
+		if (q->sq_used + (uint64_t)q->chain_n < q->sq_depth) {
+			c->stripe = (c->stripe + (uint32_t)k + 1) % c->nrails;
+			return q;
+		}
+	}
+	return NULL;
+}
+
 /*
- * Build as much of one chunk as the send queue has room for into q->chain, from where the room
- * left off (post_b: the buffer, counted from the chunk's first; post_i: the page): a chunk
- * larger than the send queue goes in parts over several iterations, never refused for its
- * size.  Contiguous runs (source and destination pages both consecutive) merge into one WRITE
- * per buffer, split at KVXD_WR_MAX_BYTES; a sliced region writes each page's slice on its own.
- * Every count and length is computed in 64 bits.  Only the part's last WR is signalled (its
- * completion retires the part); the chunk's last WR carries the room's immediate if it is the
- * last chunk.  Returns WRs added (0: the send queue is full); *done: the whole chunk is built.
+ * Build as much of one chunk as the send queues have room for into the QPs' chains, from where
+ * the room left off (post_b: the buffer, counted from the chunk's first; post_i: the page): a
+ * chunk larger than the send queues goes in parts over several iterations, never refused for
+ * its size.  Contiguous runs (source and destination pages both consecutive) merge into one
+ * WRITE per buffer, split at KVXD_WR_MAX_BYTES, or with several rails at KVXD_STRIPE_BYTES, the
+ * WRITEs going round robin over the rails' QPs (stripe_qpc); a sliced region writes each page's
+ * slice on its own.  Every count and length is computed in 64 bits.  Only each QP's last WR of
+ * the part is signalled (its completion retires the part there); the chunk's last WR carries
+ * the room's immediate if it is the last chunk.  With several rails that WR waits until every
+ * other WR of the room has completed: the immediate tells decode the room is whole, and an RC
+ * QP orders only its own WRs, not another rail's.  Returns WRs added (0: nothing could go
+ * now); *done: the whole chunk is built.
  */
 static int
-chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
-	    const struct kvxd_meta *m, const struct kvxd_chunk *ch, bool *done)
+chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_meta *m,
+	    const struct kvxd_chunk *ch, bool *done)
 {
 	const struct kvxd_meta_region *g = &m->reg[ch->region];
 	uint64_t ps = g->page_size;
-	uint32_t max_run = (uint32_t)(KVXD_WR_MAX_BYTES / ps ? KVXD_WR_MAX_BYTES / ps : 1);
-	uint64_t room_left = (uint64_t)q->sq_depth - q->sq_used - (uint64_t)q->chain_n;
-	int base = q->chain_n;
+	uint64_t wr_max = c->nrails > 1 ? KVXD_STRIPE_BYTES : KVXD_WR_MAX_BYTES;
+	uint32_t max_run = (uint32_t)(wr_max / ps ? wr_max / ps : 1);
+	int base[KVX_MAX_RAILS];
+	struct kvxd_qpc *used[KVX_MAX_RAILS] = {0};
+	struct kvxd_qpc *last_q = NULL;
+	int added = 0;
 	bool corrupt = false;
 
 	*done = false;
-	if (q->sq_used + (uint64_t)q->chain_n >= q->sq_depth)
-		return 0;
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
-	while (r->post_b < ch->nbufs && room_left > 0) {
-		struct kvxd_wr *w = wr_get(q);
-		struct kvx_vx_sge *sg = &q->sges[(size_t)(w - q->wrs) * q->max_sge];
+	while (r->post_b < ch->nbufs) {
+		struct kvxd_qpc *q = stripe_qpc(c, m);
+		struct kvxd_wr *w;
+		struct kvx_vx_sge *sg;
 		uint64_t b = (uint64_t)ch->buf_first + r->post_b;
 		uint64_t d = g->pages[ch->dst_offset + r->post_i];
-		uint32_t nsge, run = wr_gather(q, ch, g, b, r->post_i, max_run, sg, &nsge);
+		uint32_t nsge, run;
 		struct kvx_vx_write *x;
 
+		if (!q)
+			break;
+		w = wr_get(q);
+		sg = &q->sges[(size_t)(w - q->wrs) * q->max_sge];
+		run = wr_gather(q, ch, g, b, r->post_i, max_run, sg, &nsge);
+		if (ch->last && c->nrails > 1 && r->post_i + run >= ch->npages &&
+		    r->post_b + 1 >= ch->nbufs && room_outstanding(r) > 0) {
+			/* the room's last WR: it waits for the others, on every rail */
+			wr_put(q, w);
+			stat_add(&c->st.imm_held, 1);
+			break;
+		}
+		if (!used[q->rail]) {
+			used[q->rail] = q;
+			base[q->rail] = q->chain_n;
+		}
 		w->room = r;
 		x = &q->chain[q->chain_n++];
 		*x = (struct kvx_vx_write){
@@ -501,35 +554,39 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, struct kvxd_qpc *q,
 			.sg = sg,
 			.nsge = nsge,
 			.raddr = g->addr + (b * g->pool_npages + d) * ps + g->dst_off,
-			.rkey = corrupt ? g->rkey ^ 0x5a5a00u : g->rkey,
+			.rkey = corrupt ? g->rkey[q->rail] ^ 0x5a5a00u : g->rkey[q->rail],
 		};
 		stat_add(&c->st.bytes_posted, g->len ? g->len : run * ps);
+		stat_add(&c->st.rail_bytes[q->rail], g->len ? g->len : run * ps);
+		stat_add(&c->st.rail_wrs[q->rail], 1);
 		stat_add(&c->st.sge_posted, nsge);
-		room_left--;
+		atomic_store_explicit(&r->wr_posted,
+				      atomic_load_explicit(&r->wr_posted, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		added++;
+		last_q = q;
 		r->post_i += run;
 		if (r->post_i >= ch->npages) {
 			r->post_i = 0;
 			r->post_b++;
 		}
 	}
-	q->chain[q->chain_n - 1].signaled = true;
+	for (int k = 0; k < KVX_MAX_RAILS; k++)
+		if (used[k] && used[k]->chain_n > base[k])
+			used[k]->chain[used[k]->chain_n - 1].signaled = true;
 	if (r->post_b >= ch->nbufs) {
 		*done = true;
 		r->post_b = r->post_i = 0;
 		if (ch->last) {
-			struct kvx_vx_write *x = &q->chain[q->chain_n - 1];
+			struct kvx_vx_write *x = &last_q->chain[last_q->chain_n - 1];
 
 			x->with_imm = true;
 			x->imm = m->token | m->src_idx;
 		}
-	} else {
+	} else if (added) {
 		stat_add(&c->st.chunk_parts, 1);
 	}
-	atomic_store_explicit(&r->wr_posted,
-			      atomic_load_explicit(&r->wr_posted, memory_order_relaxed) +
-				      (uint64_t)(q->chain_n - base),
-			      memory_order_relaxed);
-	return q->chain_n - base;
+	return added;
 }
 
 /* Does the chunk fit the room's metadata: its region, its destination pages, its buffers in
@@ -589,12 +646,11 @@ ready_drain(struct kvxd_core *c)
 
 			while (r->post_d < r->ndest) {
 				const struct kvxd_meta *m = r->metas[r->post_d];
-				struct kvxd_qpc *q = c->qpc_by_peer[m->peer];
 				char why[KVXD_REASON_MAX];
 				bool done;
 				int n;
 
-				if (!q || q->errored || q->closing || q->epoch != m->epoch) {
+				if (!meta_qps_usable(c, m)) {
 					blocked = true; /* waits for the connection its metadata
 							 * came on, or for the metadata again on a
 							 * replacement */
@@ -605,12 +661,12 @@ ready_drain(struct kvxd_core *c)
 					prefill_check_drained(c, r);
 					return moved;
 				}
-				n = chunk_build(c, r, q, m, ch, &done);
+				n = chunk_build(c, r, m, ch, &done);
 				if (n > 0 && r->fsm.state < KVX_ROOM_TRANSFERRING)
 					room_set(c, r, KVX_ROOM_TRANSFERRING);
 				if (!done) {
-					blocked = true; /* send queue full: continue after
-							 * completions */
+					blocked = true; /* send queues full, or the last WR
+							 * held: continue after completions */
 					break;
 				}
 				r->post_d++;
@@ -808,16 +864,18 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 		m->qpc->next = c->qpcs;
 		c->qpcs = m->qpc;
 		break;
-	case KVXD_MSG_QP_ACTIVATE:
+	case KVXD_MSG_QP_ACTIVATE: {
+		struct kvxd_qpc **slot = &c->qpc_by_peer[m->qpc->peer][m->qpc->rail];
+
 		m->qpc->epoch = m->gen;
-		if (!c->qpc_by_peer[m->qpc->peer] || c->qpc_by_peer[m->qpc->peer]->errored ||
-		    c->qpc_by_peer[m->qpc->peer]->closing)
-			c->qpc_by_peer[m->qpc->peer] = m->qpc;
+		if (!*slot || (*slot)->errored || (*slot)->closing)
+			*slot = m->qpc;
 		break;
+	}
 	case KVXD_MSG_QP_REMOVE:
 		m->qpc->closing = true;
-		if (c->qpc_by_peer[m->qpc->peer] == m->qpc)
-			c->qpc_by_peer[m->qpc->peer] = NULL;
+		if (c->qpc_by_peer[m->qpc->peer][m->qpc->rail] == m->qpc)
+			c->qpc_by_peer[m->qpc->peer][m->qpc->rail] = NULL;
 		qpc_check_quiesced(c, m->qpc);
 		break;
 	case KVXD_MSG_ROOM_OPEN:
@@ -976,16 +1034,18 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 		stat_add(&c->st.outbox_full, 1);
 		return 0;
 	}
-	n = kvx_vx->cq_poll_burst(c->cq, wc, KVXD_BATCH);
-	for (int i = 0; i < n; i++) {
-		const uint8_t *tag = (const uint8_t *)(uintptr_t)wc[i].wr_id;
+	for (int k = 0; k < c->nrails; k++) {
+		n = kvx_vx->cq_poll_burst(c->cq[k], wc, KVXD_BATCH);
+		for (int i = 0; i < n; i++) {
+			const uint8_t *tag = (const uint8_t *)(uintptr_t)wc[i].wr_id;
 
-		if (*tag == KVXD_TAG_SEND)
-			on_send_wc(c, &wc[i]);
-		else
-			on_recv_wc(c, &wc[i]);
+			if (*tag == KVXD_TAG_SEND)
+				on_send_wc(c, &wc[i]);
+			else
+				on_recv_wc(c, &wc[i]);
+		}
+		work += n > 0 ? n : 0;
 	}
-	work += n > 0 ? n : 0;
 	n = kvx_mbox_get_burst(c->inbox, msgs, 8);
 	for (int i = 0; i < n; i++)
 		on_msg(c, &msgs[i]);
@@ -1002,24 +1062,31 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 static void
 pcore_park(struct kvxd_core *c)
 {
-	struct pollfd pfd[2] = {{.fd = kvx_vx->cq_fd(c->cq), .events = POLLIN},
-				{.fd = kvx_mbox_fd(c->inbox), .events = POLLIN}};
+	struct pollfd pfd[KVX_MAX_RAILS + 1];
+	int nr = c->nrails;
+	bool armed = true;
 
+	for (int k = 0; k < nr; k++)
+		pfd[k] = (struct pollfd){.fd = kvx_vx->cq_fd(c->cq[k]), .events = POLLIN};
+	pfd[nr] = (struct pollfd){.fd = kvx_mbox_fd(c->inbox), .events = POLLIN};
 	kvx_mbox_park_prepare(c->inbox);
-	if (kvx_vx->cq_arm(c->cq) == 0 && kvx_mbox_empty(c->inbox) && !c->ready_head) {
+	for (int k = 0; k < nr; k++)
+		armed = armed && kvx_vx->cq_arm(c->cq[k]) == 0;
+	if (armed && kvx_mbox_empty(c->inbox) && !c->ready_head) {
 		/* one more look: a completion may have landed before the arm */
 		if (kvx_pcore_poll_once(c) == 0) {
 			kvx_rcu_offline();
-			poll(pfd, 2, PARK_TIMEOUT_MS);
+			poll(pfd, (nfds_t)nr + 1, PARK_TIMEOUT_MS);
 			kvx_rcu_online();
 			stat_add(&c->st.parks, 1);
 		}
 	}
 	/* read only what the wait reported: a read of an fd with nothing on it is a wasted
 	 * syscall (on rxe in the VM, three per room per node before) */
-	if (pfd[0].revents & POLLIN)
-		kvx_vx->cq_ack_events(c->cq);
-	kvx_mbox_park_done(c->inbox, pfd[1].revents & POLLIN);
+	for (int k = 0; k < nr; k++)
+		if (pfd[k].revents & POLLIN)
+			kvx_vx->cq_ack_events(c->cq[k]);
+	kvx_mbox_park_done(c->inbox, pfd[nr].revents & POLLIN);
 }
 
 static void *
@@ -1059,21 +1126,26 @@ pcore_main(void *arg)
 }
 
 int
-kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *dev,
+kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *const *devs, int ndev,
 	       const struct kvx_config *cfg, struct kvx_room_table *by_id,
 	       struct kvx_room_table *by_token)
 {
 	int rc;
 
+	if (ndev < 1 || ndev > KVX_MAX_RAILS)
+		return -EINVAL;
 	memset(c, 0, sizeof(*c));
 	c->idx = idx;
 	c->cpu = cpu;
 	c->by_id = by_id;
 	c->by_token = by_token;
 	c->idle_park_us = cfg->idle_park_us;
-	rc = kvx_vx->cq_create(dev, (int)cfg->cq_depth, &c->cq);
-	if (rc)
-		return rc;
+	for (c->nrails = 0; c->nrails < ndev; c->nrails++) {
+		rc = kvx_vx->cq_create(devs[c->nrails], (int)cfg->cq_depth, &c->cq[c->nrails]);
+		if (rc)
+			goto err_destroy_cq;
+	}
+	rc = -ENOMEM;
 	c->inbox = kvx_mbox_create(4096, sizeof(struct kvxd_msg));
 	if (!c->inbox)
 		goto err_destroy_cq;
@@ -1084,9 +1156,14 @@ kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *dev,
 
 err_destroy_inbox:
 	kvx_mbox_destroy(c->inbox);
+	c->inbox = NULL;
 err_destroy_cq:
-	kvx_vx->cq_destroy(c->cq);
-	return -ENOMEM;
+	while (c->nrails > 0) {
+		c->nrails--;
+		kvx_vx->cq_destroy(c->cq[c->nrails]);
+		c->cq[c->nrails] = NULL;
+	}
+	return rc;
 }
 
 void
@@ -1097,9 +1174,11 @@ kvx_pcore_fini(struct kvxd_core *c)
 	free(c->ovf);
 	c->ovf = NULL;
 	c->ovf_len = c->ovf_cap = c->ovf_head = 0;
-	if (c->cq)
-		kvx_vx->cq_destroy(c->cq);
-	c->cq = NULL;
+	for (int k = 0; k < KVX_MAX_RAILS; k++) {
+		if (c->cq[k])
+			kvx_vx->cq_destroy(c->cq[k]);
+		c->cq[k] = NULL;
+	}
 }
 
 int

@@ -36,6 +36,9 @@
 #define KVXD_MAX_TARGETS 8 /* decode endpoints of one prefill room (fan-out) */
 _Static_assert(KVXD_MAX_TARGETS == KVX_MAX_DESTS, "one bound for the engine and the cores");
 #define KVXD_WR_MAX_BYTES (1u << 30) /* one RDMA WRITE moves at most this much */
+/* With several rails, a WRITE moves at most this much, and a room's WRITEs go round robin
+ * over the rails (Mooncake stripes slices of this size across its NICs) */
+#define KVXD_STRIPE_BYTES (64u << 10)
 
 /* A pool an engine registered (control core owns it; immutable while referenced). */
 struct kvxd_pool {
@@ -45,8 +48,9 @@ struct kvxd_pool {
 	uint8_t *base;
 	size_t len;
 	uint32_t page_size, npages, nbufs;
-	uint32_t lkey, rkey;
-	struct kvx_vx_mr *mr;
+	/* registered on every rail (kvxd's [rdma] and [rail.N] devices), in rail order */
+	uint32_t lkey[KVX_MAX_RAILS], rkey[KVX_MAX_RAILS];
+	struct kvx_vx_mr *mr[KVX_MAX_RAILS];
 	atomic_int refs; /* rooms and chunks that point here */
 	bool orphan;	 /* its engine went away: unregister once refs drops to 0 */
 };
@@ -67,7 +71,8 @@ struct kvxd_chunk {
  * the whole page) and the region's destination pages (into the meta's pages[]). */
 struct kvxd_meta_region {
 	uint64_t addr;
-	uint32_t rkey, page_size, pool_npages, nbufs;
+	uint32_t rkey[KVX_MAX_RAILS]; /* the destination pool's key on each rail */
+	uint32_t page_size, pool_npages, nbufs;
 	uint32_t src_off, dst_off, len;
 	uint32_t npages;
 	const uint32_t *pages;
@@ -127,8 +132,8 @@ struct kvx_pcore_room {
 	 * posted once all ndest are known, to each of them in turn. */
 	struct kvxd_meta *metas[KVXD_MAX_TARGETS];
 	uint8_t nmeta, ndest;
-	/* prefill: the QPs its errored WRs were on (at most one per destination) */
-	struct kvxd_qpc *err_qpc[KVXD_MAX_TARGETS];
+	/* prefill: the QPs its errored WRs were on (at most one per destination and rail) */
+	struct kvxd_qpc *err_qpc[KVXD_MAX_TARGETS * KVX_MAX_RAILS];
 	uint8_t nerr_qpc;
 	struct kvx_pcore_room *drain_next; /* prefill: in the core's drain-wait list */
 	bool in_drain, drained_sent;
@@ -149,12 +154,14 @@ struct kvxd_wr {
 	int next_free;
 };
 
-/* One RC QP to one peer on one core. */
+/* One RC QP to one peer on one core and one rail. */
 struct kvxd_qpc {
 	uint8_t recv_tag; /* KVXD_TAG_RECV; the wr_id of every receive points here */
 	struct kvx_vx_qp *qp;
 	uint32_t qpn;
 	int peer;
+	int rail; /* the device it is on: its core's CQ of that rail; lkeys and rkeys of that rail
+		   */
 	uint32_t epoch; /* its session: set by the control core before QP_ADD (and again by
 			 * QP_ACTIVATE, same value); the owning core reads it */
 	uint32_t sq_depth, rq_depth;
@@ -218,17 +225,21 @@ struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
 		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted,
-		chunks_deferred;
+		chunks_deferred, imm_held;
+	/* by rail: WRs and bytes posted on it */
+	_Atomic uint64_t rail_wrs[KVX_MAX_RAILS], rail_bytes[KVX_MAX_RAILS];
 };
 
 struct kvxd_core {
 	int idx;
 	int cpu; /* -1: not pinned */
-	struct kvx_vx_cq *cq;
+	struct kvx_vx_cq *cq[KVX_MAX_RAILS];
 	struct kvx_mbox *inbox, *outbox;
 	struct kvx_room_table *by_id, *by_token;
 	struct kvxd_qpc *qpcs;
-	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS];
+	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS][KVX_MAX_RAILS];
+	int nrails;	 /* CQs, one per rail (device) */
+	uint32_t stripe; /* the rail the next striped WR starts on (round robin) */
 	struct kvx_pcore_room *ready_head, *ready_tail;
 	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */
 	/* chunks of failed or dropped rooms not yet given back (CHUNK_FREE): a room may hold any
@@ -248,8 +259,9 @@ struct kvxd_core {
 	uint64_t ovf_queued, ovf_max; /* messages that went through it; its high-water mark */
 };
 
-/* Control core: set up a core (CQ, mailboxes).  Returns 0 or -errno. */
-int kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *dev,
+/* Control core: set up a core (a CQ on each of the ndev devices, its rails in order;
+ * mailboxes).  Returns 0 or -errno. */
+int kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *const *devs, int ndev,
 		   const struct kvx_config *cfg, struct kvx_room_table *by_id,
 		   struct kvx_room_table *by_token);
 /* Control core, after the thread stopped and every qpc was retired. */

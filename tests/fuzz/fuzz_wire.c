@@ -44,12 +44,19 @@ check_same(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		CHECK(memcmp(a->u.auth_mac, b->u.auth_mac, KVX_WIRE_MAC_LEN) == 0, "mac");
 		break;
 	case KVX_WIRE_QP_INFO:
-		CHECK(memcmp(a->u.qp_info.gid, b->u.qp_info.gid, 16) == 0, "gid");
-		CHECK(a->u.qp_info.mtu == b->u.qp_info.mtu, "mtu");
+		CHECK(a->u.qp_info.nrails == b->u.qp_info.nrails, "nrails");
+		CHECK(a->u.qp_info.nrails >= 1 && a->u.qp_info.nrails <= KVX_WIRE_MAX_RAILS,
+		      "nrails %u", a->u.qp_info.nrails);
+		for (unsigned int k = 0; k < a->u.qp_info.nrails; k++) {
+			CHECK(memcmp(a->u.qp_info.rail[k].gid, b->u.qp_info.rail[k].gid, 16) == 0,
+			      "gid");
+			CHECK(a->u.qp_info.rail[k].mtu == b->u.qp_info.rail[k].mtu, "mtu");
+		}
 		CHECK(a->u.qp_info.ncores == b->u.qp_info.ncores, "ncores");
 		CHECK(a->u.qp_info.ncores >= 1 && a->u.qp_info.ncores <= KVX_WIRE_MAX_CORES,
 		      "ncores %u", a->u.qp_info.ncores);
-		for (unsigned int i = 0; i < a->u.qp_info.ncores; i++) {
+		for (unsigned int i = 0;
+		     i < (unsigned int)a->u.qp_info.ncores * a->u.qp_info.nrails; i++) {
 			CHECK(a->u.qp_info.qp[i].qpn == b->u.qp_info.qp[i].qpn, "qpn %u", i);
 			CHECK(a->u.qp_info.qp[i].psn == b->u.qp_info.qp[i].psn, "psn %u", i);
 		}
@@ -64,10 +71,14 @@ check_same(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		CHECK(x->dst_rank <= KVX_WIRE_RANK_MAX && x->src_rank <= KVX_WIRE_RANK_MAX, "rank");
 		CHECK(x->nreg == y->nreg && x->nreg >= 1 && x->nreg <= KVX_WIRE_MAX_REGIONS,
 		      "nreg %u", x->nreg);
+		CHECK(x->nrails == y->nrails && x->nrails >= 1 && x->nrails <= KVX_WIRE_MAX_RAILS,
+		      "nrails %u", x->nrails);
 		for (uint32_t k = 0, total = 0; k < x->nreg; k++) {
 			const struct kvx_wire_region *g = &x->reg[k], *h = &y->reg[k];
 
-			CHECK(g->addr == h->addr && g->rkey == h->rkey, "addr/rkey");
+			CHECK(g->addr == h->addr &&
+				      !memcmp(g->rkey, h->rkey, sizeof(g->rkey[0]) * x->nrails),
+			      "addr/rkey");
 			CHECK(g->page_size == h->page_size && g->pool_npages == h->pool_npages &&
 				      g->nbufs == h->nbufs,
 			      "pool");

@@ -91,19 +91,25 @@ frame(uint16_t type)
 		memset(m.u.auth_mac, 0x5a, sizeof(m.u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
-		m.u.qp_info.gid[10] = m.u.qp_info.gid[11] = 0xff;
-		m.u.qp_info.gid[12] = 127;
-		m.u.qp_info.gid[15] = 1;
-		m.u.qp_info.mtu = 1024;
+		m.u.qp_info.nrails = 1;
+		m.u.qp_info.rail[0].gid[10] = m.u.qp_info.rail[0].gid[11] = 0xff;
+		m.u.qp_info.rail[0].gid[12] = 127;
+		m.u.qp_info.rail[0].gid[15] = 1;
+		m.u.qp_info.rail[0].mtu = 1024;
 		m.u.qp_info.ncores = 1;
 		m.u.qp_info.qp[0].qpn = 0x11;
 		m.u.qp_info.qp[0].psn = 0x123456;
 		break;
 	case KVX_WIRE_ROOM_META:
-		m.u.room_meta = (struct kvx_wire_room_meta){
-			.room = 1, .gen = 1, .token = 1u << 8, .src_idx = 0, .nsrc = 1, .nreg = 1};
+		m.u.room_meta = (struct kvx_wire_room_meta){.room = 1,
+							    .gen = 1,
+							    .token = 1u << 8,
+							    .src_idx = 0,
+							    .nsrc = 1,
+							    .nrails = 1,
+							    .nreg = 1};
 		m.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = 0x10000,
-								.rkey = 0x100,
+								.rkey = {0x100},
 								.page_size = 256,
 								.pool_npages = 16,
 								.nbufs = 1,

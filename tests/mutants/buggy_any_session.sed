@@ -1,2 +1,2 @@
 # metadata not bound to its session
-s/if (!q || q->errored || q->closing || q->epoch != m->epoch) {/if (!q || q->errored || q->closing) {/
+s/if (!q || q->errored || q->closing || q->epoch != m->epoch)$/if (!q || q->errored || q->closing)/

@@ -1,2 +1,2 @@
 # the QP_INFO GID is not checked
-s/if (!gid_ok(&d->cfg.peers\[p->idx\], ri->gid)) {/if (0) {/
+s/if (gid_ok(&d->cfg.peers\[p->idx\], ri->rail\[k\].gid, k))$/if (1)/

@@ -17,9 +17,11 @@ enum { QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR };
 
 struct kvx_vx_dev {
 	char name[64];
+	uint64_t writes; /* executed on its QPs */
 };
 
 struct kvx_vx_mr {
+	struct kvx_vx_dev *dev; /* its keys are valid on this device's QPs only */
 	uint8_t *addr;
 	size_t len;
 	uint32_t lkey, rkey;
@@ -29,9 +31,11 @@ struct kvx_vx_cq {
 	struct kvx_vx_wc wc[FAKE_CQ_DEPTH];
 	uint32_t head, tail;
 	int fd;
+	struct kvx_vx_dev *dev;
 };
 
 struct kvx_vx_qp {
+	struct kvx_vx_dev *dev;
 	uint32_t qpn;
 	int state;
 	struct kvx_vx_cq *cq;
@@ -153,6 +157,7 @@ fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 		if (!mrs[i]) {
 			struct kvx_vx_mr *m = calloc(1, sizeof(*m));
 
+			m->dev = d;
 			m->addr = addr;
 			m->len = len;
 			m->lkey = next_key++;
@@ -201,6 +206,7 @@ fcq_create(struct kvx_vx_dev *d, int depth, struct kvx_vx_cq **out)
 		return rc;
 	*out = calloc(1, sizeof(**out));
 	(*out)->fd = eventfd(0, EFD_NONBLOCK);
+	(*out)->dev = d;
 	live.cq++;
 	return 0;
 }
@@ -283,10 +289,13 @@ fqp_create(struct kvx_vx_dev *d, struct kvx_vx_cq *cq, uint32_t sq, uint32_t rq,
 
 	if (rc)
 		return rc;
+	if (cq->dev != d)
+		return -EINVAL; /* like a device: a CQ of another device's context */
 	for (int i = 0; i < FAKE_MAX_QP; i++)
 		if (!qps[i]) {
 			struct kvx_vx_qp *q = calloc(1, sizeof(*q));
 
+			q->dev = d;
 			q->qpn = next_qpn++;
 			q->cq = cq;
 			qps[i] = q;
@@ -378,6 +387,12 @@ fqp_err(struct kvx_vx_qp *q)
 	return 0;
 }
 
+uint64_t
+fake_vx_dev_writes(const struct kvx_vx_dev *d)
+{
+	return d->writes;
+}
+
 bool
 fake_vx_qp_in_error(struct kvx_vx_qp *q)
 {
@@ -388,12 +403,12 @@ fake_vx_qp_in_error(struct kvx_vx_qp *q)
  * the responder's receives.  Returns the completion status. */
 static uint64_t send_cqes; /* send completions generated (signalled or failed) */
 
-/* A local buffer lies inside a registered MR under its lkey. */
+/* A local buffer lies inside an MR registered on the QP's device under its lkey. */
 static bool
-local_ok(const struct kvx_vx_sge *sg)
+local_ok(const struct kvx_vx_qp *q, const struct kvx_vx_sge *sg)
 {
 	for (int i = 0; i < FAKE_MAX_MR; i++)
-		if (mrs[i] && mrs[i]->lkey == sg->lkey &&
+		if (mrs[i] && mrs[i]->lkey == sg->lkey && mrs[i]->dev == q->dev &&
 		    sg->addr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
 		    sg->addr + sg->len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
 			return true;
@@ -411,12 +426,12 @@ execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 	if (!r || r->state == QPS_ERR || r->state < QPS_RTR)
 		return KVX_VX_WC_RETRY_EXC_ERR;
 	for (uint32_t k = 0; k < w->nsge; k++) {
-		if (!local_ok(&w->sg[k]))
+		if (!local_ok(q, &w->sg[k]))
 			return KVX_VX_WC_OTHER_ERR; /* local protection */
 		len += w->sg[k].len;
 	}
 	for (int i = 0; i < FAKE_MAX_MR; i++)
-		if (mrs[i] && mrs[i]->rkey == w->rkey &&
+		if (mrs[i] && mrs[i]->rkey == w->rkey && mrs[i]->dev == r->dev &&
 		    w->raddr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
 		    w->raddr + len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
 			m = mrs[i];
@@ -430,6 +445,7 @@ execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 		off += w->sg[k].len;
 	}
 	writes_executed++;
+	q->dev->writes++;
 	if (w->with_imm)
 		cq_push(r->cq, r->recv_ids[r->recv_head++ % 1024], KVX_VX_WC_SUCCESS,
 			KVX_VX_WC_RECV_WITH_IMM, w->imm, r->qpn);

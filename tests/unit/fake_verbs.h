@@ -45,5 +45,7 @@ void fake_vx_flush(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */
 uint64_t fake_vx_writes_executed(void);
 bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);
+/* Writes executed on the device's QPs (a rail's share). */
+uint64_t fake_vx_dev_writes(const struct kvx_vx_dev *d);
 
 #endif /* KVX_TESTS_FAKE_VERBS_H */

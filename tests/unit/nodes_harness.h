@@ -61,9 +61,14 @@ listen_any(struct kvxd *d)
 	return ntohs(sa.sin_port);
 }
 
+/* Rails (devices) each node gets: a test that wants more sets it before nodes_setup(). */
+static int harness_rails = 1;
+
 static void
 node_init(struct kvxd *d, const char *name)
 {
+	struct kvx_vx_dev *devs[KVX_MAX_RAILS];
+
 	memset(d, 0, sizeof(*d));
 	snprintf(d->cfg.name, sizeof(d->cfg.name), "%s", name);
 	d->cfg.sq_depth = d->cfg.rq_depth = 32;
@@ -87,12 +92,23 @@ node_init(struct kvxd *d, const char *name)
 	memset(d->auth.key[0], 0x5a, 32);
 	d->tcp_fd = d->eng_fd = d->sig_fd = -1;
 	assert_int_equal(kvxd_chunk_cache_init(d), 0);
-	assert_int_equal(kvx_vx->dev_open(name, 1, 1, &d->dev), 0);
-	assert_int_equal(kvx_vx->dev_query(d->dev, &d->dev_info), 0);
+	d->cfg.n_rails = d->nrails = harness_rails;
+	for (int k = 0; k < d->nrails; k++) {
+		snprintf(d->cfg.rails[k].device, sizeof(d->cfg.rails[k].device), "%s.r%d", name, k);
+		d->cfg.rails[k].port = 1;
+		d->cfg.rails[k].gid_index = 1;
+		d->cfg.rails[k].mtu = 1024;
+		assert_int_equal(kvx_vx->dev_open(d->cfg.rails[k].device, 1, 1, &d->rails[k].dev),
+				 0);
+		assert_int_equal(kvx_vx->dev_query(d->rails[k].dev, &d->rails[k].info), 0);
+		devs[k] = d->rails[k].dev;
+	}
+	snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", d->cfg.rails[0].device);
 	d->by_id = kvx_room_table_create(16);
 	d->by_token = kvx_room_table_create(16);
-	assert_int_equal(
-		kvx_pcore_init(&d->cores[0], 0, -1, d->dev, &d->cfg, d->by_id, d->by_token), 0);
+	assert_int_equal(kvx_pcore_init(&d->cores[0], 0, -1, devs, d->nrails, &d->cfg, d->by_id,
+					d->by_token),
+			 0);
 	d->ncores = 1;
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(d->epfd >= 0);
@@ -194,31 +210,34 @@ node_ready(struct kvxd *d, const char *peer)
 	return p && p->state == KVXD_PEER_READY;
 }
 
-/* A pool of np pages of ps bytes, one buffer, registered on d's device (zeroed memory in *mem). */
+/* A pool of np pages of ps bytes, one buffer, registered on each of d's rails (zeroed memory
+ * in *mem). */
 static __attribute__((unused)) void
 node_pool_init(struct kvxd *d, struct kvxd_pool *pool, uint8_t **mem, uint32_t ps, uint32_t np)
 {
-	struct kvx_vx_mr *mr;
-
 	*mem = calloc(np, ps);
 	assert_non_null(*mem);
-	assert_int_equal(kvx_vx->mr_reg(d->dev, *mem, (size_t)np * ps, &mr), 0);
 	*pool = (struct kvxd_pool){.id = 1,
 				   .engine_id = -1,
 				   .base = *mem,
 				   .len = (size_t)np * ps,
 				   .page_size = ps,
 				   .npages = np,
-				   .nbufs = 1,
-				   .lkey = kvx_vx->mr_lkey(mr),
-				   .rkey = kvx_vx->mr_rkey(mr),
-				   .mr = mr};
+				   .nbufs = 1};
+	for (int k = 0; k < d->nrails; k++) {
+		assert_int_equal(
+			kvx_vx->mr_reg(d->rails[k].dev, *mem, (size_t)np * ps, &pool->mr[k]), 0);
+		pool->lkey[k] = kvx_vx->mr_lkey(pool->mr[k]);
+		pool->rkey[k] = kvx_vx->mr_rkey(pool->mr[k]);
+	}
 }
 
 static __attribute__((unused)) void
 node_pool_fini(struct kvxd_pool *pool, uint8_t *mem)
 {
-	assert_int_equal(kvx_vx->mr_dereg(pool->mr), 0);
+	for (int k = 0; k < KVX_MAX_RAILS; k++)
+		if (pool->mr[k])
+			assert_int_equal(kvx_vx->mr_dereg(pool->mr[k]), 0);
 	free(mem);
 }
 
@@ -265,7 +284,8 @@ nodes_teardown(void)
 		kvx_room_table_destroy(d->by_id);
 		kvx_room_table_destroy(d->by_token);
 		kvxd_timer_heap_fini(&d->room_timers);
-		kvx_vx->dev_close(d->dev);
+		for (int k = 0; k < d->nrails; k++)
+			kvx_vx->dev_close(d->rails[k].dev);
 		close(d->tcp_fd);
 		kvxd_pending_close_all(d);
 		close(d->epfd);

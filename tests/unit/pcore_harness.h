@@ -46,9 +46,9 @@ pool_init(struct side *s)
 				     .page_size = PS,
 				     .npages = NP,
 				     .nbufs = NB,
-				     .lkey = kvx_vx->mr_lkey(mr),
-				     .rkey = kvx_vx->mr_rkey(mr),
-				     .mr = mr};
+				     .lkey = {kvx_vx->mr_lkey(mr)},
+				     .rkey = {kvx_vx->mr_rkey(mr)},
+				     .mr = {mr}};
 }
 
 static __attribute__((unused)) void
@@ -60,8 +60,8 @@ connect_qpcs(int peer, uint32_t epoch, struct kvxd_qpc **pfq, struct kvxd_qpc **
 	uint64_t ids[64];
 	int posted;
 
-	assert_int_equal(kvx_vx->qp_create(E.dev, E.pf.core.cq, 64, 64, &pf->qp), 0);
-	assert_int_equal(kvx_vx->qp_create(E.dev, E.dc.core.cq, 64, 64, &dc->qp), 0);
+	assert_int_equal(kvx_vx->qp_create(E.dev, E.pf.core.cq[0], 64, 64, &pf->qp), 0);
+	assert_int_equal(kvx_vx->qp_create(E.dev, E.dc.core.cq[0], 64, 64, &dc->qp), 0);
 	pf->qpn = kvx_vx->qp_num(pf->qp);
 	dc->qpn = kvx_vx->qp_num(dc->qp);
 	a.remote_qpn = dc->qpn;
@@ -116,8 +116,10 @@ setup(void **state)
 	assert_int_equal(kvx_vx->dev_open("fake0", 1, 1, &E.dev), 0);
 	E.by_id = kvx_room_table_create(64);
 	E.by_token = kvx_room_table_create(64);
-	assert_int_equal(kvx_pcore_init(&E.pf.core, 0, -1, E.dev, &cfg, E.by_id, E.by_token), 0);
-	assert_int_equal(kvx_pcore_init(&E.dc.core, 1, -1, E.dev, &cfg, E.by_id, E.by_token), 0);
+	assert_int_equal(kvx_pcore_init(&E.pf.core, 0, -1, &E.dev, 1, &cfg, E.by_id, E.by_token),
+			 0);
+	assert_int_equal(kvx_pcore_init(&E.dc.core, 1, -1, &E.dev, 1, &cfg, E.by_id, E.by_token),
+			 0);
 	pool_init(&E.pf);
 	pool_init(&E.dc);
 	connect_pair();
@@ -159,7 +161,7 @@ teardown(void **state)
 			assert_int_equal(kvx_vx->qp_destroy(s->qpc2->qp), 0);
 			kvx_pcore_qpc_free(s->qpc2);
 		}
-		assert_int_equal(kvx_vx->mr_dereg(s->pool.mr), 0);
+		assert_int_equal(kvx_vx->mr_dereg(s->pool.mr[0]), 0);
 		free(s->mem);
 		kvx_pcore_fini(&s->core);
 	}
@@ -274,7 +276,7 @@ make_meta(struct kvx_pcore_room *dr, const uint32_t *dst, uint32_t npages, int p
 	*meta = (struct kvxd_meta){
 		.peer = peer, .epoch = 1, .gen = dr->gen, .token = dr->token, .nsrc = 1, .nreg = 1};
 	meta->reg[0] = (struct kvxd_meta_region){.addr = (uint64_t)(uintptr_t)E.dc.mem,
-						 .rkey = E.dc.pool.rkey,
+						 .rkey = {E.dc.pool.rkey[0]},
 						 .page_size = PS,
 						 .pool_npages = NP,
 						 .nbufs = NB,

@@ -318,9 +318,9 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	/* a late chunk waits for metadata that a's ABORT made sure never counts */
 	submit(999, 2);
 	meta.u.room_meta = (struct kvx_wire_room_meta){
-		.room = 999, .gen = 77, .token = 0x100, .nsrc = 1, .nreg = 1};
+		.room = 999, .gen = 77, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
 	meta.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
-							   .rkey = pool[0].rkey,
+							   .rkey = {pool[0].rkey[0]},
 							   .page_size = PS,
 							   .pool_npages = NP,
 							   .nbufs = 1,

@@ -235,7 +235,8 @@ test_frames_before_auth_refused(void **state)
 		}
 		switch (types[i]) {
 		case KVX_WIRE_QP_INFO:
-			m.u.qp_info.mtu = 1024;
+			m.u.qp_info.nrails = 1;
+			m.u.qp_info.rail[0].mtu = 1024;
 			m.u.qp_info.ncores = 1;
 			break;
 		case KVX_WIRE_ROOM_STATUS:

@@ -392,11 +392,11 @@ static void
 test_cq_depth_fitted_to_the_device(void **state)
 {
 	struct kvx_config saved = A.cfg;
-	uint32_t saved_max = A.dev_info.max_cqe;
+	uint32_t saved_max = A.rails[0].info.max_cqe;
 
 	(void)state;
 	A.cfg.sq_depth = A.cfg.rq_depth = 32; /* one session and its replacement: 128 */
-	A.dev_info.max_cqe = 1000;
+	A.rails[0].info.max_cqe = 1000;
 	A.cfg.cq_depth = 256;
 	assert_int_equal(kvxd_peer_fit_cq(&A), 0);
 	assert_int_equal(A.cfg.cq_depth, 256);
@@ -408,13 +408,13 @@ test_cq_depth_fitted_to_the_device(void **state)
 	assert_int_equal(kvxd_peer_fit_cq(&A), -EINVAL);
 	assert_int_equal(A.cfg.cq_depth, 4096);
 	A.cfg.on_demand = true;
-	A.dev_info.max_cqe = 100;
+	A.rails[0].info.max_cqe = 100;
 	assert_int_equal(kvxd_peer_fit_cq(&A), -EINVAL);
-	A.dev_info.max_cqe = 0;
+	A.rails[0].info.max_cqe = 0;
 	assert_int_equal(kvxd_peer_fit_cq(&A), 0);
 	assert_int_equal(A.cfg.cq_depth, 4096);
 	A.cfg = saved;
-	A.dev_info.max_cqe = saved_max;
+	A.rails[0].info.max_cqe = saved_max;
 }
 
 int

@@ -269,11 +269,11 @@ test_stale_immediate_is_counted_not_applied(void **state)
 	uint32_t dst[2] = {2, 3};
 	struct kvx_pcore_room *d = decode_room(14, dst, 2);
 	struct kvx_vx_sge sg = {
-		.addr = (uint64_t)(uintptr_t)E.pf.mem, .len = 8, .lkey = E.pf.pool.lkey};
+		.addr = (uint64_t)(uintptr_t)E.pf.mem, .len = 8, .lkey = E.pf.pool.lkey[0]};
 	struct kvx_vx_write w = {.sg = &sg,
 				 .nsge = 1,
 				 .raddr = (uint64_t)(uintptr_t)E.dc.mem,
-				 .rkey = E.dc.pool.rkey,
+				 .rkey = E.dc.pool.rkey[0],
 				 .with_imm = true,
 				 .imm = d->token | 3}; /* source 3 of a 1-source room */
 	struct kvxd_wr *wr = &E.pf.qpc->wrs[E.pf.qpc->sq_depth - 1];

@@ -101,10 +101,15 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_bytes(f, m->u.auth_mac, sizeof(m->u.auth_mac));
 		break;
 	case KVX_WIRE_QP_INFO:
-		fb_bytes(f, q->gid, 16);
-		fb_uint(f, q->mtu, 4);
+		fb_uint(f, q->nrails, 1);
+		for (unsigned int k = 0; k < q->nrails && k < KVX_WIRE_MAX_RAILS; k++) {
+			fb_bytes(f, q->rail[k].gid, 16);
+			fb_uint(f, q->rail[k].mtu, 4);
+		}
 		fb_uint(f, q->ncores, 2);
-		for (unsigned int i = 0; i < q->ncores && i < KVX_WIRE_MAX_CORES; i++) {
+		for (unsigned int i = 0; i < (unsigned int)q->ncores * q->nrails &&
+					 i < KVX_WIRE_MAX_CORES * KVX_WIRE_MAX_RAILS;
+		     i++) {
 			fb_uint(f, q->qp[i].qpn, 4);
 			fb_uint(f, q->qp[i].psn, 4);
 		}
@@ -117,12 +122,14 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_uint(f, rm->nsrc, 2);
 		fb_uint(f, rm->dst_rank, 4);
 		fb_uint(f, rm->src_rank, 4);
+		fb_uint(f, rm->nrails, 1);
 		fb_uint(f, rm->nreg, 1);
 		for (unsigned int k = 0; k < rm->nreg && k < KVX_WIRE_MAX_REGIONS; k++) {
 			const struct kvx_wire_region *g = &rm->reg[k];
 
 			fb_uint(f, g->addr, 8);
-			fb_uint(f, g->rkey, 4);
+			for (unsigned int r = 0; r < rm->nrails && r < KVX_WIRE_MAX_RAILS; r++)
+				fb_uint(f, g->rkey[r], 4);
 			fb_uint(f, g->page_size, 4);
 			fb_uint(f, g->pool_npages, 4);
 			fb_uint(f, g->nbufs, 4);
@@ -201,11 +208,15 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 			m->u.auth_mac[i] = (uint8_t)(0x40 + 3 * i);
 		break;
 	case KVX_WIRE_QP_INFO:
-		for (unsigned int i = 0; i < 16; i++)
-			m->u.qp_info.gid[i] = (uint8_t)(0xf0 + i);
-		m->u.qp_info.mtu = 4096;
+		m->u.qp_info.nrails = 2;
+		for (unsigned int i = 0; i < 16; i++) {
+			m->u.qp_info.rail[0].gid[i] = (uint8_t)(0xf0 + i);
+			m->u.qp_info.rail[1].gid[i] = (uint8_t)(0x10 + i);
+		}
+		m->u.qp_info.rail[0].mtu = 4096;
+		m->u.qp_info.rail[1].mtu = 1024;
 		m->u.qp_info.ncores = 3;
-		for (unsigned int i = 0; i < 3; i++) {
+		for (unsigned int i = 0; i < 6; i++) { /* 3 cores x 2 rails */
 			m->u.qp_info.qp[i].qpn = 0x123456 + i;
 			m->u.qp_info.qp[i].psn = 0xabcdef - i;
 		}
@@ -223,11 +234,12 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 			.nsrc = 3,
 			.dst_rank = 0x1234,
 			.src_rank = 0xfedc,
+			.nrails = 2,
 			.nreg = 2,
 		};
 		m->u.room_meta.reg[0] = (struct kvx_wire_region){
 			.addr = 0x00007f0012340000ull,
-			.rkey = 0x55667788u,
+			.rkey = {0x55667788u, 0x99aabbccu},
 			.page_size = 16384,
 			.pool_npages = BASE_POOL_NPAGES,
 			.nbufs = 4,
@@ -238,7 +250,7 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 		 * 2048.. of each destination page */
 		m->u.room_meta.reg[1] = (struct kvx_wire_region){
 			.addr = 0x00007f00abcd0000ull,
-			.rkey = 0x01020304u,
+			.rkey = {0x01020304u, 0x05060708u},
 			.page_size = 4096,
 			.pool_npages = 8,
 			.nbufs = 1,
@@ -303,10 +315,14 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		assert_memory_equal(a->u.auth_mac, b->u.auth_mac, KVX_WIRE_MAC_LEN);
 		break;
 	case KVX_WIRE_QP_INFO:
-		assert_memory_equal(a->u.qp_info.gid, b->u.qp_info.gid, 16);
-		assert_int_equal(a->u.qp_info.mtu, b->u.qp_info.mtu);
+		assert_int_equal(a->u.qp_info.nrails, b->u.qp_info.nrails);
+		for (unsigned int k = 0; k < a->u.qp_info.nrails; k++) {
+			assert_memory_equal(a->u.qp_info.rail[k].gid, b->u.qp_info.rail[k].gid, 16);
+			assert_int_equal(a->u.qp_info.rail[k].mtu, b->u.qp_info.rail[k].mtu);
+		}
 		assert_int_equal(a->u.qp_info.ncores, b->u.qp_info.ncores);
-		for (unsigned int i = 0; i < a->u.qp_info.ncores; i++) {
+		for (unsigned int i = 0;
+		     i < (unsigned int)a->u.qp_info.ncores * a->u.qp_info.nrails; i++) {
 			assert_int_equal(a->u.qp_info.qp[i].qpn, b->u.qp_info.qp[i].qpn);
 			assert_int_equal(a->u.qp_info.qp[i].psn, b->u.qp_info.qp[i].psn);
 		}
@@ -326,7 +342,8 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 			const struct kvx_wire_region *g = &x->reg[k], *h = &y->reg[k];
 
 			assert_true(g->addr == h->addr);
-			assert_int_equal(g->rkey, h->rkey);
+			for (unsigned int r = 0; r < x->nrails; r++)
+				assert_int_equal(g->rkey[r], h->rkey[r]);
 			assert_int_equal(g->page_size, h->page_size);
 			assert_int_equal(g->pool_npages, h->pool_npages);
 			assert_int_equal(g->nbufs, h->nbufs);
@@ -397,7 +414,7 @@ roundtrip(const struct kvx_wire_msg *m)
 		fail_msg("decode %s: %d %s", kvx_wire_type_str(m->type), rc, err);
 	assert_msg_equal(m, &out);
 	if (m->type == KVX_WIRE_ROOM_META)
-		assert_ptr_equal(out.u.room_meta.reg[0].pages_le, buf + KVX_WIRE_HDR_LEN + 29 + 40);
+		assert_ptr_equal(out.u.room_meta.reg[0].pages_le, buf + KVX_WIRE_HDR_LEN + 30 + 44);
 }
 
 /* ---- tests: round trips and layout ---- */
@@ -436,7 +453,10 @@ test_roundtrip_maxima(void **state)
 
 	base_msg(KVX_WIRE_QP_INFO, &m);
 	m.u.qp_info.ncores = KVX_WIRE_MAX_CORES;
-	for (unsigned int i = 0; i < KVX_WIRE_MAX_CORES; i++) {
+	m.u.qp_info.nrails = KVX_WIRE_MAX_RAILS;
+	for (unsigned int k = 0; k < KVX_WIRE_MAX_RAILS; k++)
+		m.u.qp_info.rail[k].mtu = 256u << k;
+	for (unsigned int i = 0; i < KVX_WIRE_MAX_CORES * KVX_WIRE_MAX_RAILS; i++) {
 		m.u.qp_info.qp[i].qpn = 0xffffff - i;
 		m.u.qp_info.qp[i].psn = i;
 	}
@@ -475,7 +495,7 @@ test_little_endian_layout(void **state)
 {
 	static const uint8_t want[] = {
 		'K',  'V',  'X',  '1',				/* magic */
-		0x03, 0x00,					/* version */
+		0x04, 0x00,					/* version */
 		0x08, 0x00,					/* type ABORT_ACK */
 		0x16, 0x00, 0x00, 0x00,				/* payload length 22 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* room */
@@ -593,11 +613,11 @@ test_truncated_payload(void **state)
 		{KVX_WIRE_BYE, 4, "BYE: payload truncated at reason"},
 		{KVX_WIRE_HELLO, 8, "HELLO: payload truncated at session"},
 		{KVX_WIRE_HELLO, 8 + 8 + 3, "HELLO: payload truncated at name"},
-		{KVX_WIRE_QP_INFO, 2, "QP_INFO: payload truncated at qp[2].psn"},
+		{KVX_WIRE_QP_INFO, 2, "QP_INFO: payload truncated at qp[5].psn"},
 		{KVX_WIRE_ROOM_META, 1, "ROOM_META: payload truncated at pages"},
 		/* region 1's two pages, and one byte of its npages */
 		{KVX_WIRE_ROOM_META, 2 * 4 + 1, "ROOM_META: payload truncated at npages"},
-		{KVX_WIRE_ROOM_META, 2 * 4 + 40 + 1, "ROOM_META: payload truncated at pages"},
+		{KVX_WIRE_ROOM_META, 2 * 4 + 44 + 1, "ROOM_META: payload truncated at pages"},
 		{KVX_WIRE_ROOM_STATUS, 1, "ROOM_STATUS: payload truncated at src_rank"},
 		{KVX_WIRE_ROOM_STATUS, 8 + 1, "ROOM_STATUS: payload truncated at reason"},
 		{KVX_WIRE_ABORT, 3, "ABORT: payload truncated at src_rank"},
@@ -675,8 +695,10 @@ test_bad_header(void **state)
 	expect_decode(f.b, n, -EPROTO, "version 1");
 	le_put(f.b + 4, 2, 2); /* before ranks and regions */
 	expect_decode(f.b, n, -EPROTO, "version 2");
-	le_put(f.b + 4, 4, 2);
-	expect_decode(f.b, n, -EPROTO, "version 4");
+	le_put(f.b + 4, 3, 2); /* before rails */
+	expect_decode(f.b, n, -EPROTO, "version 3");
+	le_put(f.b + 4, 5, 2);
+	expect_decode(f.b, n, -EPROTO, "version 5");
 	le_put(f.b + 4, 0, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "version 0");
 	le_put(f.b + 4, KVX_WIRE_VERSION, 2);
@@ -701,6 +723,8 @@ enum field {
 	F_HELLO_NAME,
 	F_QP_MTU,
 	F_QP_NCORES,
+	F_QP_NRAILS,
+	F_RM_NRAILS,
 	F_QP_QPN2,
 	F_QP_PSN0,
 	F_RM_ROOM,
@@ -765,7 +789,13 @@ apply(struct kvx_wire_msg *m, const struct bad_case *c)
 		copy_text(m->u.hello.name, sizeof(m->u.hello.name), c->text);
 		break;
 	case F_QP_MTU:
-		m->u.qp_info.mtu = (uint32_t)c->value;
+		m->u.qp_info.rail[1].mtu = (uint32_t)c->value;
+		break;
+	case F_QP_NRAILS:
+		m->u.qp_info.nrails = (uint8_t)c->value;
+		break;
+	case F_RM_NRAILS:
+		rm->nrails = (uint8_t)c->value;
 		break;
 	case F_QP_NCORES:
 		m->u.qp_info.ncores = (uint16_t)c->value;
@@ -940,8 +970,12 @@ test_bad_counts(void **state)
 		{KVX_WIRE_ROOM_META, F_RM_ADDR, 0xfffffffffff00000ull, NULL,
 		 "ROOM_META: region 0: addr 0xfffffffffff00000 + nbufs 4 x pool_npages 64 x "
 		 "page_size 16384 overflows 64 bits"},
-		{KVX_WIRE_QP_INFO, F_QP_MTU, 0, NULL, "QP_INFO: mtu 0 is not"},
-		{KVX_WIRE_QP_INFO, F_QP_MTU, 1500, NULL, "QP_INFO: mtu 1500 is not"},
+		{KVX_WIRE_QP_INFO, F_QP_MTU, 0, NULL, "QP_INFO: rail 1: mtu 0 is not"},
+		{KVX_WIRE_QP_INFO, F_QP_MTU, 1500, NULL, "QP_INFO: rail 1: mtu 1500 is not"},
+		{KVX_WIRE_QP_INFO, F_QP_NRAILS, 0, NULL, "QP_INFO: nrails 0 out of range 1..4"},
+		{KVX_WIRE_QP_INFO, F_QP_NRAILS, 5, NULL, "QP_INFO: nrails 5 out of range 1..4"},
+		{KVX_WIRE_ROOM_META, F_RM_NRAILS, 0, NULL, "ROOM_META: nrails 0 out of range 1..4"},
+		{KVX_WIRE_ROOM_META, F_RM_NRAILS, 5, NULL, "ROOM_META: nrails 5 out of range 1..4"},
 		{KVX_WIRE_QP_INFO, F_QP_QPN2, 0x1000000, NULL,
 		 "QP_INFO: qp[2].qpn 0x1000000 exceeds 24 bits"},
 		{KVX_WIRE_QP_INFO, F_QP_PSN0, 0xffffffff, NULL, "QP_INFO: qp[0].psn 0xffffffff"},
