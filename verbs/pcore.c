@@ -523,6 +523,7 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
 	while (r->post_b < ch->nbufs) {
+		uint32_t cursor = c->stripe;
 		struct kvxd_qpc *q = stripe_qpc(c, m);
 		struct kvxd_wr *w;
 		struct kvx_vx_sge *sg;
@@ -540,6 +541,7 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 		    r->post_b + 1 >= ch->nbufs && room_outstanding(r) > 0) {
 			/* the room's last WR: it waits for the others, on every rail */
 			wr_put(q, w);
+			c->stripe = cursor;
 			stat_add(&c->st.imm_held, 1);
 			break;
 		}

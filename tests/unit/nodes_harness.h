@@ -142,6 +142,9 @@ nodes_setup(int n, const char *const *names)
 			cp->allowed = true;
 			cp->has_gid = true; /* the fake device's GID: ::ffff:0.0.0.0 */
 			cp->gid[10] = cp->gid[11] = 0xff;
+			if (harness_rails > 1) /* the other rails' GIDs: the same, allowed */
+				cp->allow_from[cp->n_allow_from++] =
+					(struct kvx_config_net){.addr = 0, .mask = 0xffffffffu};
 			c->n_peers++;
 		}
 		kvxd_peer_init_all(&N[i]);

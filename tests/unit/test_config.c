@@ -1077,6 +1077,55 @@ test_connect_on_demand(void **state)
 		    "replacement can produce");
 }
 
+/* [rail.N]: more RDMA devices, numbered in order; rail 0 is [rdma]'s. */
+static void
+test_rails_sections(void **state)
+{
+	struct kvx_config cfg;
+
+	(void)state;
+	load_ok(MIN_INI, &cfg);
+	assert_int_equal(cfg.n_rails, 1);
+	assert_string_equal(cfg.rails[0].device, "rxe0");
+	load_ok(MIN_INI "[rail.1]\ndevice = rxe2\n[rail.2]\ndevice = mlx5_3\nport = 2\n"
+			"gid_index = 3\nmtu = 4096\n",
+		&cfg);
+	assert_int_equal(cfg.n_rails, 3);
+	assert_string_equal(cfg.rails[0].device, "rxe0");
+	assert_string_equal(cfg.rails[1].device, "rxe2");
+	assert_int_equal(cfg.rails[1].port, 1);
+	assert_int_equal(cfg.rails[1].gid_index, 1);
+	assert_int_equal(cfg.rails[1].mtu, 1024); /* [rdma]'s */
+	assert_string_equal(cfg.rails[2].device, "mlx5_3");
+	assert_int_equal(cfg.rails[2].port, 2);
+	assert_int_equal(cfg.rails[2].gid_index, 3);
+	assert_int_equal(cfg.rails[2].mtu, 4096);
+	assert_round_trip(&cfg);
+	expect_fail(MIN_INI "[rail.2]\ndevice = rxe2\n", MIN_LINES + 1,
+		    "[rail.2]: comes before [rail.1]");
+	expect_fail(MIN_INI "[rail.0]\ndevice = rxe2\n", MIN_LINES + 1,
+		    "[rail.0]: the rail number must be 1..3");
+	expect_fail(MIN_INI "[rail.4]\ndevice = rxe2\n", MIN_LINES + 1,
+		    "[rail.4]: the rail number must be 1..3");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\n[rail.1]\ndevice = rxe3\n", MIN_LINES + 3,
+		    "[rail.1]: section repeated (first at line 8)");
+	expect_fail(MIN_INI "[rail.1]\nport = 2\n", MIN_LINES + 1,
+		    "[rail.1] device: required key missing");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe0\n", MIN_LINES + 2,
+		    "[rail.1] device: rxe0 port 1 is already rail 0");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\nmtu = 1500\n", MIN_LINES + 3,
+		    "[rail.1] mtu: '1500' is not one of");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\nport = 0\n", MIN_LINES + 3,
+		    "[rail.1] port: '0' is not an integer 1..255");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\nspeed = 400\n", MIN_LINES + 3,
+		    "[rail.1] speed: unknown key");
+	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\ndevice = rxe3\n", MIN_LINES + 3,
+		    "[rail.1] device: duplicate key (first at line 9)");
+	/* the same device on another port is another rail */
+	load_ok(MIN_INI "[rail.1]\ndevice = rxe0\nport = 2\n", &cfg);
+	assert_int_equal(cfg.n_rails, 2);
+}
+
 static void
 test_membership_section(void **state)
 {
@@ -1191,6 +1240,7 @@ main(void)
 		cmocka_unit_test(test_example_loads),
 		cmocka_unit_test(test_metrics_listen),
 		cmocka_unit_test(test_connect_on_demand),
+		cmocka_unit_test(test_rails_sections),
 		cmocka_unit_test(test_membership_section),
 	};
 

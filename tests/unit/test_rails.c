@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Two rails (RDMA devices) per node between real control cores on the fake verbs: "a" decodes,
+ * "b" prefills.  A session has a QP per core on every rail; a pool is registered on every rail
+ * and a ROOM_META carries its key on each; a room's WRITEs go round robin over the rails in
+ * KVXD_STRIPE_BYTES pieces, each under the keys of its own rail (the fake refuses a key of
+ * another device); the room's last WRITE, the one with the immediate that tells decode it is
+ * whole, goes only once every other WRITE of the room completed on every rail; an error on
+ * one rail fails the rooms that had WRITEs there, once nothing of theirs is in flight on any
+ * rail, and the next room flows over the replaced session.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control/engine.h"
+#include "control/kvxd.h"
+#include "control/loop.h"
+#include "control/peer.h"
+#include "control/peer_io.h"
+#include "control/rooms.h"
+#include "core/fault.h"
+
+#include "nodes_harness.h"
+
+#define A N[0]
+#define B N[1]
+#define PS (32u << 10) /* two pages per striped WRITE (KVXD_STRIPE_BYTES) */
+#define NP 32
+#define SRC 16 /* b's source pages; a's destination pages are 0.. */
+#define ROOM_PAGES 16
+
+static struct kvxd_pool pool[MAX_NODES];
+static uint8_t *mem[MAX_NODES];
+
+static int
+setup(void **state)
+{
+	static const char *const names[] = {"a", "b"};
+
+	(void)state;
+	harness_rails = 2;
+	nodes_setup(2, names);
+	for (int i = 0; i < 2; i++)
+		node_pool_init(&N[i], &pool[i], &mem[i], PS, NP);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	pump_ms(2); /* the cores took their QPs */
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	fake_vx_hold(false);
+	for (int i = 0; i < 2; i++)
+		nodes_remove_rooms(&N[i]);
+	for (int i = 0; i < 2; i++)
+		node_pool_fini(&pool[i], mem[i]);
+	nodes_teardown();
+	harness_rails = 1;
+	return 0;
+}
+
+/* a's decode room id from b, destination pages 0..n-1. */
+static struct kvxd_room *
+open_room(uint64_t id, uint32_t n)
+{
+	char names[1][KVX_NAME_MAX] = {{0}};
+	uint32_t pages[NP];
+
+	snprintf(names[0], sizeof(names[0]), "b");
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(kvxd_decode_room_open(&A, -1, id, &pool[0], pages, n,
+					  (const char(*)[KVX_NAME_MAX])names, 1) > 0);
+	return kvxd_room_find(&A, id, 0, KVX_ROOM_DECODE);
+}
+
+static struct kvxd_room *
+prefill_room(uint64_t id)
+{
+	return kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
+}
+
+/* b writes room id's one chunk, its pages SRC..SRC+n-1 (filled with a pattern of id). */
+static void
+submit(uint64_t id, uint32_t n)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK};
+	struct kvxd_chunk *ch;
+	struct kvxd_room *r;
+
+	for (uint64_t i = 0; i < (uint64_t)n * PS; i++)
+		mem[1][(uint64_t)SRC * PS + i] = (uint8_t)(id * 31 + i / 4093);
+	PUMP_UNTIL(prefill_room(id) &&
+		   kvxd_room_state(prefill_room(id)) == KVX_ROOM_WAITING_FOR_INPUT);
+	r = prefill_room(id);
+	ch = kvxd_chunk_alloc(&B, n);
+	assert_non_null(ch);
+	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .nbufs = 1, .last = true};
+	for (uint32_t i = 0; i < n; i++)
+		ch->pages[i] = SRC + i;
+	atomic_fetch_add(&pool[1].refs, 1);
+	m.room = &r->pc;
+	m.ptr = ch;
+	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+}
+
+/* Both sides' engines close room id (r: a's decode room). */
+static void
+close_room(struct kvxd_room *d, uint64_t id)
+{
+	struct kvxd_room *p = prefill_room(id);
+
+	assert_non_null(p);
+	PUMP_UNTIL(kvxd_room_removable(p));
+	kvxd_room_remove(&A, d);
+	kvxd_room_remove(&B, p);
+	pump_ms(2);
+}
+
+/* b's QP to a on rail k (one polling core: lane k). */
+static struct kvx_vx_qp *
+b_qp(int k)
+{
+	return peer_of(&B, "a")->qpc[kvxd_lane(&B, 0, k)]->qp;
+}
+
+static void
+test_session_has_a_qp_on_every_rail(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct kvxd_peer *p = peer_of(&N[i], i ? "a" : "b");
+
+		assert_int_equal(N[i].nrails, 2);
+		assert_int_equal(N[i].cores[0].nrails, 2);
+		for (int k = 0; k < 2; k++) {
+			assert_non_null(p->qpc[kvxd_lane(&N[i], 0, k)]);
+			assert_int_equal(p->qpc[kvxd_lane(&N[i], 0, k)]->rail, k);
+			assert_ptr_equal(N[i].cores[0].qpc_by_peer[p->idx][k],
+					 p->qpc[kvxd_lane(&N[i], 0, k)]);
+		}
+	}
+	/* and a pool has a key on each rail */
+	assert_int_not_equal(pool[0].rkey[0], pool[0].rkey[1]);
+}
+
+/* A room's WRITEs go over both rails, under each rail's keys, and its bytes all land. */
+static void
+test_room_striped_over_both_rails(void **state)
+{
+	struct kvxd_room *r;
+	uint64_t w0 = fake_vx_dev_writes(B.rails[0].dev), w1 = fake_vx_dev_writes(B.rails[1].dev);
+
+	(void)state;
+	r = open_room(1, ROOM_PAGES);
+	submit(1, ROOM_PAGES);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	/* 16 pages of 32 KiB: 8 WRITEs of 64 KiB, four on each rail */
+	assert_int_equal(fake_vx_dev_writes(B.rails[0].dev) - w0, 4);
+	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 4);
+	assert_int_equal(atomic_load(&B.cores[0].st.rail_wrs[0]), 4);
+	assert_int_equal(atomic_load(&B.cores[0].st.rail_wrs[1]), 4);
+	assert_int_equal(atomic_load(&B.cores[0].st.rail_bytes[1]), 4ull * 2 * PS);
+	close_room(r, 1);
+}
+
+/* The WRITE with the immediate waits until every other WRITE of the room completed, on both
+ * rails: decode never hears "whole" while a rail still carries the room's bytes. */
+static void
+test_last_write_waits_for_every_rail(void **state)
+{
+	struct kvxd_room *r;
+	int held;
+
+	(void)state;
+	fake_vx_hold(true);
+	r = open_room(2, ROOM_PAGES);
+	submit(2, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	pump_ms(5);
+	/* seven in flight; the eighth, the one with the immediate, waits */
+	assert_int_equal(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)), 7);
+	assert_true(atomic_load(&B.cores[0].st.imm_held) > 0);
+	held = fake_vx_held(b_qp(0));
+	assert_int_equal(fake_vx_release(b_qp(0), held), held);
+	pump_ms(5);
+	assert_int_equal(fake_vx_held(b_qp(0)), 0); /* rail 1 still has the room's WRITEs */
+	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+	held = fake_vx_held(b_qp(1));
+	assert_int_equal(fake_vx_release(b_qp(1), held), held);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 1);
+	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+	fake_vx_release(b_qp(0), 1);
+	fake_vx_release(b_qp(1), 1);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	fake_vx_hold(false);
+	close_room(r, 2);
+}
+
+/* An error on one rail: the room fails on both sides, and b reports it drained (nothing of it
+ * can still write) only once its WRITEs on both rails have their completions, flushes
+ * included; then the session is replaced and the next room flows. */
+static void
+test_rail_error_fails_the_room_then_rooms_flow(void **state)
+{
+	struct kvx_vx_qp *q0, *q1, *a0, *a1;
+	struct kvxd_room *r, *p;
+
+	(void)state;
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	r = open_room(3, ROOM_PAGES);
+	submit(3, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	q0 = b_qp(0);
+	q1 = b_qp(1);
+	a0 = peer_of(&A, "b")->qpc[kvxd_lane(&A, 0, 0)]->qp;
+	a1 = peer_of(&A, "b")->qpc[kvxd_lane(&A, 0, 1)]->qp;
+	p = prefill_room(3);
+	assert_int_equal(fake_vx_fail_next(q1, KVX_VX_WC_RETRY_EXC_ERR), 0);
+	PUMP_UNTIL(kvxd_room_state(p) == KVX_ROOM_FAILED);
+	pump_ms(5);
+	assert_true(fake_vx_held(q0) > 0 && fake_vx_held(q1) > 0);
+	assert_false(p->pc.drained_sent);
+	fake_vx_flush(q1); /* the failed rail flushes: rail 0 still holds the room's WRITEs */
+	pump_ms(5);
+	assert_false(p->pc.drained_sent);
+	fake_vx_flush(q0);
+	PUMP_UNTIL(p->pc.drained_sent);
+	fake_vx_flush(a0); /* a's receives */
+	fake_vx_flush(a1);
+	/* told over the next session, a aborts the room: released once b acknowledged */
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	fake_vx_defer_flush(false);
+	fake_vx_hold(false);
+	kvxd_room_remove(&A, r);
+	kvxd_room_remove(&B, p);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	pump_ms(2);
+	r = open_room(4, ROOM_PAGES);
+	submit(4, ROOM_PAGES);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	close_room(r, 4);
+}
+
+/* A ROOM_META with keys for fewer rails than the session has is a broken peer: the session
+ * ends, nothing is posted under a missing key. */
+static void
+test_meta_short_of_rails_refused(void **state)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_META};
+	uint8_t le[4] = {0};
+	uint64_t bad = B.ctr.frames_bad, posted = atomic_load(&B.cores[0].st.wr_posted);
+
+	(void)state;
+	m.u.room_meta = (struct kvx_wire_room_meta){
+		.room = 77, .gen = 1, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
+	m.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
+							.rkey = {pool[0].rkey[0]},
+							.page_size = PS,
+							.pool_npages = NP,
+							.nbufs = 1,
+							.npages = 1,
+							.pages_le = le};
+	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &m), 0);
+	PUMP_UNTIL(B.ctr.frames_bad == bad + 1);
+	assert_null(prefill_room(77));
+	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), posted);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_session_has_a_qp_on_every_rail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_striped_over_both_rails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_write_waits_for_every_rail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rail_error_fails_the_room_then_rooms_flow,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
