@@ -4,6 +4,8 @@
 #               interleaved BENCH_RUNS times each; one line per shape, every run in build/bench.json;
 #               before the VM, the polling cores' software ceiling on the host (kvx-ceiling)
 #   make bench-ceiling  only that ceiling: no VM, no RDMA, any machine (build/bench-ceiling.json)
+#   make bench-rails  one VM boot with two rails: kvx striped over both against both rails'
+#               ib_write_bw at once, interleaved BENCH_RUNS times (scripts/bench-rails.sh)
 #   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
 #               fuzz target, then plain; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
@@ -31,7 +33,7 @@ BENCH_VM_TIMEOUT ?= 1500
 BENCH_ONLY       ?=
 BENCH_CEILING_SECONDS ?= 2
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench bench-ceiling scale \
+.PHONY: all deps build build-asan build-tsan build-fuzz test unit fuzz demo bench bench-rails bench-ceiling scale \
 	format format-check package install clean
 
 all: build
@@ -94,6 +96,9 @@ bench: build
 		KVX_BENCH_VM_TIMEOUT=$(BENCH_VM_TIMEOUT) KVX_BENCH_ONLY=$(BENCH_ONLY) \
 		KVX_BENCH_CEILING_SECONDS=$(BENCH_CEILING_SECONDS) \
 		scripts/bench.sh $(BUILD)
+
+bench-rails: build
+	@KVX_BENCH_SECONDS=$(BENCH_SECONDS) KVX_BENCH_RUNS=$(BENCH_RUNS) scripts/bench-rails.sh $(BUILD)
 
 bench-ceiling: build
 	@KVX_BENCH_ONLY=ceiling KVX_BENCH_RUNS=$(BENCH_RUNS) \

@@ -497,6 +497,8 @@ core_counters(struct out *o, struct kvxd *d)
 		S("wr_credited_total", wr_credited, "work requests credited by a completion"),
 		S("chunk_parts_total", chunk_parts, "chunk parts posted"),
 		S("sge_posted_total", sge_posted, "scatter-gather entries posted"),
+		S("imm_held_total", imm_held,
+		  "rooms whose last WRITE waited for their WRITEs on other rails"),
 #undef S
 	};
 	char core[12];
@@ -511,6 +513,33 @@ core_counters(struct out *o, struct kvxd *d)
 			sample(o, L({"core", core}), atomic_load_explicit(v, memory_order_relaxed));
 		}
 	}
+	/* what each rail (device) carried: a room's WRITEs are striped over every rail */
+	family(o, "kvx_rail_wr_posted_total", "counter", "work requests posted, by core and rail");
+	for (int i = 0; i < d->ncores; i++)
+		for (int k = 0; k < d->nrails; k++) {
+			char rail[12];
+
+			snprintf(core, sizeof(core), "%d", i);
+			snprintf(rail, sizeof(rail), "%d", k);
+			sample(o,
+			       L({"core", core}, {"rail", rail},
+				 {"device", d->cfg.rails[k].device}),
+			       atomic_load_explicit(&d->cores[i].st.rail_wrs[k],
+						    memory_order_relaxed));
+		}
+	family(o, "kvx_rail_bytes_posted_total", "counter", "bytes posted, by core and rail");
+	for (int i = 0; i < d->ncores; i++)
+		for (int k = 0; k < d->nrails; k++) {
+			char rail[12];
+
+			snprintf(core, sizeof(core), "%d", i);
+			snprintf(rail, sizeof(rail), "%d", k);
+			sample(o,
+			       L({"core", core}, {"rail", rail},
+				 {"device", d->cfg.rails[k].device}),
+			       atomic_load_explicit(&d->cores[i].st.rail_bytes[k],
+						    memory_order_relaxed));
+		}
 	family(o, "kvx_core_inbox_overflow_total", "counter",
 	       "messages that waited on the overflow ring behind a full inbox");
 	for (int i = 0; i < d->ncores; i++) {
@@ -618,10 +647,13 @@ histograms(struct out *o, struct kvxd *d)
 	       "a peer setup from leaving IDLE to READY (successful setups)");
 	hist(o, NOLBL, &d->hist.handshake, &kvx_hist_us);
 	family(o, "kvx_room_bytes", "histogram",
-	       "bytes a successful room moved, by role, device and rail (one rail per device "
-	       "today)");
+	       "bytes a successful room moved, by role, device and rail (with several rails a "
+	       "room is striped over all: rail \"all\"; kvx_rail_bytes_posted_total has each "
+	       "rail's share)");
 	for (int r = 0; r < 2; r++)
-		hist(o, L({"role", role_label[r]}, {"device", d->cfg.device}, {"rail", "0"}),
+		hist(o,
+		     L({"role", role_label[r]}, {"device", d->nrails > 1 ? "all" : d->cfg.device},
+		       {"rail", d->nrails > 1 ? "all" : "0"}),
 		     &d->hist.room_bytes[r], &kvx_hist_bytes);
 }
 

@@ -542,7 +542,9 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 			/* the room's last WR: it waits for the others, on every rail */
 			wr_put(q, w);
 			c->stripe = cursor;
-			stat_add(&c->st.imm_held, 1);
+			if (!r->imm_waited)
+				stat_add(&c->st.imm_held, 1);
+			r->imm_waited = true;
 			break;
 		}
 		if (!used[q->rail]) {

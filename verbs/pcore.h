@@ -127,6 +127,7 @@ struct kvx_pcore_room {
 	struct kvxd_chunk *pend_head, *pend_tail; /* prefill: not yet posted */
 	struct kvx_pcore_room *ready_next;	  /* prefill: in the core's ready list */
 	bool in_ready, last_posted;
+	bool imm_waited; /* prefill, several rails: its last WRITE waited for the other rails */
 	/* prefill: the ROOM_META of each decode endpoint it feeds (fan-out), in arrival order,
 	 * and how many its engine's chunks said it feeds (0: no chunk yet).  Its chunks are
 	 * posted once all ndest are known, to each of them in turn. */

@@ -201,3 +201,32 @@ metric() {
 json_get() {
 	sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" | head -n 1
 }
+
+# rails_configs DIR: configs/prefill.ini and decode.ini for the two-rail mode (# kvx-vm: rails 2)
+# written to DIR: each node's second device as [rail.1] (prefill rxe2, decode rxe3, at its RoCE
+# v2 GID index), the peer's second-rail address in allow_from (its QP_INFO's rail-1 GID is the
+# IPv4-mapped one of 10.78.0.x), and prefill without decode2.
+rails_configs() {
+	local dir=$1 g2 g3
+	g2=$(gid_index rxe2) && g3=$(gid_index rxe3) || fail "the second rail has no RoCE v2 GID"
+	mkdir -p "$dir"
+	awk -v g="$g2" '
+		/^\[peer\.decode2\]/ { skip = 1; next }
+		/^\[/ { skip = 0 }
+		skip { next }
+		/^\[engine\]/ { printf "[rail.1]\ndevice = rxe2\ngid_index = %s\n\n", g }
+		{ print }
+		/^\[peer\.decode\]/ { print "allow_from = 10.78.0.2" }' \
+		"$KVX_SRC/configs/prefill.ini" >"$dir/prefill.ini"
+	awk -v g="$g3" '
+		/^\[engine\]/ { printf "[rail.1]\ndevice = rxe3\ngid_index = %s\n\n", g }
+		{ print }
+		/^\[peer\.prefill\]/ { print "allow_from = 10.78.0.1" }' \
+		"$KVX_SRC/configs/decode.ini" >"$dir/decode.ini"
+}
+
+# rail_metric NAME FAMILY RAIL: a per-rail counter (kvx_rail_*_total) summed over cores.
+rail_metric() {
+	ctl "$1" counters | awk -v m="kvx_$2" -v r="rail=\"$3\"" \
+		'$1 ~ "^"m"[{]" && index($1, r) { s += $2 } END { print s + 0 }'
+}

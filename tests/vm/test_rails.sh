@@ -1,0 +1,61 @@
+#!/bin/bash
+# kvx-vm: rails 2
+# test_rails.sh: kvxd on two rails (RDMA devices) per node on real verbs: prefill on rxe0 + rxe2,
+# decode on rxe1 + rxe3, each pair on its own veth.  The session has QPs on both devices of each
+# node; 64 KiB rooms (16 x 4 KiB pages, 4 buffers) and 1 MiB rooms move with every byte
+# verified, their WRITEs striped over both rails (each rail carries a fair share: the per-rail
+# counters), no error completion on either; afterwards no room is left and both sessions' QPs are
+# still up on both devices.
+. "$(dirname "$0")/lib.sh"
+
+[ "$KVX_RAILS" = 2 ] || fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
+dir=/run/kvx/rails
+rails_configs "$dir"
+qps() { rdma_counts "$1" | sed 's/^qp=\([0-9]*\) .*/\1/'; }
+declare -A q0
+for d in rxe0 rxe1 rxe2 rxe3; do q0[$d]=$(qps $d); done
+for n in prefill decode; do
+	start_bg "$n" "$KVXD" -c "$dir/$n.ini"
+	wait_for_socket "/run/kvx/$n.sock" 20 || fail "kvxd $n did not open its engine socket"
+done
+wait_peer decode prefill 20
+wait_peer prefill decode 20
+for d in rxe0 rxe1 rxe2 rxe3; do
+	[ "$(qps $d)" -gt "${q0[$d]}" ] || fail "no kvx QP on $d: $(rdma resource show)"
+done
+
+bench() { # bench OUT [kvx-bench options]
+	local out=$KVX_LOGDIR/$1
+	shift
+	"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json "$@" \
+		>"$out" 2>"$out.err" || fail "kvx-bench $* failed: $(cat "$out" "$out.err")"
+	cat "$out"
+	[ "$(json_get "$out" verified)" = ok ] && [ "$(json_get "$out" mismatched_bytes)" = 0 ] ||
+		fail "$1: not verified"
+	[ "$(json_get "$out" failed_decode)" = 0 ] && [ "$(json_get "$out" failed_prefill)" = 0 ] ||
+		fail "$1: failed rooms"
+}
+share() { # share NAME: checks that both rails carried at least a third of what NAME posted
+	local b0 b1
+	b0=$(rail_metric prefill rail_bytes_posted_total 0)
+	b1=$(rail_metric prefill rail_bytes_posted_total 1)
+	vm_log "$1: rail 0 (rxe0) $b0 B, rail 1 (rxe2) $b1 B"
+	awk -v a="$b0" -v b="$b1" 'BEGIN { t = a + b; exit !(t > 0 && a >= t / 3 && b >= t / 3) }' ||
+		fail "$1: the rails' shares are rail 0 $b0 B, rail 1 $b1 B"
+}
+bench r64k.json --rooms 128 --inflight 8 --pages 16 --bufs 4 --page-size 4096
+share "64 KiB rooms"
+bench r1m.json --rooms 16 --inflight 4 --pages 256 --bufs 4 --page-size 4096
+share "64 KiB and 1 MiB rooms"
+[ "$(metric prefill core_wc_error_total)" = 0 ] || fail "error completions on prefill"
+[ "$(metric prefill core_imm_held_total)" -gt 0 ] ||
+	fail "no room's last WRITE ever waited for the other rail (1 MiB rooms span both)"
+for n in prefill decode; do
+	left=$(ctl $n rooms | awk '/^rooms / { print $2 }')
+	[ "$left" = 0 ] || fail "$n still holds $left rooms"
+done
+for d in rxe0 rxe1 rxe2 rxe3; do
+	[ "$(qps $d)" -gt "${q0[$d]}" ] || fail "a session lost its QP on $d"
+done
+echo "rails: prefill posted rail 0 $(rail_metric prefill rail_wr_posted_total 0) WRs / $(rail_metric prefill rail_bytes_posted_total 0) B, rail 1 $(rail_metric prefill rail_wr_posted_total 1) WRs / $(rail_metric prefill rail_bytes_posted_total 1) B; rooms whose last WRITE waited for the other rail: $(metric prefill core_imm_held_total)"
+echo "PASS: rails"
