@@ -181,6 +181,14 @@ struct kvxd_peer {
 	bool unlisted;
 	char fence_why[160];
 	uint32_t epoch;
+	/* several rails: rails whose QP failed in this session (its rooms' WRITEs avoid them), when
+	 * the session is replaced to try them again (rail_retry_ms, after rail_backoff_ms: 1 s,
+	 * doubling to 30 s), and that replacement's drain: new WRITEs held until no core has one
+	 * in flight (rail_idle_cores: the cores that said so) */
+	uint8_t rails_down;
+	bool rail_hold;
+	uint32_t rail_idle_cores;
+	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;
 	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
 	uint64_t last_rx_ms, next_hb_ms; /* READY: the last frame from it; our next HEARTBEAT */
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
@@ -258,9 +266,9 @@ struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		engine_rings, engine_ring_wakes, events_sent, events_dropped, status_pushed,
 		status_queued, status_dropped, status_evicted, status_received, rooms_opened,
-		rooms_closed, waiting_timeouts, qp_replaced, aborts, releases, abort_release_ms_sum,
-		acks_received, acks_stale, acks_unknown, acks_sent, acks_unsent, aborts_received,
-		tombstones, fences, session_fences;
+		rooms_closed, waiting_timeouts, qp_replaced, rails_fenced, rail_retries, aborts,
+		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
+		acks_unsent, aborts_received, tombstones, fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;

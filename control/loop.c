@@ -79,7 +79,8 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 
 		/* Every WR on the errored QP has its completion: replace the connection with
 		 * fresh QPs on both sides (never reset and reuse a QP). */
-		if (p->state == KVXD_PEER_READY && m->gen == p->epoch) {
+		if (p->state == KVXD_PEER_READY && m->gen == p->epoch &&
+		    !kvxd_peer_rail_failed(d, p, m->qpc->rail)) {
 			struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE,
 						   .u.bye_reason = KVXD_BYE_REPLACE};
 
@@ -90,6 +91,10 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		}
 		break;
 	}
+	case KVXD_MSG_PEER_IDLE:
+		if (m->peer >= 0 && m->peer < d->npeers)
+			kvxd_peer_rail_idle(d, &d->peers[m->peer], m->src_idx, m->gen);
+		break;
 	case KVXD_MSG_QP_RETIRED:
 		kvxd_qpc_retired(d, m->qpc);
 		break;

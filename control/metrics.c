@@ -309,6 +309,12 @@ control_counters(struct out *o, struct kvxd *d)
 		c->waiting_timeouts);
 	COUNTER("qp_replaced_total", "connections replaced after a QP error (never reused)",
 		c->qp_replaced);
+	COUNTER("rails_fenced_total",
+		"rails a session stopped using after their QP failed (the others carry on)",
+		c->rails_fenced);
+	COUNTER("rail_retries_total",
+		"sessions replaced, once nothing was in flight, to try their failed rails again",
+		c->rail_retries);
 	GAUGE("journal_pending_entries", "handshake journal entries not rolled back yet",
 	      (uint64_t)kvxd_journal_pending(d));
 	COUNTER("aborts_total", "decode aborts armed", c->aborts);

@@ -557,12 +557,93 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 	return kvxd_peer_send(d, p, &m);
 }
 
+/* Tell every core which rails p's WRITEs avoid and whether they are held.  false: a core's
+ * inbox could not take it (no memory: logged). */
+static bool
+rails_send(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvxd_msg m = {.type = KVXD_MSG_PEER_RAILS,
+			     .peer = p->idx,
+			     .rails_down = p->rails_down,
+			     .hold = p->rail_hold};
+	bool ok = true;
+
+	for (int c = 0; c < d->ncores; c++)
+		ok = kvx_pcore_send(&d->cores[c], &m) == 0 && ok;
+	return ok;
+}
+
+bool
+kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail)
+{
+	uint64_t now = kvxd_now_ms();
+	uint8_t all = (uint8_t)((1u << d->nrails) - 1);
+
+	if (d->nrails < 2 || rail < 0 || rail >= d->nrails ||
+	    (uint8_t)(p->rails_down | 1u << rail) == all)
+		return false; /* nothing left to carry the rooms: replace the session now */
+	if (p->rails_down & 1u << rail)
+		return true; /* another core's QP on that rail: already fenced */
+	/* a session that ran a while on all its rails starts the backoff again */
+	if (!p->rails_down && now - p->ready_ms > 60000)
+		p->rail_backoff_ms = 0;
+	p->rail_backoff_ms = p->rail_backoff_ms ? p->rail_backoff_ms * 2 : 1000;
+	if (p->rail_backoff_ms > 30000)
+		p->rail_backoff_ms = 30000;
+	p->rails_down |= (uint8_t)(1u << rail);
+	p->rail_retry_ms = now + p->rail_backoff_ms;
+	d->ctr.rails_fenced++;
+	KVX_WARN("peer %s: rail %d (%s) failed: its rooms failed, the other rail%s carry on; "
+		 "the session is replaced to try it again in %llu ms",
+		 p->name, rail, d->cfg.rails[rail].device, d->nrails > 2 ? "s" : "",
+		 (unsigned long long)p->rail_backoff_ms);
+	if (!rails_send(d, p))
+		return false;
+	return true;
+}
+
+/* The replacement that tries the failed rails again, once nothing is in flight to p: hold new
+ * WRITEs on every core, and replace the session when all said they are idle. */
+static void
+rail_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
+{
+	if (p->state != KVXD_PEER_READY || !p->rails_down || p->rail_hold || now < p->rail_retry_ms)
+		return;
+	p->rail_hold = true;
+	p->rail_idle_cores = 0;
+	if (!rails_send(d, p))
+		p->rail_hold = false; /* tried again at the next tick */
+}
+
+void
+kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen)
+{
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_REPLACE};
+
+	if (p->state != KVXD_PEER_READY || !p->rail_hold || gen != p->epoch || core < 0 ||
+	    core >= d->ncores)
+		return;
+	p->rail_idle_cores |= 1u << core;
+	if (p->rail_idle_cores != (1u << d->ncores) - 1)
+		return;
+	/* nothing in flight on any rail: fresh QPs on every rail, the rooms carry on (their
+	 * ROOM_META comes again over the new session) */
+	d->ctr.rail_retries++;
+	kvxd_peer_send(d, p, &bye);
+	p->replacing = true;
+	kvxd_peer_reset(d, p, "replacing the session to try its failed rail again");
+}
+
 /* Setup complete: hand the QPs to the polling cores.  The journal stays as it is and becomes
  * the published peer's teardown: one release path for both. */
 static int
 publish(struct kvxd *d, struct kvxd_peer *p)
 {
 	FAULT(p, KVX_FAULT_HS_BEFORE_PUBLISH);
+	p->rails_down = 0; /* a new session tries every rail */
+	p->rail_hold = false;
+	if (d->nrails > 1 && !rails_send(d, p))
+		return -EAGAIN;
 	p->epoch++;
 	for (int i = 0; i < p->j.n; i++) {
 		struct kvxd_journal_entry *e = &p->j.e[i];
@@ -579,6 +660,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->next_hb_ms = p->last_rx_ms + d->cfg.heartbeat_ms;
 	p->deadline_ms = 0;
 	p->busy_ms = p->last_rx_ms; /* on_demand: idle_ms counts from here */
+	p->ready_ms = p->last_rx_ms;
 	p->idle_asked_ms = 0;
 	p->try_once = false;
 	p->n_handshakes++;
@@ -618,6 +700,11 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL); /* read nothing more */
 	}
 	peer_set_state(d, p, KVXD_PEER_CLOSING);
+	if (p->rails_down || p->rail_hold) { /* the next session tries every rail */
+		p->rails_down = 0;
+		p->rail_hold = false;
+		rails_send(d, p);
+	}
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
 	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
@@ -1039,6 +1126,7 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			continue;
 		}
 		idle_tick(d, p, now);
+		rail_tick(d, p, now);
 		if (!d->stopping && !p->paused && p->state == KVXD_PEER_IDLE &&
 		    now >= p->retry_at_ms && dial_due(d, p, now))
 			dial(d, p);

@@ -47,6 +47,14 @@ int kvxd_peer_room(const struct kvxd *d);
 int kvxd_peer_fit_cq(struct kvxd *d);
 /* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
+
+/* A QP of p's session on this rail failed and is quiescent (its rooms failed).  With another
+ * rail still up the session carries on without it: rooms' WRITEs avoid it until the session is
+ * replaced, after a backoff, to try it again (kvxd_peer_rail_idle).  Returns false when no rail
+ * is left: the caller replaces the session now. */
+bool kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail);
+/* A core has no WRITE to p in flight while p is held for its replacement (gen: the session). */
+void kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen);
 /* Operator: pause, resume or try a peer.  0 or -errno. */
 int kvxd_peer_admin(struct kvxd *d, const char *name, const char *verb);
 /* Journal entries still held by peers that are not READY (tests, operator). */

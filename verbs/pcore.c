@@ -466,13 +466,20 @@ wr_gather(const struct kvxd_qpc *q, const struct kvxd_chunk *ch, const struct kv
 static bool
 meta_qps_usable(const struct kvxd_core *c, const struct kvxd_meta *m)
 {
+	int up = 0;
+
+	if (c->hold[m->peer])
+		return false; /* its session is about to be replaced: nothing new goes out */
 	for (int k = 0; k < c->nrails; k++) {
 		const struct kvxd_qpc *q = c->qpc_by_peer[m->peer][k];
 
+		if (c->rails_down[m->peer] & (1u << k))
+			continue; /* a failed rail: the others carry the room */
 		if (!q || q->errored || q->closing || q->epoch != m->epoch)
 			return false;
+		up++;
 	}
-	return true;
+	return up > 0;
 }
 
 /* The QP the room's next WRITE to m's endpoint goes on (meta_qps_usable holds): rail by rail
@@ -481,8 +488,11 @@ static struct kvxd_qpc *
 stripe_qpc(struct kvxd_core *c, const struct kvxd_meta *m)
 {
 	for (int k = 0; k < c->nrails; k++) {
-		struct kvxd_qpc *q = c->qpc_by_peer[m->peer][(c->stripe + (uint32_t)k) % c->nrails];
+		uint32_t rail = (c->stripe + (uint32_t)k) % c->nrails;
+		struct kvxd_qpc *q = c->qpc_by_peer[m->peer][rail];
 
+		if (c->rails_down[m->peer] & (1u << rail))
+			continue;
 		if (q->sq_used + (uint64_t)q->chain_n < q->sq_depth) {
 			c->stripe = (c->stripe + (uint32_t)k + 1) % c->nrails;
 			return q;
@@ -1012,6 +1022,17 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 			ready_add(c, r);
 		break;
 	}
+	case KVXD_MSG_PEER_RAILS:
+		if (m->peer < 0 || m->peer >= KVX_MAX_PEERS)
+			break;
+		c->rails_down[m->peer] = m->rails_down;
+		if (m->hold && !c->hold[m->peer])
+			c->nhold++;
+		else if (!m->hold && c->hold[m->peer])
+			c->nhold--;
+		c->hold[m->peer] = m->hold;
+		c->hold_told[m->peer] = false;
+		break;
 	case KVXD_MSG_ROOM_DROP:
 		drop_pending(c, r);
 		drain_remove(c, r);
@@ -1024,6 +1045,37 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
+
+/* Held peers with nothing in flight on this core any more: tell the control core (once). */
+static void
+hold_check(struct kvxd_core *c)
+{
+	int told = 0;
+
+	for (int p = 0; p < KVX_MAX_PEERS; p++) {
+		bool busy = false;
+		uint32_t epoch = 0;
+
+		if (!c->hold[p] || c->hold_told[p])
+			continue;
+		for (struct kvxd_qpc *q = c->qpcs; q && !busy; q = q->next)
+			if (q->peer == p && !q->closing) {
+				busy = q->sq_used || q->chain_n;
+				epoch = q->epoch > epoch ? q->epoch : epoch;
+			}
+		if (!busy) {
+			struct kvxd_msg m = {.type = KVXD_MSG_PEER_IDLE,
+					     .peer = p,
+					     .gen = epoch,
+					     .src_idx = (uint16_t)c->idx};
+
+			c->hold_told[p] = true;
+			out_put(c, &m);
+			if (++told == 8)
+				return; /* within the outbox's reserve: the rest next iteration */
+		}
+	}
+}
 
 int
 kvx_pcore_poll_once(struct kvxd_core *c)
@@ -1057,6 +1109,8 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 	if (c->ready_head)
 		work += ready_drain(c);
 	flush_chains(c);
+	if (c->nhold)
+		hold_check(c);
 	if (c->dead_head) /* after this iteration's own messages went out */
 		work += dead_give_back(c, OUTBOX_RESERVE);
 	return work;

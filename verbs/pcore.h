@@ -194,6 +194,8 @@ enum kvxd_msg_type {
 	KVXD_MSG_ROOM_DROP,    /* room left the tables: return it for freeing */
 	KVXD_MSG_ROOM_ABORT,   /* decode: fail, arm gen, DRAINING; prefill: fail, report drain */
 	KVXD_MSG_ROOM_RELEASE, /* decode: nothing can write any more: RELEASED (gen) */
+	KVXD_MSG_PEER_RAILS,   /* peer: the rails its WRITEs avoid (rails_down), and whether new
+				* WRITEs to it wait (hold: reply PEER_IDLE once none is in flight) */
 	/* core -> control */
 	KVXD_MSG_EVENT = 32,  /* room state changed (state, error, reason) */
 	KVXD_MSG_STATUS_PUSH, /* prefill room failed: tell the decode endpoint */
@@ -202,6 +204,8 @@ enum kvxd_msg_type {
 	KVXD_MSG_ROOM_FREE,   /* room: free after a grace period */
 	KVXD_MSG_CHUNK_FREE,  /* chunk: free */
 	KVXD_MSG_META_FREE,   /* meta: free */
+	KVXD_MSG_PEER_IDLE,   /* peer held: no WR to it in flight on this core (gen = epoch,
+			       * src_idx = the core) */
 	KVXD_MSG_DRAINED,     /* prefill room FAILED/SUCCESS, every WR completed, its errored QP
 			       * quiescent: nothing it posted can still write */
 };
@@ -218,6 +222,8 @@ struct kvxd_msg {
 	uint16_t src_idx;
 	uint8_t state;
 	uint32_t dst_rank, src_rank; /* STATUS_PUSH: the decode endpoint's rank and the room's */
+	uint8_t rails_down;	     /* PEER_RAILS */
+	bool hold;		     /* PEER_RAILS */
 	char reason[KVXD_REASON_MAX];
 };
 
@@ -239,7 +245,12 @@ struct kvxd_core {
 	struct kvx_room_table *by_id, *by_token;
 	struct kvxd_qpc *qpcs;
 	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS][KVX_MAX_RAILS];
-	int nrails;	 /* CQs, one per rail (device) */
+	int nrails; /* CQs, one per rail (device) */
+	/* by peer (PEER_RAILS): rails its WRITEs avoid (a rail whose QP failed, until the session
+	 * is replaced), and a hold: new WRITEs wait, PEER_IDLE once none is in flight */
+	uint8_t rails_down[KVX_MAX_PEERS];
+	bool hold[KVX_MAX_PEERS], hold_told[KVX_MAX_PEERS];
+	int nhold;
 	uint32_t stripe; /* the rail the next striped WR starts on (round robin) */
 	struct kvx_pcore_room *ready_head, *ready_tail;
 	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */

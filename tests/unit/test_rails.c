@@ -6,8 +6,9 @@
  * KVXD_STRIPE_BYTES pieces, each under the keys of its own rail (the fake refuses a key of
  * another device); the room's last WRITE, the one with the immediate that tells decode it is
  * whole, goes only once every other WRITE of the room completed on every rail; an error on
- * one rail fails the rooms that had WRITEs there, once nothing of theirs is in flight on any
- * rail, and the next room flows over the replaced session.
+ * one rail fails the rooms that had WRITEs there, drained once nothing of theirs is in flight on
+ * any rail; the session carries on over the other rail and is replaced, once nothing is in
+ * flight, after a backoff, to try the failed rail again.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -212,12 +213,12 @@ test_last_write_waits_for_every_rail(void **state)
 }
 
 /* An error on one rail: the room fails on both sides, and b reports it drained (nothing of it
- * can still write) only once its WRITEs on both rails have their completions, flushes
- * included; then the session is replaced and the next room flows. */
+ * can still write) only once its WRITEs on both rails have their completions: the failed rail's
+ * flushes, and the other rail's, which succeed. */
 static void
-test_rail_error_fails_the_room_then_rooms_flow(void **state)
+test_rail_error_drains_every_rail(void **state)
 {
-	struct kvx_vx_qp *q0, *q1, *a0, *a1;
+	struct kvx_vx_qp *q0, *q1;
 	struct kvxd_room *r, *p;
 
 	(void)state;
@@ -228,8 +229,6 @@ test_rail_error_fails_the_room_then_rooms_flow(void **state)
 	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
 	q0 = b_qp(0);
 	q1 = b_qp(1);
-	a0 = peer_of(&A, "b")->qpc[kvxd_lane(&A, 0, 0)]->qp;
-	a1 = peer_of(&A, "b")->qpc[kvxd_lane(&A, 0, 1)]->qp;
 	p = prefill_room(3);
 	assert_int_equal(fake_vx_fail_next(q1, KVX_VX_WC_RETRY_EXC_ERR), 0);
 	PUMP_UNTIL(kvxd_room_state(p) == KVX_ROOM_FAILED);
@@ -239,23 +238,85 @@ test_rail_error_fails_the_room_then_rooms_flow(void **state)
 	fake_vx_flush(q1); /* the failed rail flushes: rail 0 still holds the room's WRITEs */
 	pump_ms(5);
 	assert_false(p->pc.drained_sent);
-	fake_vx_flush(q0);
+	fake_vx_release(q0, fake_vx_held(q0));
 	PUMP_UNTIL(p->pc.drained_sent);
-	fake_vx_flush(a0); /* a's receives */
-	fake_vx_flush(a1);
-	/* told over the next session, a aborts the room: released once b acknowledged */
-	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED); /* a aborted it: b's failure */
 	fake_vx_defer_flush(false);
 	fake_vx_hold(false);
 	kvxd_room_remove(&A, r);
 	kvxd_room_remove(&B, p);
-	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
-	pump_ms(2);
-	r = open_room(4, ROOM_PAGES);
-	submit(4, ROOM_PAGES);
+}
+
+/* One rail's QP fails: the rooms with WRITEs on it fail, the session stays (same epoch) and the
+ * next rooms go over the other rail only; after the backoff, once nothing is in flight (a room
+ * whose WRITEs are, finishes first), the session is replaced and rooms use both rails again. */
+static void
+test_failed_rail_fenced_others_carry_on(void **state)
+{
+	struct kvxd_peer *pb = peer_of(&B, "a");
+	struct kvxd_room *r, *p;
+	uint32_t epoch = pb->epoch;
+	uint64_t w0, w1;
+	int held;
+
+	(void)state;
+	fake_vx_hold(true);
+	r = open_room(5, ROOM_PAGES);
+	submit(5, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	p = prefill_room(5);
+	assert_int_equal(fake_vx_fail_next(b_qp(1), KVX_VX_WC_RETRY_EXC_ERR), 0);
+	held = fake_vx_held(b_qp(0));
+	fake_vx_release(b_qp(0), held);
+	PUMP_UNTIL(p->pc.drained_sent);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED); /* a aborted it: b's failure */
+	fake_vx_hold(false);
+	kvxd_room_remove(&A, r);
+	kvxd_room_remove(&B, p);
+	assert_int_equal(B.ctr.rails_fenced, 1);
+	assert_int_equal(pb->rails_down, 2);
+	assert_int_equal(pb->epoch, epoch); /* the session stays */
+	assert_true(node_ready(&B, "a"));
+
+	/* the next rooms: rail 0 only */
+	w0 = fake_vx_dev_writes(B.rails[0].dev);
+	w1 = fake_vx_dev_writes(B.rails[1].dev);
+	for (uint64_t id = 6; id < 9; id++) {
+		r = open_room(id, ROOM_PAGES);
+		submit(id, ROOM_PAGES);
+		PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+		assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+		close_room(r, id);
+	}
+	assert_int_equal(fake_vx_dev_writes(B.rails[0].dev) - w0, 3 * 8);
+	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev), w1);
+	assert_int_equal(pb->epoch, epoch);
+
+	/* the backoff passes while a room's WRITEs are in flight: the replacement waits for
+	 * them, and the room carries on over the new session */
+	fake_vx_hold(true);
+	r = open_room(10, ROOM_PAGES);
+	submit(10, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 7);
+	pump_ms(1100);
+	assert_int_equal(B.ctr.rail_retries, 0);
+	assert_int_equal(pb->epoch, epoch);
+	fake_vx_release(b_qp(0), 7);
+	fake_vx_hold(false);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
-	close_room(r, 4);
+	close_room(r, 10);
+	PUMP_UNTIL(B.ctr.rail_retries == 1 && node_ready(&B, "a") && node_ready(&A, "b"));
+	pump_ms(2);
+	assert_true(pb->epoch > epoch);
+	assert_int_equal(pb->rails_down, 0);
+	w1 = fake_vx_dev_writes(B.rails[1].dev);
+	r = open_room(9, ROOM_PAGES);
+	submit(9, ROOM_PAGES);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 4);
+	close_room(r, 9);
 }
 
 /* A ROOM_META with keys for fewer rails than the session has is a broken peer: the session
@@ -293,8 +354,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_room_striped_over_both_rails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_last_write_waits_for_every_rail, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_rail_error_fails_the_room_then_rooms_flow,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rail_error_drains_every_rail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_rail_fenced_others_carry_on, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
 	};
 
