@@ -74,7 +74,7 @@ struct kvxd_etcd {
 	bool reregister;       /* our own key was deleted: register again */
 	int64_t revision;
 	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
-	char key_b64[256], begin_b64[256], end_b64[256], val_b64[160];
+	char key_b64[256], begin_b64[256], end_b64[256], val_b64[352];
 	char last_error[160];
 	bool failing; /* the last attempt failed: log only the first failure of a run */
 };
@@ -444,7 +444,7 @@ start(struct kvxd *d, enum call call, uint64_t now)
 {
 	struct kvxd_etcd *e = d->etcd;
 	struct http *h = call == C_WATCH ? &e->watch : &e->call;
-	char json[640];
+	char json[1024];
 	const char *path = "";
 	int rc;
 
@@ -497,17 +497,26 @@ key_name(const struct kvxd *d, const char *key, char *buf, size_t cap)
 	return buf + plen;
 }
 
-/* A node's value: "IPv4:port", or "IPv4:port GID" (its QPs' GID in IPv6 notation).  0 or -1. */
+/* A node's value: "IPv4:port", then its QPs' GIDs in IPv6 notation, one per rail (rail 0's
+ * first), each after a blank.  0 or -1. */
 static int
-value_parse(char *v, struct kvx_config_addr *addr, uint8_t gid[16], bool *has_gid)
+value_parse(char *v, struct kvx_config_addr *addr, uint8_t (*gids)[16], int *ngid)
 {
 	char *sp = strchr(v, ' ');
 
-	*has_gid = sp != NULL;
-	if (sp) {
+	*ngid = 0;
+	while (sp) {
+		char *gid = sp + 1;
+
 		*sp = '\0';
-		if (inet_pton(AF_INET6, sp + 1, gid) != 1)
+		sp = strchr(gid, ' ');
+		if (sp)
+			*sp = '\0';
+		if (*ngid == KVX_MAX_RAILS || inet_pton(AF_INET6, gid, gids[*ngid]) != 1)
 			return -1;
+		(*ngid)++;
+		if (sp)
+			*sp = ' '; /* the next one starts after it */
 	}
 	if (kvx_config_addr_parse(v, addr) || strcmp(addr->host, "0.0.0.0") == 0)
 		return -1;
@@ -518,16 +527,15 @@ value_parse(char *v, struct kvx_config_addr *addr, uint8_t gid[16], bool *has_gi
 static void
 node_put(struct kvxd *d, struct json_object *kv)
 {
-	char kbuf[256], vbuf[128];
+	char kbuf[256], vbuf[256];
 	const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
 	const char *val = jstr(kv, "value");
 	struct kvx_config_addr addr;
-	uint8_t gid[16];
-	bool has_gid;
-	int rc;
+	uint8_t gids[KVX_MAX_RAILS][16];
+	int ngid, rc;
 
 	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
-	    value_parse(vbuf, &addr, gid, &has_gid)) {
+	    value_parse(vbuf, &addr, gids, &ngid)) {
 		d->ctr.members_refused++;
 		KVX_WARN("membership: a bad entry under %s refused (name '%s')", d->cfg.etcd_prefix,
 			 name ? name : "?");
@@ -535,7 +543,7 @@ node_put(struct kvxd *d, struct json_object *kv)
 	}
 	if (strcmp(name, d->cfg.name) == 0)
 		return; /* our own key */
-	rc = kvxd_members_found(d, name, &addr, has_gid ? gid : NULL);
+	rc = kvxd_members_found(d, name, &addr, (const uint8_t(*)[16])gids, ngid);
 	if ((rc == -ENOBUFS || rc == -ENOSPC) && !d->etcd->resync_at)
 		d->etcd->resync_at = kvxd_now_ms() + 2 * RETRY_MS; /* once a slot may be free */
 }
@@ -821,7 +829,7 @@ kvxd_etcd_start(struct kvxd *d)
 	const struct kvx_config_addr *adv =
 		d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
 	static const uint8_t zero[16];
-	char key[192], val[112], gid[INET6_ADDRSTRLEN];
+	char key[192], val[256], gid[INET6_ADDRSTRLEN];
 
 	_Static_assert(sizeof(((struct kvx_config *)0)->etcd_prefix) + KVX_CFG_NAME_MAX <= 192,
 		       "a key fits key[]");
@@ -834,12 +842,15 @@ kvxd_etcd_start(struct kvxd *d)
 		return -ENOMEM;
 	e->call.fd = e->watch.fd = -1;
 	snprintf(key, sizeof(key), "%s%s", d->cfg.etcd_prefix, d->cfg.name);
-	/* our QPs' GID, so that peers check exactly it (not only an IPv4-mapped default) */
-	if (memcmp(d->rails[0].info.gid, zero, 16) != 0 &&
-	    inet_ntop(AF_INET6, d->rails[0].info.gid, gid, sizeof(gid)))
-		snprintf(val, sizeof(val), "%s:%u %s", adv->host, adv->port, gid);
-	else
-		snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
+	/* our QPs' GIDs, one per rail, so that peers check exactly them (not only an IPv4-mapped
+	 * default, which holds for rail 0's address only) */
+	n = (size_t)snprintf(val, sizeof(val), "%s:%u", adv->host, adv->port);
+	for (int k = 0; k < d->nrails; k++) {
+		if (memcmp(d->rails[k].info.gid, zero, 16) == 0 ||
+		    !inet_ntop(AF_INET6, d->rails[k].info.gid, gid, sizeof(gid)))
+			break;
+		n += (size_t)snprintf(val + n, sizeof(val) - n, " %s", gid);
+	}
 	if (b64_encode(e->key_b64, sizeof(e->key_b64), key) ||
 	    b64_encode(e->val_b64, sizeof(e->val_b64), val) ||
 	    b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix)) {

@@ -164,9 +164,9 @@ kvxd_members_reload(struct kvxd *d, char *err, size_t errlen)
 
 int
 kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr,
-		   const uint8_t *gid)
+		   const uint8_t (*gids)[16], int ngid)
 {
-	struct kvx_config_peer cp = {.allowed = true, .addr = *addr, .has_gid = gid != NULL};
+	struct kvx_config_peer cp = {.allowed = true, .addr = *addr, .has_gid = ngid > 0};
 	struct kvxd_peer *p;
 	int rc;
 
@@ -179,8 +179,11 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	p = kvxd_peer_find(d, name);
 	if (p && !p->discovered)
 		return 0; /* a [peer.*] section wins */
-	if (gid)
-		memcpy(cp.gid, gid, sizeof(cp.gid));
+	if (ngid > KVX_MAX_RAILS)
+		ngid = KVX_MAX_RAILS;
+	for (int k = 0; k < ngid; k++)
+		memcpy(k ? cp.rail_gid[k - 1] : cp.gid, gids[k], 16);
+	cp.n_rail_gid = ngid > 1 ? ngid - 1 : 0;
 	snprintf(cp.name, sizeof(cp.name), "%s", name);
 	if (p && kvx_config_peer_same(&cp, &d->cfg.peers[p->idx])) {
 		p->seen = true;

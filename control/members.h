@@ -27,14 +27,15 @@ int kvxd_members_reload(struct kvxd *d, char *err, size_t errlen);
  * Nodes found through a registry (etcd, control/etcd.h).  A node is a peer like a configured
  * one (authenticated the same way, its connections only from its address) except that the
  * [security] allow-list names configured peers only.  A [peer.*] section of the same name
- * wins.  found: the node name is at addr, its QPs with gid (NULL: the IPv4-mapped GID of its
- * address, as for a section without gid) (a new peer, or a moved one: removed and added).
+ * wins.  found: the node name is at addr, its QPs with gids[0..ngid) (rail 0's, then its other
+ * rails'; none: the IPv4-mapped GID of its address, as for a section without gid) (a new peer,
+ * or a moved one: removed and added).
  * 0, or -EINVAL (a bad name) / -ENOSPC / -ENOBUFS (kvxd_peer_add), counted.  lost: the node
  * left (its key was deleted or its lease expired): removed.  A full read of the registry is
  * framed by sync_begin and sync_end: a discovered peer it did not list is removed.
  */
 int kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_addr *addr,
-		       const uint8_t *gid);
+		       const uint8_t (*gids)[16], int ngid);
 void kvxd_members_lost(struct kvxd *d, const char *name);
 void kvxd_members_sync_begin(struct kvxd *d);
 void kvxd_members_sync_end(struct kvxd *d);

@@ -503,6 +503,8 @@ gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16], int rail)
 
 	if (cp->has_gid && rail == 0)
 		return memcmp(cp->gid, gid, 16) == 0;
+	if (rail > 0 && rail <= cp->n_rail_gid)
+		return memcmp(cp->rail_gid[rail - 1], gid, 16) == 0;
 	if (memcmp(gid, v4mapped, sizeof(v4mapped)) != 0)
 		return false;
 	a = (uint32_t)gid[12] << 24 | (uint32_t)gid[13] << 16 | (uint32_t)gid[14] << 8 | gid[15];

@@ -596,16 +596,32 @@ parse_peer_allow_from(struct parse *p, const char *value)
 	return 1;
 }
 
+/* "GID" or "GID0, GID1, ...": rail 0's, then the other rails'. */
 static int
 parse_peer_gid(struct parse *p, const char *value)
 {
 	struct kvx_config_peer *peer = &p->cfg.peers[p->peer];
-	struct in6_addr a;
+	const char *cur = value;
+	char item[INI_MAX_LINE];
+	int n = 0, rc;
 
-	if (inet_pton(AF_INET6, value, &a) != 1)
-		return key_fail(p, "gid", "'%s' is not a GID in IPv6 notation", value);
-	memcpy(peer->gid, &a, 16);
+	while ((rc = list_next(&cur, item, sizeof(item))) != 0) {
+		struct in6_addr a;
+
+		if (rc < 0)
+			return key_fail(p, "gid", "an entry of '%s' is too long", value);
+		if (n == KVX_MAX_RAILS)
+			return key_fail(p, "gid", "more than %d GIDs (one per rail)",
+					KVX_MAX_RAILS);
+		if (inet_pton(AF_INET6, item, &a) != 1)
+			return key_fail(p, "gid", "'%s' is not a GID in IPv6 notation", item);
+		memcpy(n ? peer->rail_gid[n - 1] : peer->gid, &a, 16);
+		n++;
+	}
+	if (n == 0)
+		return key_fail(p, "gid", "empty");
 	peer->has_gid = true;
+	peer->n_rail_gid = n - 1;
 	return 1;
 }
 
@@ -1381,7 +1397,12 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 			char gid[INET6_ADDRSTRLEN];
 
 			inet_ntop(AF_INET6, peer->gid, gid, sizeof(gid));
-			fprintf(f, "gid = %s\n", gid);
+			fprintf(f, "gid = %s", gid);
+			for (int k = 0; k < peer->n_rail_gid; k++) {
+				inet_ntop(AF_INET6, peer->rail_gid[k], gid, sizeof(gid));
+				fprintf(f, ",%s", gid);
+			}
+			fprintf(f, "\n");
 		}
 	}
 }
@@ -1434,7 +1455,9 @@ kvx_config_peer_same(const struct kvx_config_peer *a, const struct kvx_config_pe
 	if (strcmp(a->name, b->name) != 0 || strcmp(a->addr.host, b->addr.host) != 0 ||
 	    a->addr.port != b->addr.port || a->allowed != b->allowed ||
 	    a->n_allow_from != b->n_allow_from || a->has_gid != b->has_gid ||
-	    (a->has_gid && memcmp(a->gid, b->gid, sizeof(a->gid)) != 0))
+	    (a->has_gid && memcmp(a->gid, b->gid, sizeof(a->gid)) != 0) ||
+	    a->n_rail_gid != b->n_rail_gid ||
+	    memcmp(a->rail_gid, b->rail_gid, 16 * (size_t)a->n_rail_gid) != 0)
 		return false;
 	for (i = 0; i < a->n_allow_from; i++)
 		if (a->allow_from[i].addr != b->allow_from[i].addr ||

@@ -43,8 +43,9 @@
  *              max_tombstones_per_peer (1..1048576, default 4096)
  *   [peer.NAME] address (R, "IPv4:port"); allow_from (comma list of IPv4/prefix the peer may
  *              connect from besides its address, at most KVX_CFG_ALLOW_FROM_MAX); gid (the
- *              exact GID its QP_INFO must carry; default: the IPv4-mapped GID of an address
- *              it may connect from); NAME as for node names; at most KVX_MAX_PEERS
+ *              exact GID its QP_INFO must carry, or a comma list: rail 0's, rail 1's, ...;
+ *              default: the IPv4-mapped GID of an address it may connect from); NAME as for
+ *              node names; at most KVX_MAX_PEERS
  *   [metrics]  listen ("IPv4:port" of the Prometheus endpoint, GET /metrics; default none: no
  *              endpoint; not the [node] listen port on the same or a wildcard address)
  *   [membership] etcd ("IPv4:port" of etcd's client port: its v3 JSON gateway over HTTP; default
@@ -101,7 +102,9 @@ struct kvx_config_peer {
 	struct kvx_config_net allow_from[KVX_CFG_ALLOW_FROM_MAX];
 	int n_allow_from;
 	bool has_gid;
-	uint8_t gid[16];
+	uint8_t gid[16];			 /* rail 0's */
+	uint8_t rail_gid[KVX_MAX_RAILS - 1][16]; /* rails 1..n_rail_gid: exact GIDs too */
+	int n_rail_gid;
 };
 
 struct kvx_config {

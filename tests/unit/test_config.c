@@ -1121,6 +1121,18 @@ test_rails_sections(void **state)
 		    "[rail.1] speed: unknown key");
 	expect_fail(MIN_INI "[rail.1]\ndevice = rxe2\ndevice = rxe3\n", MIN_LINES + 3,
 		    "[rail.1] device: duplicate key (first at line 9)");
+	/* a peer's exact GIDs, one per rail */
+	load_ok(MIN_INI
+		"[peer.beta]\naddress = 10.0.0.2:7470\ngid = ::ffff:10.0.0.2, ::ffff:10.1.0.2\n",
+		&cfg);
+	assert_true(cfg.peers[0].has_gid);
+	assert_int_equal(cfg.peers[0].n_rail_gid, 1);
+	assert_int_equal(cfg.peers[0].rail_gid[0][13], 1);
+	assert_round_trip(&cfg);
+	expect_fail(MIN_INI "[peer.beta]\naddress = 10.0.0.2:7470\ngid = ::1, ::2, ::3, ::4, ::5\n",
+		    MIN_LINES + 3, "[peer.beta] gid: more than 4 GIDs (one per rail)");
+	expect_fail(MIN_INI "[peer.beta]\naddress = 10.0.0.2:7470\ngid = ::1, nope\n",
+		    MIN_LINES + 3, "[peer.beta] gid: 'nope' is not a GID in IPv6 notation");
 	/* the same device on another port is another rail */
 	load_ok(MIN_INI "[rail.1]\ndevice = rxe0\nport = 2\n", &cfg);
 	assert_int_equal(cfg.n_rails, 2);

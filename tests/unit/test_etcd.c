@@ -338,6 +338,47 @@ test_refused_entry_taken_later(void **state)
 	assert_int_equal(A.ctr.members_found, 2);
 }
 
+/* A node with several rails registers a GID per rail: each is the exact GID that rail's QPs
+ * must carry; more GIDs than rails kvxd has are refused. */
+static void
+test_gid_per_rail(void **state)
+{
+	char ev[768], k[64], v[256], val[192];
+	const struct kvx_config_peer *cp;
+	struct kvxd_peer *p;
+
+	(void)state;
+	start_found(NULL, 0);
+	b64(k, PREFIX "d");
+	snprintf(val, sizeof(val), "127.0.0.1:9 ::ffff:10.77.0.2 ::ffff:10.78.0.2");
+	b64(v, val);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 k, v);
+	gw_watch(ev);
+	PUMP_UNTIL(kvxd_peer_find(&A, "d") != NULL);
+	p = kvxd_peer_find(&A, "d");
+	cp = &A.cfg.peers[p->idx];
+	assert_true(cp->has_gid);
+	assert_int_equal(cp->gid[12], 10);
+	assert_int_equal(cp->gid[13], 77);
+	assert_int_equal(cp->n_rail_gid, 1);
+	assert_int_equal(cp->rail_gid[0][13], 78);
+	assert_int_equal(cp->rail_gid[0][15], 2);
+
+	b64(k, PREFIX "e");
+	snprintf(val, sizeof(val), "127.0.0.1:9 ::1 ::2 ::3 ::4 ::5");
+	b64(v, val);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"12\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 k, v);
+	gw_watch(ev);
+	PUMP_UNTIL(A.ctr.members_refused == 1);
+	assert_null(kvxd_peer_find(&A, "e"));
+}
+
 /* Our own key deleted (by an operator, or a bad actor with etcd access): registered again. */
 static void
 test_own_key_deleted_registers_again(void **state)
@@ -371,6 +412,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_section_wins_over_etcd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_entry_taken_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gid_per_rail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_key_deleted_registers_again, setup,
 						teardown),
 	};

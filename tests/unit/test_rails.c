@@ -345,6 +345,28 @@ test_meta_short_of_rails_refused(void **state)
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 }
 
+/* A rail's GID set for the peer ([peer.*] gid's list, or its etcd entry) is exact: a QP_INFO
+ * whose rail-1 GID is another host's is refused. */
+static void
+test_rail_gid_checked(void **state)
+{
+	struct kvx_config_peer *cp = &B.cfg.peers[peer_of(&B, "a")->idx];
+	uint64_t bad = B.ctr.gid_mismatch;
+
+	(void)state;
+	kvxd_peer_admin(&A, "b", "pause");
+	PUMP_UNTIL(!node_ready(&A, "b") && !node_ready(&B, "a"));
+	cp->n_rail_gid = 1;
+	memset(cp->rail_gid[0], 0, 16);
+	cp->rail_gid[0][10] = cp->rail_gid[0][11] = 0xff;
+	cp->rail_gid[0][15] = 9; /* ::ffff:0.0.0.9, not a's */
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(B.ctr.gid_mismatch > bad);
+	assert_false(node_ready(&B, "a"));
+	cp->rail_gid[0][15] = 0; /* a's: the session comes up */
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+}
+
 int
 main(void)
 {
@@ -358,6 +380,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_failed_rail_fenced_others_carry_on, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rail_gid_checked, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
