@@ -109,10 +109,14 @@ pick_cores(struct kvxd *d, int *cpus)
 			}
 		}
 	}
+	/* peers must have as many polling cores: one per rail whatever the machine, unpinned
+	 * when no free CPU is near the device */
 	if (n < d->cfg.n_rails)
-		KVX_WARN("%d polling core%s for %d rails: not enough CPUs near the devices", n,
-			 n > 1 ? "s" : "", d->cfg.n_rails);
-	return n > 0 ? n : kvx_topo_pick_poll_cpus(d->cfg.device, d->cfg.control_cpu, cpus, 1);
+		KVX_WARN("%d of %d polling cores unpinned: no free CPU near their rail's device",
+			 d->cfg.n_rails - n, d->cfg.n_rails);
+	while (n < d->cfg.n_rails)
+		cpus[n++] = -1;
+	return n;
 }
 
 /* Open and query every rail's device ([rdma], then [rail.N]); d->nrails counts those open.

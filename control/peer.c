@@ -29,6 +29,9 @@
 #define RECONNECT_MS 200
 #define SWEEP_MS 1000	  /* retry of a rollback whose release failed */
 #define BUSY_RETRY_MS 500 /* on_demand: a dial answered BYE BUSY is tried again after this */
+/* several rails: a failed rail is tried again after this, doubling to the maximum */
+#define RAIL_BACKOFF_MS 5000
+#define RAIL_BACKOFF_MAX_MS 60000
 /* on_demand: an IDLE_ASK is agreed to only when no room has used the session for this long */
 #define IDLE_ANSWER_GRACE_MS 200
 
@@ -511,6 +514,8 @@ gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16], int rail)
 	return kvx_config_peer_addr_ok(cp, a);
 }
 
+static bool rail_down(struct kvxd *d, struct kvxd_peer *p, int rail, const char *why);
+
 /* Validate the remote's QP data, bring every QP to RTS, send QP_READY. */
 static int
 connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *ri)
@@ -545,12 +550,19 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
 		struct kvx_vx_qp_attr a = qp_attr(d, p, c, ri);
 
+		if (p->rails_down & 1u << kvxd_lane_rail(d, c))
+			continue; /* that rail could not be connected on another core */
 		rc = kvx_vx->qp_to_rtr(p->qpc[c]->qp, &a);
+		if (rc && rail_down(d, p, kvxd_lane_rail(d, c), "could not reach the peer"))
+			continue; /* the session comes up on the other rails (a cut link: rxe
+				   * cannot resolve the peer's address) */
 		if (rc)
 			return rc;
 		journal_push(p, KVXD_J_QP_ARMED, c);
 		FAULT(p, KVX_FAULT_HS_AFTER_RTR);
 		rc = kvx_vx->qp_to_rts(p->qpc[c]->qp, &a);
+		if (rc && rail_down(d, p, kvxd_lane_rail(d, c), "could not be made ready"))
+			continue;
 		if (rc)
 			return rc;
 		FAULT(p, KVX_FAULT_HS_AFTER_RTS);
@@ -575,33 +587,41 @@ rails_send(struct kvxd *d, struct kvxd_peer *p)
 	return ok;
 }
 
-bool
-kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail)
+/* Take a rail out of p's session (its QP failed, or could not be connected) while another
+ * is left; the session is replaced to try it again after the backoff.  false: no rail would
+ * be left. */
+static bool
+rail_down(struct kvxd *d, struct kvxd_peer *p, int rail, const char *why)
 {
 	uint64_t now = kvxd_now_ms();
 	uint8_t all = (uint8_t)((1u << d->nrails) - 1);
 
 	if (d->nrails < 2 || rail < 0 || rail >= d->nrails ||
 	    (uint8_t)(p->rails_down | 1u << rail) == all)
-		return false; /* nothing left to carry the rooms: replace the session now */
+		return false;
 	if (p->rails_down & 1u << rail)
-		return true; /* another core's QP on that rail: already fenced */
+		return true; /* another core's QP on that rail: already down */
 	/* a session that ran a while on all its rails starts the backoff again */
-	if (!p->rails_down && now - p->ready_ms > 60000)
+	if (!p->rails_down && p->ready_ms && now - p->ready_ms > 60000)
 		p->rail_backoff_ms = 0;
-	p->rail_backoff_ms = p->rail_backoff_ms ? p->rail_backoff_ms * 2 : 1000;
-	if (p->rail_backoff_ms > 30000)
-		p->rail_backoff_ms = 30000;
+	p->rail_backoff_ms = p->rail_backoff_ms ? p->rail_backoff_ms * 2 : RAIL_BACKOFF_MS;
+	if (p->rail_backoff_ms > RAIL_BACKOFF_MAX_MS)
+		p->rail_backoff_ms = RAIL_BACKOFF_MAX_MS;
 	p->rails_down |= (uint8_t)(1u << rail);
 	p->rail_retry_ms = now + p->rail_backoff_ms;
 	d->ctr.rails_fenced++;
-	KVX_WARN("peer %s: rail %d (%s) failed: its rooms failed, the other rail%s carry on; "
-		 "the session is replaced to try it again in %llu ms",
-		 p->name, rail, d->cfg.rails[rail].device, d->nrails > 2 ? "s" : "",
+	KVX_WARN("peer %s: rail %d (%s) %s: the other rail%s carry the rooms; the session is "
+		 "replaced to try it again in %llu ms",
+		 p->name, rail, d->cfg.rails[rail].device, why, d->nrails > 2 ? "s" : "",
 		 (unsigned long long)p->rail_backoff_ms);
-	if (!rails_send(d, p))
-		return false;
 	return true;
+}
+
+bool
+kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail)
+{
+	/* false: nothing left to carry the rooms, the caller replaces the session now */
+	return rail_down(d, p, rail, "failed (its rooms failed)") && rails_send(d, p);
 }
 
 /* The replacement that tries the failed rails again, once nothing is in flight to p: hold new
@@ -642,8 +662,7 @@ static int
 publish(struct kvxd *d, struct kvxd_peer *p)
 {
 	FAULT(p, KVX_FAULT_HS_BEFORE_PUBLISH);
-	p->rails_down = 0; /* a new session tries every rail */
-	p->rail_hold = false;
+	p->rail_hold = false; /* rails_down: those connect_qps could not connect */
 	if (d->nrails > 1 && !rails_send(d, p))
 		return -EAGAIN;
 	p->epoch++;

@@ -1090,8 +1090,10 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 		stat_add(&c->st.outbox_full, 1);
 		return 0;
 	}
-	for (int k = 0; k < c->nrails; k++) {
-		n = kvx_vx->cq_poll_burst(c->cq[k], wc, KVXD_BATCH);
+	/* KVXD_BATCH completions per iteration over all the rails' CQs (the outbox reserve counts
+	 * that many), starting at the next rail each time so that none starves */
+	for (int k = 0, budget = KVXD_BATCH; k < c->nrails && budget > 0; k++) {
+		n = kvx_vx->cq_poll_burst(c->cq[(c->poll_rail + k) % c->nrails], wc, budget);
 		for (int i = 0; i < n; i++) {
 			const uint8_t *tag = (const uint8_t *)(uintptr_t)wc[i].wr_id;
 
@@ -1101,7 +1103,9 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 				on_recv_wc(c, &wc[i]);
 		}
 		work += n > 0 ? n : 0;
+		budget -= n > 0 ? n : 0;
 	}
+	c->poll_rail = (c->poll_rail + 1) % c->nrails;
 	n = kvx_mbox_get_burst(c->inbox, msgs, 8);
 	for (int i = 0; i < n; i++)
 		on_msg(c, &msgs[i]);

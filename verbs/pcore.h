@@ -251,6 +251,7 @@ struct kvxd_core {
 	uint8_t rails_down[KVX_MAX_PEERS];
 	bool hold[KVX_MAX_PEERS], hold_told[KVX_MAX_PEERS];
 	int nhold;
+	int poll_rail;	 /* the CQ the next iteration polls first */
 	uint32_t stripe; /* the rail the next striped WR starts on (round robin) */
 	struct kvx_pcore_room *ready_head, *ready_tail;
 	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */

@@ -298,7 +298,7 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	r = open_room(10, ROOM_PAGES);
 	submit(10, ROOM_PAGES);
 	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 7);
-	pump_ms(1100);
+	pump_ms(5100);
 	assert_int_equal(B.ctr.rail_retries, 0);
 	assert_int_equal(pb->epoch, epoch);
 	fake_vx_release(b_qp(0), 7);
@@ -345,6 +345,40 @@ test_meta_short_of_rails_refused(void **state)
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 }
 
+/* A rail whose QPs cannot be connected (rxe cannot resolve the peer over a cut link) does not
+ * keep the session down: it comes up on the other rail, and rooms flow. */
+static void
+test_session_up_without_a_rail_it_cannot_connect(void **state)
+{
+	struct kvxd_room *r;
+	int ok = 0;
+
+	(void)state;
+	kvxd_peer_admin(&A, "b", "pause");
+	PUMP_UNTIL(!node_ready(&A, "b") && !node_ready(&B, "a"));
+	pump_ms(600);
+	fake_vx_fail_call("qp_to_rtr", 2, -ETIMEDOUT); /* the first node's rail-1 QP */
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_int_equal(A.ctr.rails_fenced + B.ctr.rails_fenced, 1);
+	assert_true(peer_of(&A, "b")->rails_down == 2 || peer_of(&B, "a")->rails_down == 2);
+	/* b's WRITEs to a QP of a's that never connected fail once and fence the rail there */
+	for (uint64_t id = 20; id < 24; id++) {
+		r = open_room(id, ROOM_PAGES);
+		submit(id, ROOM_PAGES);
+		PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS ||
+			   kvxd_room_state(r) == KVX_ROOM_RELEASED);
+		if (kvxd_room_state(r) == KVX_ROOM_SUCCESS) {
+			assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS,
+					    (size_t)ROOM_PAGES * PS);
+			ok++;
+		}
+		close_room(r, id);
+	}
+	assert_true(ok >= 3);
+	assert_true(node_ready(&A, "b") && node_ready(&B, "a"));
+}
+
 /* A rail's GID set for the peer ([peer.*] gid's list, or its etcd entry) is exact: a QP_INFO
  * whose rail-1 GID is another host's is refused. */
 static void
@@ -381,6 +415,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rail_gid_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_session_up_without_a_rail_it_cannot_connect,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
