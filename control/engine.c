@@ -437,7 +437,6 @@ err_dereg:
 	munmap(p->base, len);
 	free(p);
 	return rc;
-	munmap(p->base, len);
 err_free:
 	free(p);
 	return rc;

@@ -520,32 +520,33 @@ core_counters(struct out *o, struct kvxd *d)
 		}
 	}
 	/* what each rail (device) carried: a room's WRITEs are striped over every rail */
-	family(o, "kvx_rail_wr_posted_total", "counter", "work requests posted, by core and rail");
-	for (int i = 0; i < d->ncores; i++)
-		for (int k = 0; k < d->nrails; k++) {
-			char rail[12];
+	static const struct {
+		const char *name, *help;
+		size_t off; /* an array of KVX_MAX_RAILS counters in struct kvxd_core_stats */
+	} rail_ctr[] = {
+		{"kvx_rail_wr_posted_total", "work requests posted, by core and rail",
+		 offsetof(struct kvxd_core_stats, rail_wrs)},
+		{"kvx_rail_bytes_posted_total", "bytes posted, by core and rail",
+		 offsetof(struct kvxd_core_stats, rail_bytes)},
+	};
 
-			snprintf(core, sizeof(core), "%d", i);
-			snprintf(rail, sizeof(rail), "%d", k);
-			sample(o,
-			       L({"core", core}, {"rail", rail},
-				 {"device", d->cfg.rails[k].device}),
-			       atomic_load_explicit(&d->cores[i].st.rail_wrs[k],
-						    memory_order_relaxed));
-		}
-	family(o, "kvx_rail_bytes_posted_total", "counter", "bytes posted, by core and rail");
-	for (int i = 0; i < d->ncores; i++)
-		for (int k = 0; k < d->nrails; k++) {
-			char rail[12];
+	for (size_t f = 0; f < sizeof(rail_ctr) / sizeof(rail_ctr[0]); f++) {
+		family(o, rail_ctr[f].name, "counter", rail_ctr[f].help);
+		for (int i = 0; i < d->ncores; i++)
+			for (int k = 0; k < d->nrails; k++) {
+				_Atomic uint64_t *v = (_Atomic uint64_t *)((char *)&d->cores[i].st +
+									   rail_ctr[f].off) +
+						      k;
+				char rail[12];
 
-			snprintf(core, sizeof(core), "%d", i);
-			snprintf(rail, sizeof(rail), "%d", k);
-			sample(o,
-			       L({"core", core}, {"rail", rail},
-				 {"device", d->cfg.rails[k].device}),
-			       atomic_load_explicit(&d->cores[i].st.rail_bytes[k],
-						    memory_order_relaxed));
-		}
+				snprintf(core, sizeof(core), "%d", i);
+				snprintf(rail, sizeof(rail), "%d", k);
+				sample(o,
+				       L({"core", core}, {"rail", rail},
+					 {"device", d->cfg.rails[k].device}),
+				       atomic_load_explicit(v, memory_order_relaxed));
+			}
+	}
 	family(o, "kvx_core_inbox_overflow_total", "counter",
 	       "messages that waited on the overflow ring behind a full inbox");
 	for (int i = 0; i < d->ncores; i++) {
