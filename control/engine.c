@@ -307,7 +307,8 @@ pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
 	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
-		if (p && p->id == id && p->engine_id == e->id)
+		/* an orphan is being deregistered: none of its rails' keys may be used again */
+		if (p && p->id == id && p->engine_id == e->id && !p->orphan)
 			return p;
 	}
 	return NULL;
@@ -449,12 +450,22 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 
 	if (atomic_load(&p->refs) > 0)
 		return -EBUSY;
+	/* From here the pool is gone for its engine: should a rail's deregistration fail after
+	 * another's succeeded, no room or chunk may take the pool half registered (a freed key
+	 * can name a later MR); kvxd_pool_sweep retries the rails still registered. */
+	p->orphan = true;
 	for (int k = 0; k < KVX_MAX_RAILS; k++) {
 		if (!p->mr[k])
 			continue;
 		rc = kvx_vx->mr_dereg(p->mr[k]);
-		if (rc)
-			return rc; /* kept: retried with the rails still registered */
+		if (rc) {
+			if (!p->dereg_warned)
+				KVX_WARN("pool %d: rail %d: cannot deregister (%s): retried until "
+					 "it can",
+					 p->id, k, strerror(-rc));
+			p->dereg_warned = true;
+			return rc;
+		}
 		p->mr[k] = NULL;
 	}
 	munmap(p->base, p->len);

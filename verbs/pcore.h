@@ -51,8 +51,10 @@ struct kvxd_pool {
 	/* registered on every rail (kvxd's [rdma] and [rail.N] devices), in rail order */
 	uint32_t lkey[KVX_MAX_RAILS], rkey[KVX_MAX_RAILS];
 	struct kvx_vx_mr *mr[KVX_MAX_RAILS];
-	atomic_int refs; /* rooms and chunks that point here */
-	bool orphan;	 /* its engine went away: unregister once refs drops to 0 */
+	atomic_int refs;   /* rooms and chunks that point here */
+	bool orphan;	   /* its engine went away, or it is being deregistered: unregister once
+			    * refs drops to 0 (kvxd_pool_sweep); no new room or chunk takes it */
+	bool dereg_warned; /* a rail's deregistration failed (logged once) */
 };
 
 /* One prefill submission, copied out of the engine's message: src pages of buffers

@@ -56,6 +56,7 @@ static uint64_t writes_executed;
 static struct {
 	char op[32];
 	int nth, err;
+	bool sticky; /* nth and every later call */
 } fail_script[16];
 
 void
@@ -77,26 +78,51 @@ fake_vx_live(void)
 	return live;
 }
 
-void
-fake_vx_fail_call(const char *op, int nth, int err)
+static void
+script_add(const char *op, int nth, int err, bool sticky)
 {
 	for (int i = 0; i < 16; i++)
 		if (!fail_script[i].nth) {
 			snprintf(fail_script[i].op, sizeof(fail_script[i].op), "%s", op);
 			fail_script[i].nth = nth;
 			fail_script[i].err = err;
+			fail_script[i].sticky = sticky;
 			return;
 		}
+}
+
+void
+fake_vx_fail_call(const char *op, int nth, int err)
+{
+	script_add(op, nth, err, false);
+}
+
+void
+fake_vx_fail_from(const char *op, int nth, int err)
+{
+	script_add(op, nth, err, true);
+}
+
+void
+fake_vx_fail_stop(const char *op)
+{
+	for (int i = 0; i < 16; i++)
+		if (strcmp(fail_script[i].op, op) == 0)
+			fail_script[i].nth = 0;
 }
 
 /* Returns the scripted error for this call of op, or 0. */
 static int
 scripted(const char *op)
 {
-	for (int i = 0; i < 16; i++)
-		if (fail_script[i].nth && strcmp(fail_script[i].op, op) == 0 &&
-		    --fail_script[i].nth == 0)
+	for (int i = 0; i < 16; i++) {
+		if (!fail_script[i].nth || strcmp(fail_script[i].op, op) != 0)
+			continue;
+		if (fail_script[i].sticky && fail_script[i].nth == 1)
+			return fail_script[i].err; /* this call and every later one */
+		if (--fail_script[i].nth == 0)
 			return fail_script[i].err;
+	}
 	return 0;
 }
 

@@ -121,6 +121,18 @@ setup(void **state)
 	return 0;
 }
 
+/* The same on two rails (RDMA devices) per node: pools are registered on both. */
+static int
+setup_rails(void **state)
+{
+	int rc;
+
+	harness_rails = 2;
+	rc = setup(state);
+	harness_rails = 1;
+	return rc;
+}
+
 static int
 teardown(void **state)
 {
@@ -1566,6 +1578,40 @@ test_pool_geometry_overflow_refused(void **state)
 	eng_close(&e);
 }
 
+/* A pool whose deregistration failed on one rail after it succeeded on another is never taken
+ * again (the freed key of the first rail could name a later MR); the sweep finishes it. */
+static void
+test_pool_half_deregistered_not_taken(void **state)
+{
+	const struct kvx_event *ev;
+	struct eng e;
+	int pool, mrs;
+
+	assert_int_equal(B.nrails, 2);
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	mrs = fake_vx_live().mr;
+	pool = eng_pool_id(&e, 256, 16, 1);
+	assert_true(pool > 0);
+	assert_int_equal(fake_vx_live().mr, mrs + 2); /* one MR per rail */
+	fake_vx_fail_from("mr_dereg", 2, -EBUSY);     /* rail 1's, until it is stopped */
+	assert_int_equal(eng_pool_unreg(&e, pool), -EBUSY);
+	assert_int_equal(fake_vx_live().mr, mrs + 1);
+	eng_chunk(&e, 30, pool, 2, 0);
+	ev = eng_event(&e, 30, KVX_STATE_FAILED);
+	assert_non_null(ev);
+	assert_int_equal(ev->error, -ENOENT);
+	assert_null(kvxd_room_find(&B, 30, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(fake_vx_live().mr, mrs + 1); /* the sweeps so far failed too */
+	fake_vx_fail_stop("mr_dereg");
+	kvxd_pool_sweep(&B); /* the rail left is deregistered now */
+	assert_int_equal(fake_vx_live().mr, mrs);
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		assert_null(B.pools[i]);
+	eng_close(&e);
+}
+
 /* A chunk whose destination range runs past what any room can hold is refused up front. */
 static void
 test_chunk_destination_range_checked(void **state)
@@ -2312,6 +2358,8 @@ main(void)
 		T(test_cap_rooms_per_engine_prefill),
 		T(test_pool_geometry_overflow_refused),
 		T(test_chunk_destination_range_checked),
+		cmocka_unit_test_setup_teardown(test_pool_half_deregistered_not_taken, setup_rails,
+						teardown),
 		T(test_ranks_share_a_room_id),
 		T(test_head_slices_aux_region_layer_by_layer),
 		T(test_bad_shapes_refused),
