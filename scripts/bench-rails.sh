@@ -5,7 +5,7 @@
 # Interleaved, RUNS times each: kvx, ref, kvx, ref, ...
 #   kvx  two fresh kvxd (prefill on rxe0 + rxe2, decode on rxe1 + rxe3: tests/vm/lib.sh
 #        rails_configs), kvx-bench with 64 KiB messages (rooms of 16 x 4 KiB pages x 4 buffers,
-#        8 in flight) for SECONDS, counted over the steady-state window (--warmup-ms and
+#        INFLIGHT in flight) for SECONDS, counted over the steady-state window (--warmup-ms and
 #        --cooldown-ms of SECONDS/4), every byte verified; the kvxd are stopped before the ref;
 #   ref  ib_write_bw -s 65536 -D SECONDS on rail 0 (rxe0 -> rxe1) and on rail 1 (rxe2 -> rxe3)
 #        at the same time: the sum of both MiB/s (perftest's own window: SECONDS/4 margins).
@@ -14,11 +14,12 @@
 #   bench: shape=64k-2rails kvx=X ref=Y unit=MBps ratio=MIN/MEDIAN/MAX
 # kvx and ref are the medians; each ratio is kvx / ref of one interleaved pair.  The runs' files
 # stay in BUILD_DIR/vm-logs/bench-rails/.  Exits 1 if a run failed.
-# Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3).
+# Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3), KVX_BENCH_INFLIGHT
+# (kvx rooms in flight; 8).
 set -euo pipefail
 
 if [ "${1:-}" = --vm ]; then
-	secs=$2 margin=$3 runs=$4
+	secs=$2 margin=$3 runs=$4 inflight=$5
 	set +e +o pipefail
 	. "$KVX_SRC/tests/vm/lib.sh"
 	[ "$KVX_RAILS" = 2 ] || fail "the VM has $KVX_RAILS rail(s), not 2"
@@ -35,7 +36,7 @@ if [ "${1:-}" = --vm ]; then
 		vm_log "kvx run $i"
 		"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json \
 			--duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
-			--inflight 8 --pages 16 --bufs 4 --page-size 4096 \
+			--inflight "$inflight" --pages 16 --bufs 4 --page-size 4096 \
 			>"$KVX_LOGDIR/kvx$i.json" 2>"$KVX_LOGDIR/kvx$i.err"
 		echo "rc=$? rail0_bytes=$(rail_metric prefill rail_bytes_posted_total 0) rail1_bytes=$(rail_metric prefill rail_bytes_posted_total 1)" \
 			>"$KVX_LOGDIR/kvx$i.rc"
@@ -64,9 +65,14 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 4 ]; then
 fi
 margin=$((secs / 4 * 1000))
 runs=${KVX_BENCH_RUNS:-3}
+inflight=${KVX_BENCH_INFLIGHT:-8}
+if ! [[ "$inflight" =~ ^[1-9][0-9]*$ ]]; then
+	echo "bench-rails: KVX_BENCH_INFLIGHT must be a whole number of rooms, at least 1" >&2
+	exit 2
+fi
 logs=$build/vm-logs/bench-rails
 "$here/scripts/kvx-vm" --build "$build" --rails 2 --timeout $((runs * (4 * secs + 60) + 60)) \
-	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs"
+	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight"
 
 jnum() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" 2>/dev/null | head -n 1; }
 mibs() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1" 2>/dev/null; }
