@@ -43,14 +43,17 @@ t0=${EPOCHREALTIME/./}
 bench decode "$KVX_LOGDIR/first.json" --rooms 64
 t_last=${EPOCHREALTIME/./}
 first_ms=$(((t_last - t0) / 1000))
-[ "$(state prefill decode)" = READY ] || fail "prefill -> decode is $(state prefill decode) after rooms"
+# (its session may already be closing: idle_ms is short, and a busy guest is slow to ask)
+[ "$(metric decode sessions_on_demand_total)" -ge 1 ] || fail "decode's rooms went without dialling"
 [ "$(state prefill decode2)" = IDLE ] || fail "prefill -> decode2 came up without a room"
-q_up=$(qps rxe0)
-[ "$q_up" -gt "$q0" ] || fail "no QP on rxe0 while the session is up"
 
 # decode2's storm starts (its session comes up) while decode's session goes idle and closes
 start_bg storm "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode2.sock \
 	--json --duration 8 --inflight 8 --pages 8 --bufs 2 --timeout 60
+wait_until 15 eval '[ "$(state prefill decode2)" = READY ]' ||
+	fail "decode2's session did not come up for its storm: $(ctl prefill peers)"
+q_up=$(qps rxe0)
+[ "$q_up" -gt "$q0" ] || fail "no QP on rxe0 while decode2's session is up"
 wait_until 15 eval '[ "$(state prefill decode)" = IDLE ] && [ "$(state decode prefill)" = IDLE ]' ||
 	fail "the idle session was not closed: $(ctl prefill peers)"
 closed_ms=$(((${EPOCHREALTIME/./} - t_last) / 1000))
@@ -76,5 +79,5 @@ done
 # and back: the next rooms set the session up again
 bench decode "$KVX_LOGDIR/again.json" --rooms 32
 [ "$(metric decode sessions_on_demand_total)" -ge 2 ] || fail "decode did not dial again"
-echo "on_demand: rxe0 QPs idle $q0, up $q_up, after the close $q0; 64 rooms (session set up by the first) in ${first_ms} ms; decode's idle session closed within ${closed_ms} ms of its last room (idle_ms $IDLE_MS) during decode2's storm of $(j rooms) rooms (0 failed); 32 rooms again over a new session; resets 0"
+echo "on_demand: rxe0 QPs idle $q0, up $q_up (decode2's storm), after the close $q0; 64 rooms (session set up by the first) in ${first_ms} ms; decode's idle session closed within ${closed_ms} ms of its last room (idle_ms $IDLE_MS) during decode2's storm of $(j rooms) rooms (0 failed); 32 rooms again over a new session; resets 0"
 echo "PASS: on_demand"
