@@ -12,6 +12,10 @@
 # Units: 10^6 B/s on both sides (perftest's "MB/sec" is MiB/s and is converted).  Prints one line
 # per run pair and, last:
 #   bench: shape=64k-2rails kvx=X ref=Y unit=MBps ratio=MIN/MEDIAN/MAX
+# After each pair, where the guest's CPU went in the middle of each run (cpu_window), in shares of
+# its two vCPUs: busy, softirq, and the threads of prefill's kvxd (polling cores: on rxe their
+# system time is the emulated NIC's send work; other threads), decode's, kvx-bench and
+# ib_write_bw (these shares overlap softirq where it ran in their time).
 # kvx and ref are the medians; each ratio is kvx / ref of one interleaved pair.  The runs' files
 # stay in BUILD_DIR/vm-logs/bench-rails/.  Exits 1 if a run failed.
 # Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3), KVX_BENCH_INFLIGHT
@@ -27,6 +31,44 @@ if [ "${1:-}" = --vm ]; then
 	for d in rxe0 rxe1 rxe2 rxe3; do g[$d]=$(gid_index $d) || fail "$d has no RoCE v2 GID"; done
 	dir=/run/kvx/bench-rails
 	rails_configs "$dir"
+	# cpu_window OUT DELAY_S LEN_S PIDS: where the guest's CPU went in LEN_S seconds starting DELAY_S
+	# from now (inside the steady-state window), in clock ticks: the whole guest from
+	# /proc/stat (busy, softirq, idle) and the threads of kvxd (polling or not, by node),
+	# kvx-bench and ib_write_bw (user + system)
+	thread_ticks() { # PID...
+		local p t st c r f
+		for p in "$@"; do for t in /proc/"$p"/task/[0-9]*; do
+			read -r st <"$t/stat" 2>/dev/null || continue
+			c=${st#*(} c=${c%%)*} r=${st##*) }
+			read -ra f <<<"$r"
+			echo "${t#/proc/} ${c// /_} $((f[11] + f[12]))"
+		done; done | sort
+	}
+	cpu_window() { # OUT DELAY_S LEN_S PREFILL_PID DECODE_PID OTHER_PID...
+		local out=$1 a b pre=$4 dec=$5
+		sleep "$2"
+		a=$(grep '^cpu ' /proc/stat)
+		thread_ticks "${@:4}" >"$out.0"
+		sleep "$3"
+		b=$(grep '^cpu ' /proc/stat)
+		thread_ticks "${@:4}" >"$out.1"
+		join "$out.0" "$out.1" | awk -v a="$a" -v b="$b" -v pre="${pre:--}/" -v dec="${dec:--}/" '
+			BEGIN { split(a, x); split(b, y)
+				for (i = 2; i <= 9; i++) tot += y[i] - x[i]
+				busy = tot - (y[5] - x[5]) - (y[6] - x[6]); soft = y[8] - x[8] }
+			{ d = $5 - $3; g = "other"
+			  if (index($1, pre) == 1) g = ($2 ~ /^kvx-poll/) ? "prefill_poll" : "prefill_other"
+			  else if (index($1, dec) == 1) g = ($2 ~ /^kvx-poll/) ? "decode_poll" : "decode_other"
+			  else if ($2 == "kvx-bench") g = "kvx_bench"
+			  else if ($2 == "ib_write_bw") g = "ib_write_bw"
+			  n[g] += d }
+			END { printf "ticks=%d busy=%d softirq=%d", tot, busy, soft
+			      split("prefill_poll prefill_other decode_poll decode_other kvx_bench ib_write_bw", k, " ")
+			      for (i = 1; i in k; i++) printf " %s=%d", k[i], n[k[i]]
+			      printf "\n" }' >"$out"
+		rm -f "$out.0" "$out.1"
+	}
+	win_at=$((margin / 1000)).5 win_len=$((secs - 2 * (margin / 1000) - 1))
 	for i in $(seq 1 "$runs"); do
 		for n in prefill decode; do
 			start_bg "$n-$i" "$KVXD" -c "$dir/$n.ini"
@@ -37,7 +79,11 @@ if [ "${1:-}" = --vm ]; then
 		"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json \
 			--duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
 			--inflight "$inflight" --pages 16 --bufs 4 --page-size 4096 \
-			>"$KVX_LOGDIR/kvx$i.json" 2>"$KVX_LOGDIR/kvx$i.err"
+			>"$KVX_LOGDIR/kvx$i.json" 2>"$KVX_LOGDIR/kvx$i.err" &
+		bench_pid=$!
+		cpu_window "$KVX_LOGDIR/kvx$i.cpu" "$win_at" "$win_len" "$(bg_pid "prefill-$i")" \
+			"$(bg_pid "decode-$i")" "$bench_pid"
+		wait "$bench_pid"
 		echo "rc=$? rail0_bytes=$(rail_metric prefill rail_bytes_posted_total 0) rail1_bytes=$(rail_metric prefill rail_bytes_posted_total 1)" \
 			>"$KVX_LOGDIR/kvx$i.rc"
 		stop_bg "decode-$i"
@@ -49,6 +95,10 @@ if [ "${1:-}" = --vm ]; then
 		wait_for_port 18515 30 && wait_for_port 18516 30 || fail "ib_write_bw servers are not listening"
 		start_bg "cli0-$i" timeout 120 "${bw[@]}" -d rxe0 -x "${g[rxe0]}" -p 18515 10.77.0.2
 		start_bg "cli1-$i" timeout 120 "${bw[@]}" -d rxe2 -x "${g[rxe2]}" -p 18516 10.78.0.2
+		# (the clients run under timeout: their ib_write_bw is its child)
+		cpu_window "$KVX_LOGDIR/ref$i.cpu" "$win_at" "$win_len" - - \
+			$(pgrep -P "$(bg_pid "cli0-$i")") $(pgrep -P "$(bg_pid "cli1-$i")") \
+			"$(bg_pid "srv0-$i")" "$(bg_pid "srv1-$i")"
 		rc=0
 		for n in "cli0-$i" "cli1-$i" "srv0-$i" "srv1-$i"; do wait_bg "$n" 150 || rc=1; done
 		echo "rc=$rc" >"$KVX_LOGDIR/ref$i.rc"
@@ -101,6 +151,12 @@ for i in $(seq 1 "$runs"); do
 	r=$(awk -v a="$kv" -v b="$ref" 'BEGIN { printf "%.3f", a / b }')
 	echo "bench-rails: run $i kvx=$kv ref=$ref (rail 0 $m0 MiB/s + rail 1 $m1 MiB/s) ratio=$r $(sed 's/^rc=0 //' "$logs/kvx$i.rc")"
 	kvxs+="$kv " refs+="$ref " ratios+="$r "
+	for w in kvx ref; do
+		[ -s "$logs/$w$i.cpu" ] || continue
+		echo "bench-rails: run $i cpu $w: $(awk '{ split($1, t, "="); for (i = 2; i <= NF; i++) {
+			split($i, v, "="); printf "%s%s=%.0f%%", (i > 2 ? " " : ""), v[1], 100 * v[2] / (t[2] ? t[2] : 1) } }' \
+			"$logs/$w$i.cpu")"
+	done
 done
 read -r _ kmed _ < <(tr ' ' '\n' <<<"$kvxs" | grep . | stats)
 read -r _ rmed _ < <(tr ' ' '\n' <<<"$refs" | grep . | stats)
