@@ -225,6 +225,19 @@ rails_configs() {
 		"$KVX_SRC/configs/decode.ini" >"$dir/decode.ini"
 }
 
+# rails_up DIR: prefill and decode started in the two-rail mode (rails_configs DIR), their engine
+# sockets open and each READY with the other.
+rails_up() {
+	local n
+	rails_configs "$1"
+	for n in prefill decode; do
+		start_bg "$n" "$KVXD" -c "$1/$n.ini"
+		wait_for_socket "/run/kvx/$n.sock" 20 || fail "kvxd $n did not open its engine socket"
+	done
+	wait_peer decode prefill 20
+	wait_peer prefill decode 20
+}
+
 # rail_metric NAME FAMILY RAIL: a per-rail counter (kvx_rail_*_total) summed over cores.
 rail_metric() {
 	ctl "$1" counters | awk -v m="kvx_$2" -v r="rail=\"$3\"" \

@@ -9,14 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 
 [ "$KVX_RAILS" = 2 ] || fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
-dir=/run/kvx/rail_cut
-rails_configs "$dir"
-for n in prefill decode; do
-	start_bg "$n" "$KVXD" -c "$dir/$n.ini"
-	wait_for_socket "/run/kvx/$n.sock" 20 || fail "kvxd $n did not open its engine socket"
-done
-wait_peer decode prefill 20
-wait_peer prefill decode 20
+rails_up /run/kvx/rail_cut
 
 out=$KVX_LOGDIR/cut.json
 start_bg storm "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \

@@ -9,17 +9,10 @@
 . "$(dirname "$0")/lib.sh"
 
 [ "$KVX_RAILS" = 2 ] || fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
-dir=/run/kvx/rails
-rails_configs "$dir"
 qps() { rdma_counts "$1" | sed 's/^qp=\([0-9]*\) .*/\1/'; }
 declare -A q0
 for d in rxe0 rxe1 rxe2 rxe3; do q0[$d]=$(qps $d); done
-for n in prefill decode; do
-	start_bg "$n" "$KVXD" -c "$dir/$n.ini"
-	wait_for_socket "/run/kvx/$n.sock" 20 || fail "kvxd $n did not open its engine socket"
-done
-wait_peer decode prefill 20
-wait_peer prefill decode 20
+rails_up /run/kvx/rails
 for d in rxe0 rxe1 rxe2 rxe3; do
 	[ "$(qps $d)" -gt "${q0[$d]}" ] || fail "no kvx QP on $d: $(rdma resource show)"
 done
