@@ -202,6 +202,21 @@ json_get() {
 	sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" | head -n 1
 }
 
+# storm_end NAME OUT: the kvx-bench started as NAME (start_bg) ends within 90 s; its JSON report,
+# copied to OUT and printed, says no room was harmed: every successful room verified, no canary
+# byte changed after a release, no event of a wrong generation.
+storm_end() {
+	wait_bg "$1" 90 || fail "kvx-bench failed: $(cat "$KVX_LOGDIR/$1.log")"
+	cp "$KVX_LOGDIR/$1.log" "$2"
+	cat "$2"
+	shift
+	[ "$(json_get "$1" verified)" = ok ] && [ "$(json_get "$1" mismatched_bytes)" = 0 ] ||
+		fail "successful rooms corrupted"
+	[ "$(json_get "$1" canary_changed_bytes)" = 0 ] ||
+		fail "$(json_get "$1" canary_changed_bytes) bytes changed after release"
+	[ "$(json_get "$1" bad_generation)" = 0 ] || fail "bad generation"
+}
+
 # rails_configs DIR: configs/prefill.ini and decode.ini for the two-rail mode (# kvx-vm: rails 2)
 # written to DIR: each node's second device as [rail.1] (prefill rxe2, decode rxe3, at its RoCE
 # v2 GID index), the peer's second-rail address in allow_from (its QP_INFO's rail-1 GID is the

@@ -49,13 +49,8 @@ resets=$(grep 'kvxd_peer_reset: peer decode:' "$KVX_LOGDIR/prefill.log")
 [ -n "$resets" ] || fail "rail 1 came back without a session replacement: $(ctl prefill peers)"
 grep -v 'try its failed rail again' <<<"$resets" &&
 	fail "the session was replaced for another reason than the rail retry"
-wait_bg storm 90 || fail "kvx-bench failed: $(cat "$KVX_LOGDIR/storm.log")"
-cp "$KVX_LOGDIR/storm.log" "$out"
-cat "$out"
+storm_end storm "$out"
 j() { json_get "$out" "$1"; }
-[ "$(j verified)" = ok ] && [ "$(j mismatched_bytes)" = 0 ] || fail "successful rooms corrupted"
-[ "$(j canary_changed_bytes)" = 0 ] || fail "$(j canary_changed_bytes) bytes changed after release"
-[ "$(j bad_generation)" = 0 ] || fail "bad generation"
 [ "$(j failed_decode)" -ge 1 ] || fail "no room failed: was rail 1 ever cut?"
 [ "$(j untold_decode)" = 0 ] && [ "$(j untold_prefill)" = 0 ] || fail "a room's end was never told"
 echo "rail cut: rooms=$(j rooms) failed_decode=$(j failed_decode) released=$(j released) canary_checked_bytes=$(j canary_checked_bytes) canary_changed_bytes=$(j canary_changed_bytes); fenced ${fenced_ms} ms after the cut; $((i1 - i0)) rooms in 2 s on rail 0 alone; rail 1 carried rooms again ${back_ms} ms after the link came back; rails_fenced=$(metric prefill rails_fenced_total) rail_retries=$(metric prefill rail_retries_total) qp_replaced=$(metric prefill qp_replaced_total)"
