@@ -464,7 +464,7 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 					 "it can",
 					 p->id, k, strerror(-rc));
 			p->dereg_warned = true;
-			return rc;
+			return -EIO; /* not -EBUSY: the pool is gone for its engine all the same */
 		}
 		p->mr[k] = NULL;
 	}

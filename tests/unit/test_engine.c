@@ -1596,7 +1596,8 @@ test_pool_half_deregistered_not_taken(void **state)
 	assert_true(pool > 0);
 	assert_int_equal(fake_vx_live().mr, mrs + 2); /* one MR per rail */
 	fake_vx_fail_from("mr_dereg", 2, -EBUSY);     /* rail 1's, until it is stopped */
-	assert_int_equal(eng_pool_unreg(&e, pool), -EBUSY);
+	assert_int_equal(eng_pool_unreg(&e, pool), -EIO);
+	assert_int_equal(eng_pool_unreg(&e, pool), -ENOENT); /* gone for the engine */
 	assert_int_equal(fake_vx_live().mr, mrs + 1);
 	eng_chunk(&e, 30, pool, 2, 0);
 	ev = eng_event(&e, 30, KVX_STATE_FAILED);
