@@ -331,8 +331,9 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 {
 	uint32_t n = 0;
 
+	/* an orphan is no longer the engine's (its pinned bytes still count for its uid) */
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
-		n += d->pools[i] && d->pools[i]->engine_id == e->id;
+		n += d->pools[i] && d->pools[i]->engine_id == e->id && !d->pools[i]->orphan;
 	return n;
 }
 

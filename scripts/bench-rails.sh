@@ -38,21 +38,27 @@ if [ "${1:-}" = --vm ]; then
 	thread_ticks() { # PID...
 		local p t st c r f
 		for p in "$@"; do for t in /proc/"$p"/task/[0-9]*; do
-			read -r st <"$t/stat" 2>/dev/null || continue
+			read -r st 2>/dev/null <"$t/stat" || continue
 			c=${st#*(} c=${c%%)*} r=${st##*) }
 			read -ra f <<<"$r"
 			echo "${t#/proc/} ${c// /_} $((f[11] + f[12]))"
-		done; done | sort
+		done; done | LC_ALL=C sort -k1,1
 	}
-	cpu_window() { # OUT DELAY_S LEN_S PREFILL_PID DECODE_PID OTHER_PID...
-		local out=$1 a b pre=$4 dec=$5
+	cpu_window() { # OUT DELAY_S LEN_S PREFILL_PID DECODE_PID OTHER_PID... (child:PID: PID's children)
+		local out=$1 a b pre=$4 dec=$5 p pids=()
 		sleep "$2"
+		for p in "${@:4}"; do
+			case $p in
+			child:*) pids+=($(pgrep -P "${p#child:}")) ;; # looked up now: it has forked
+			*) pids+=("$p") ;;
+			esac
+		done
 		a=$(grep '^cpu ' /proc/stat)
-		thread_ticks "${@:4}" >"$out.0"
+		thread_ticks "${pids[@]}" >"$out.0"
 		sleep "$3"
 		b=$(grep '^cpu ' /proc/stat)
-		thread_ticks "${@:4}" >"$out.1"
-		join "$out.0" "$out.1" | awk -v a="$a" -v b="$b" -v pre="${pre:--}/" -v dec="${dec:--}/" '
+		thread_ticks "${pids[@]}" >"$out.1"
+		LC_ALL=C join "$out.0" "$out.1" | awk -v a="$a" -v b="$b" -v pre="${pre:--}/" -v dec="${dec:--}/" '
 			BEGIN { split(a, x); split(b, y)
 				for (i = 2; i <= 9; i++) tot += y[i] - x[i]
 				busy = tot - (y[5] - x[5]) - (y[6] - x[6]); soft = y[8] - x[8] }
@@ -97,7 +103,7 @@ if [ "${1:-}" = --vm ]; then
 		start_bg "cli1-$i" timeout 120 "${bw[@]}" -d rxe2 -x "${g[rxe2]}" -p 18516 10.78.0.2
 		# (the clients run under timeout: their ib_write_bw is its child)
 		cpu_window "$KVX_LOGDIR/ref$i.cpu" "$win_at" "$win_len" - - \
-			$(pgrep -P "$(bg_pid "cli0-$i")") $(pgrep -P "$(bg_pid "cli1-$i")") \
+			"child:$(bg_pid "cli0-$i")" "child:$(bg_pid "cli1-$i")" \
 			"$(bg_pid "srv0-$i")" "$(bg_pid "srv1-$i")"
 		rc=0
 		for n in "cli0-$i" "cli1-$i" "srv0-$i" "srv1-$i"; do wait_bg "$n" 150 || rc=1; done

@@ -223,7 +223,9 @@ class Pool(PoolMemory):
         """Unregister, then unmap.  kvxd refuses (EBUSY) while a room or a chunk still holds
         the pool; its polling cores drop those references shortly after the room ended (and
         was closed), so EBUSY is retried for up to busy_timeout seconds, then raised (the
-        mapping is released either way; kvxd frees the pool when the connection closes)."""
+        mapping is released either way; kvxd frees the pool when the connection closes).
+        EIO: the NIC refused to deregister it; the pool is gone for this engine all the same
+        (kvxd retries the deregistration), and the error is raised."""
         if self._fd < 0:
             return
         try:

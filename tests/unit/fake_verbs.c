@@ -107,7 +107,7 @@ void
 fake_vx_fail_stop(const char *op)
 {
 	for (int i = 0; i < 16; i++)
-		if (strcmp(fail_script[i].op, op) == 0)
+		if (fail_script[i].sticky && strcmp(fail_script[i].op, op) == 0)
 			fail_script[i].nth = 0;
 }
 

@@ -26,7 +26,8 @@ struct fake_vx_live fake_vx_live(void);
 /* Make the nth (1-based) next call of op ("qp_create", "qp_to_rtr", "qp_destroy", "mr_reg",
  * ...) fail with err (negative errno). */
 void fake_vx_fail_call(const char *op, int nth, int err);
-/* The same for the nth call and every later one, until fake_vx_fail_stop(op). */
+/* The same for the nth call and every later one, until fake_vx_fail_stop(op) (which ends
+ * only such entries). */
 void fake_vx_fail_from(const char *op, int nth, int err);
 void fake_vx_fail_stop(const char *op);
 

@@ -1605,11 +1605,14 @@ test_pool_half_deregistered_not_taken(void **state)
 	assert_int_equal(ev->error, -ENOENT);
 	assert_null(kvxd_room_find(&B, 30, 0, KVX_ROOM_PREFILL));
 	assert_int_equal(fake_vx_live().mr, mrs + 1); /* the sweeps so far failed too */
+	/* nor is it the engine's any more: a new pool fits under a cap of one */
+	B.cfg.max_pools_per_engine = 1;
+	assert_true(eng_pool_id(&e, 256, 16, 1) > 0);
 	fake_vx_fail_stop("mr_dereg");
-	kvxd_pool_sweep(&B); /* the rail left is deregistered now */
-	assert_int_equal(fake_vx_live().mr, mrs);
+	kvxd_pool_sweep(&B);			      /* the rail left is deregistered now */
+	assert_int_equal(fake_vx_live().mr, mrs + 2); /* the new pool's */
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
-		assert_null(B.pools[i]);
+		assert_true(!B.pools[i] || B.pools[i]->id != pool);
 	eng_close(&e);
 }
 
