@@ -465,6 +465,7 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 					 "it can",
 					 p->id, k, strerror(-rc));
 			p->dereg_warned = true;
+			p->dereg_retry_ms = kvxd_now_ms() + KVXD_POOL_DEREG_RETRY_MS;
 			return -EIO; /* not -EBUSY: the pool is gone for its engine all the same */
 		}
 		p->mr[k] = NULL;
@@ -910,12 +911,12 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 }
 
 void
-kvxd_pool_sweep(struct kvxd *d)
+kvxd_pool_sweep(struct kvxd *d, uint64_t now)
 {
 	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
-		if (p && p->orphan && atomic_load(&p->refs) == 0)
+		if (p && p->orphan && atomic_load(&p->refs) == 0 && now >= p->dereg_retry_ms)
 			pool_unregister(d, p);
 	}
 }

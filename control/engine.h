@@ -30,8 +30,10 @@ int kvxd_engine_rings_park(struct kvxd *d);
 void kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken);
 void kvxd_engine_rings_notify(struct kvxd *d);
 void kvxd_engine_close_all(struct kvxd *d);
-/* Unregister pools whose engine went away once nothing points at them. */
-void kvxd_pool_sweep(struct kvxd *d);
+/* Unregister pools whose engine went away, or whose deregistration failed, once nothing points
+ * at them (a failed one is retried KVXD_POOL_DEREG_RETRY_MS later, not on every loop). */
+#define KVXD_POOL_DEREG_RETRY_MS 1000
+void kvxd_pool_sweep(struct kvxd *d, uint64_t now);
 struct kvxd_room_shape;
 
 /* Decode: open a room of rank `rank` and this shape (the engine request's checks and

@@ -144,7 +144,7 @@ tick(struct kvxd *d, uint64_t now)
 	while ((r = kvxd_rooms_due(d, now)))
 		kvxd_abort_on_timer(d, r, now);
 	kvxd_peer_tick(d, now); /* after the rooms: it acts on the fences they asked for */
-	kvxd_pool_sweep(d);
+	kvxd_pool_sweep(d, now);
 	kvxd_metrics_http_tick(d, now);
 	kvxd_etcd_tick(d, now);
 }

@@ -55,6 +55,7 @@ struct kvxd_pool {
 	bool orphan;	   /* its engine went away, or it is being deregistered: unregister once
 			    * refs drops to 0 (kvxd_pool_sweep); no new room or chunk takes it */
 	bool dereg_warned; /* a rail's deregistration failed (logged once) */
+	uint64_t dereg_retry_ms; /* not retried before (kvxd_now_ms), after a failure */
 };
 
 /* One prefill submission, copied out of the engine's message: src pages of buffers
