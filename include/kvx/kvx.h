@@ -99,11 +99,11 @@ const char *kvx_node_name(const struct kvx_conn *c);
  * -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB, -ERANGE when the memfd is
  * smaller than the geometry. */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
-/* Unregister a pool.  Returns 0, -EBUSY while a room or chunk still uses it (it stays
- * registered and usable), -ENOENT for a pool this engine does not have, -EIO when the NIC
- * refused to deregister it (on any rail): the pool is gone for the engine all the same and no
- * longer counts toward its max_pools_per_engine, and kvxd retries the deregistration (its
- * pinned bytes count for the uid until then), or another -errno of the connection. */
+/* Unregister a pool.  Returns 0; -EBUSY while a room or chunk still uses it (it stays
+ * registered and usable); -ENOENT for a pool this engine does not have; -EIO when the NIC
+ * refused to deregister it on some rail (the pool is gone for the engine all the same and no
+ * longer counts toward its max_pools_per_engine; kvxd retries the deregistration, and its
+ * pinned bytes count for the uid until then); or another -errno of the connection. */
 int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
 
 /* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named

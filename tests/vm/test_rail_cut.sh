@@ -1,7 +1,6 @@
 #!/bin/bash
 # kvx-vm: rails 2
-# test_rail_cut.sh: one rail's link is cut mid-storm (every
-# packet on rail 1's veth pair dropped).
+# test_rail_cut.sh: one rail's link is cut mid-storm (every packet on rail 1's veth pair dropped).
 # Its QPs' retries run out, the rooms with WRITEs on it fail on both sides and are released only
 # once nothing can write (no canary byte changes); the session stays and the rooms that follow
 # go over rail 0 alone; kvxd tries rail 1 again after a backoff (a trial while it is still cut
