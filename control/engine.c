@@ -203,7 +203,7 @@ static void
 sessions_of(const struct kvxd *d, uid_t uid, uint32_t *live, uint32_t *refused)
 {
 	*live = *refused = 0;
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+	for (int i = 0; i < d->engines_end; i++) {
 		const struct kvxd_engine *e = d->engines[i];
 
 		if (!e || e->uid != uid || e->doomed)
@@ -251,7 +251,7 @@ kvxd_engine_accept(struct kvxd *d)
 			close(fd); /* enough of its sessions are already being told why */
 			continue;
 		}
-		for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		for (int i = 0; i < KVXD_MAX_ENGINES; i++) /* a free slot: past the end too */
 			if (!d->engines[i]) {
 				slot = i;
 				break;
@@ -284,7 +284,7 @@ kvxd_engine_accept(struct kvxd *d)
 				 e->refused_text);
 		}
 		e->ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE, .ptr = e};
-		d->engines[slot] = e;
+		kvxd_engine_slot_set(d, slot, e);
 		kvxd_epoll_add(d, fd, &e->ev, EPOLLIN);
 	}
 }
@@ -296,7 +296,7 @@ static void engine_close(struct kvxd *d, struct kvxd_engine *e);
 void
 kvxd_engine_reap(struct kvxd *d)
 {
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i] && d->engines[i]->doomed)
 			engine_close(d, d->engines[i]);
 }
@@ -304,7 +304,7 @@ kvxd_engine_reap(struct kvxd *d)
 static struct kvxd_pool *
 pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
 {
-	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+	for (int i = 0; i < d->pools_end; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
 		/* an orphan is being deregistered: none of its rails' keys may be used again */
@@ -320,7 +320,7 @@ pinned_of_uid(const struct kvxd *d, uid_t uid)
 {
 	uint64_t sum = 0;
 
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i] && d->pools[i]->uid == uid)
 			sum += d->pools[i]->len;
 	return sum;
@@ -332,7 +332,7 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 	uint32_t n = 0;
 
 	/* an orphan is no longer the engine's (its pinned bytes still count for its uid) */
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < d->pools_end; i++)
 		n += d->pools[i] && d->pools[i]->engine_id == e->id && !d->pools[i]->orphan;
 	return n;
 }
@@ -395,7 +395,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 			 (unsigned long long)(len >> 10), d->cfg.max_pinned_mb_per_uid);
 		return -EDQUOT;
 	}
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < KVXD_MAX_POOLS; i++) /* a free slot: past the end too */
 		if (!d->pools[i]) {
 			slot = i;
 			break;
@@ -426,7 +426,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	p->page_size = g->page_size;
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
-	d->pools[slot] = p;
+	kvxd_pool_slot_set(d, slot, p);
 	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B on %d rail%s (rkey 0x%x)",
 		 e->id, p->id, p->nbufs, p->npages, p->page_size, d->nrails,
 		 d->nrails > 1 ? "s" : "", p->rkey[0]);
@@ -471,9 +471,9 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 		p->mr[k] = NULL;
 	}
 	munmap(p->base, p->len);
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i] == p)
-			d->pools[i] = NULL;
+			kvxd_pool_slot_set(d, i, NULL);
 	free(p);
 	return 0;
 }
@@ -871,9 +871,9 @@ room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 static void
 engine_close(struct kvxd *d, struct kvxd_engine *e)
 {
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i] == e)
-			d->engines[i] = NULL;
+			kvxd_engine_slot_set(d, i, NULL);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
 	free(e->admin_text);
@@ -886,7 +886,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 	if (e->evt_efd >= 0)
 		close(e->evt_efd);
 	/* Its pools go now, or when no room or chunk points at them any more (the sweep). */
-	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+	for (int i = 0; i < d->pools_end; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
 		if (p && p->engine_id == e->id) {
@@ -913,7 +913,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 void
 kvxd_pool_sweep(struct kvxd *d, uint64_t now)
 {
-	for (int i = 0; i < KVXD_MAX_POOLS; i++) {
+	for (int i = 0; i < d->pools_end; i++) {
 		struct kvxd_pool *p = d->pools[i];
 
 		if (p && p->orphan && atomic_load(&p->refs) == 0 && now >= p->dereg_retry_ms)
@@ -924,10 +924,10 @@ kvxd_pool_sweep(struct kvxd *d, uint64_t now)
 void
 kvxd_engine_close_all(struct kvxd *d)
 {
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i])
 			engine_close(d, d->engines[i]);
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i])
 			pool_unregister(d, d->pools[i]);
 }
@@ -1054,7 +1054,7 @@ kvxd_engine_rings_poll(struct kvxd *d)
 {
 	int work = 0;
 
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i])
 			work += ring_take(d, d->engines[i], RING_BATCH);
 	return work;
@@ -1068,7 +1068,7 @@ kvxd_engine_rings_park(struct kvxd *d)
 {
 	int busy = 0;
 
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+	for (int i = 0; i < d->engines_end; i++) {
 		struct kvxd_engine *e = d->engines[i];
 
 		if (!e || !e->rings || e->doomed)
@@ -1096,7 +1096,7 @@ kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken)
 void
 kvxd_engine_rings_notify(struct kvxd *d)
 {
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+	for (int i = 0; i < d->engines_end; i++) {
 		struct kvxd_engine *e = d->engines[i];
 		int rc;
 

@@ -17,7 +17,7 @@
 struct kvxd_engine *
 kvxd_engine_by_id(struct kvxd *d, int id)
 {
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i] && d->engines[i]->id == id)
 			return d->engines[i];
 	return NULL;

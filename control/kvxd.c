@@ -52,6 +52,26 @@ kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
 }
 
 void
+kvxd_engine_slot_set(struct kvxd *d, int i, struct kvxd_engine *e)
+{
+	d->engines[i] = e;
+	if (e && i >= d->engines_end)
+		d->engines_end = i + 1;
+	while (d->engines_end > 0 && !d->engines[d->engines_end - 1])
+		d->engines_end--;
+}
+
+void
+kvxd_pool_slot_set(struct kvxd *d, int i, struct kvxd_pool *p)
+{
+	d->pools[i] = p;
+	if (p && i >= d->pools_end)
+		d->pools_end = i + 1;
+	while (d->pools_end > 0 && !d->pools[d->pools_end - 1])
+		d->pools_end--;
+}
+
+void
 kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events)
 {
 	struct epoll_event e = {.events = events, .data.ptr = ev};

@@ -349,9 +349,14 @@ struct kvxd {
 	struct cds_list_head pending_dead;
 	uint64_t refuse_log_ms; /* start of the current one-second log window */
 	int refuse_logged, refuse_suppressed;
+	/* Engine sessions and pools by slot, written only through kvxd_engine_slot_set() and
+	 * kvxd_pool_slot_set(): every slot in use is below engines_end and pools_end, where
+	 * every scan of them stops (the loop scans engines[] several times per iteration). */
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
+	int engines_end;
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
+	int pools_end;
 	int next_pool_id;
 	uint32_t next_gen, next_token;
 	int epfd, tcp_fd, eng_fd, sig_fd;
@@ -408,6 +413,9 @@ uint64_t kvxd_now_us(void);
 
 /* Register / change a descriptor in the loop's epoll set: 0 or -errno (add). */
 int kvxd_epoll_add(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
+/* Put e (NULL: empty the slot) into engines[i], and p into pools[i]; the ends follow. */
+void kvxd_engine_slot_set(struct kvxd *d, int i, struct kvxd_engine *e);
+void kvxd_pool_slot_set(struct kvxd *d, int i, struct kvxd_pool *p);
 void kvxd_epoll_mod(struct kvxd *d, int fd, struct kvxd_fd *ev, uint32_t events);
 
 /* A room or chunk no longer points at the pool. */

@@ -250,7 +250,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 			if (f->kind == KVXD_FD_OUTBOX)
 				woken[(struct kvxd_core *)f->ptr - d->cores] = true;
 		}
-		for (int i = 0; i < KVXD_MAX_ENGINES; i++) {
+		for (int i = 0; i < d->engines_end; i++) {
 			struct kvxd_engine *e = d->engines[i];
 			bool w = false;
 

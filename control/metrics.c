@@ -609,7 +609,7 @@ gauges(struct out *o, struct kvxd *d)
 		if (!d->peers[i].vacant)
 			sample(o, L({"peer", d->peers[i].name}), d->peers[i].tombstones_held);
 	n = bytes = 0;
-	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i]) {
 			n++;
 			bytes += d->engines[i]->outq_bytes;
@@ -617,7 +617,7 @@ gauges(struct out *o, struct kvxd *d)
 	GAUGE("engines", "engine sessions", n);
 	GAUGE("engine_reply_queue_bytes", "replies and events waiting for engines to read", bytes);
 	n = 0;
-	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+	for (int i = 0; i < d->pools_end; i++)
 		n += d->pools[i] != NULL;
 	GAUGE("pools", "registered pools", n);
 	GAUGE("qps_live", "QP contexts handed to polling cores and not retired",

@@ -202,7 +202,7 @@ pin_engine(struct kvxd *d, int sv[2])
 	CDS_INIT_LIST_HEAD(&e->rooms);
 	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
 		if (!d->engines[i]) {
-			d->engines[i] = e;
+			kvxd_engine_slot_set(d, i, e);
 			return e;
 		}
 	fail_msg("no engine slot");

@@ -1339,6 +1339,42 @@ test_ring_requests_before_a_close_are_taken(void **state)
 	reng_close(&r);
 }
 
+/* Sessions sit in slots; the loop scans the slots below the last one in use.  A session in a
+ * higher slot than one that closed is still served, and a new session takes the freed slot. */
+static void
+test_sessions_above_a_closed_slot_are_served(void **state)
+{
+	struct eng e[4];
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	for (int i = 0; i < 3; i++) {
+		eng_connect(&e[i], &A);
+		assert_int_equal(eng_hello(&e[i], NULL), 0);
+	}
+	assert_int_equal(live_engines(&A), 3);
+	assert_int_equal(A.engines_end, 3);
+	eng_close(&e[1]);
+	for (int step = 0; step < 5; step++)
+		pump_once();
+	assert_null(A.engines[1]);
+	assert_int_equal(counter(&e[2], "kvx_engines{node=\"a\"}"), 2);
+	eng_close(&e[2]);
+	for (int step = 0; step < 5; step++)
+		pump_once();
+	assert_int_equal(A.engines_end, 1);
+	eng_connect(&e[3], &A);
+	assert_int_equal(eng_hello(&e[3], NULL), 0);
+	assert_non_null(A.engines[1]);
+	assert_int_equal(counter(&e[0], "kvx_engines{node=\"a\"}"), 2);
+	assert_int_equal(counter(&e[3], "kvx_engines{node=\"a\"}"), 2);
+	eng_close(&e[0]);
+	eng_close(&e[3]);
+	for (int step = 0; step < 5; step++)
+		pump_once();
+	assert_int_equal(A.engines_end, 0);
+}
+
 /* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
  * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
 static void
@@ -2351,6 +2387,7 @@ main(void)
 		T(test_admin_group_member_may),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
+		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_rings_carry_requests_and_replies),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
