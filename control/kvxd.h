@@ -369,6 +369,10 @@ struct kvxd {
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
 	bool stopping;
+	/* a peer's frames wait in its stream: kvxd_peers_flush() writes them (after the engines
+	 * were woken, so a decode engine's open is answered before its ROOM_META goes out; every
+	 * frame of an iteration to one peer in one send) */
+	bool peer_tx_queued;
 	int live_qpcs; /* handed to polling cores, not yet retired */
 	uint64_t start_ms;
 	struct kvxd_timer_heap room_timers; /* one deadline per room (control/rooms.h) */

@@ -212,6 +212,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	if (kvxd_engine_rings_poll(d))
 		timeout_ms = 0;
 	kvxd_engine_rings_notify(d);
+	kvxd_peers_flush(d); /* after the engines' wake-ups: a decode open's reply goes first */
 	for (int c = 0; c < d->ncores; c++)
 		if (kvx_pcore_flush(&d->cores[c]))
 			timeout_ms = timeout_ms > 1 ? 1 : timeout_ms; /* retry soon */

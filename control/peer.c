@@ -245,6 +245,8 @@ release_socket(struct kvxd *d, struct kvxd_peer *p)
 {
 	if (kvx_fault_hit(KVX_FAULT_RB_CLOSE_SOCKET))
 		return -EIO;
+	if (p->s.tx_off < p->s.tx_len)
+		kvxd_stream_flush(d, &p->s); /* best effort: frames already queued (a BYE) */
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->s.fd, NULL);
 	if (close(p->s.fd) < 0 && errno != EINTR)
 		KVX_WARN("peer %s: close: %s", p->name, strerror(errno));
@@ -762,6 +764,25 @@ peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what)
 	else
 		snprintf(why, sizeof(why), "%s: %s", what, rc < 0 ? strerror(-rc) : "failed");
 	kvxd_peer_reset(d, p, why);
+}
+
+void
+kvxd_peers_flush(struct kvxd *d)
+{
+	if (!d->peer_tx_queued)
+		return;
+	d->peer_tx_queued = false;
+	for (int i = 0; i < d->npeers; i++) {
+		struct kvxd_peer *p = &d->peers[i];
+		int rc;
+
+		/* a full socket is written on EPOLLOUT */
+		if (p->s.fd < 0 || p->s.tx_off >= p->s.tx_len || p->s.want_out)
+			continue;
+		rc = kvxd_stream_flush(d, &p->s);
+		if (rc)
+			peer_fail(d, p, rc, "send");
+	}
 }
 
 static uint32_t

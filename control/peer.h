@@ -18,6 +18,10 @@ void kvxd_peer_accept(struct kvxd *d);
 void kvxd_pending_close_all(struct kvxd *d);
 /* Free the pending connections dropped during this loop iteration (the loop, at its end). */
 void kvxd_pending_reap(struct kvxd *d);
+/* Write the frames queued on every peer's connection (kvxd_peer_send); a connection that fails
+ * to take them resets its peer.  The loop calls it once per iteration, after waking the
+ * engines and before it waits. */
+void kvxd_peers_flush(struct kvxd *d);
 /* Timers of the peers: dial and retry, handshake deadlines, heartbeats, rollback sweeps,
  * fences asked for (kvxd_peer_fence_request), pending connections' deadlines. */
 void kvxd_peer_tick(struct kvxd *d, uint64_t now);

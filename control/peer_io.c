@@ -140,7 +140,8 @@ kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m
 	if (rc)
 		return rc;
 	d->ctr.frames_tx++;
-	return kvxd_stream_flush(d, &p->s);
+	d->peer_tx_queued = true; /* written by kvxd_peers_flush(), once per loop iteration */
+	return 0;
 }
 
 /* Drop entries older than the waiting timeout: decode has failed those rooms by itself. */
