@@ -96,7 +96,10 @@ kvx_mbox_put(struct kvx_mbox *m, const void *msg)
 	}
 	memcpy(m->slots + (size_t)(tail & m->mask) * m->msg_size, msg, m->msg_size);
 	atomic_store_explicit(&m->tail, tail + 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&m->parked, memory_order_seq_cst))
+	/* one wake-up per park: the first message after the consumer parked takes the flag (the
+	 * consumer is woken and drains everything), the rest of a batch find it clear */
+	if (atomic_load_explicit(&m->parked, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&m->parked, 0, memory_order_seq_cst))
 		wake(m);
 	return 0;
 }

@@ -3,7 +3,8 @@
  * A bounded single-producer/single-consumer mailbox of fixed-size messages between two cores
  * (control -> polling core inbox, polling core -> control outbox), with an eventfd for a
  * consumer that parks.  The producer makes a syscall (eventfd write) only when the consumer
- * announced that it is parked, so a busy consumer costs the producer nothing but a store.
+ * announced that it is parked, so a busy consumer costs the producer nothing but a store, and
+ * only once per park: the put that wakes the consumer clears its announcement.
  *
  * Park protocol (consumer): kvx_mbox_park_prepare(); re-check every work source; if still idle,
  * block on kvx_mbox_fd() (readable when woken); kvx_mbox_park_done() afterwards, saying whether

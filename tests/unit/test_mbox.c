@@ -98,6 +98,34 @@ test_wake_only_when_parked(void **state)
 	kvx_mbox_destroy(m);
 }
 
+/* A batch put while the consumer is parked wakes it once: one eventfd write, not one per
+ * message (the eventfd's counter is the number of writes). */
+static void
+test_one_wake_per_park(void **state)
+{
+	struct kvx_mbox *m = kvx_mbox_create(64, sizeof(struct msg));
+	struct msg in = {0}, out[64];
+	uint64_t writes = 0;
+
+	(void)state;
+	kvx_mbox_park_prepare(m);
+	for (int i = 0; i < 32; i++)
+		assert_int_equal(kvx_mbox_put(m, &in), 0);
+	assert_int_equal(read(kvx_mbox_fd(m), &writes, sizeof(writes)), sizeof(writes));
+	assert_int_equal(writes, 1);
+	kvx_mbox_park_done(m, false);
+	assert_int_equal(kvx_mbox_get_burst(m, out, 64), 32);
+	/* the next park is woken again */
+	kvx_mbox_park_prepare(m);
+	assert_int_equal(kvx_mbox_put(m, &in), 0);
+	assert_int_equal(kvx_mbox_put(m, &in), 0);
+	assert_true(fd_readable(kvx_mbox_fd(m)));
+	kvx_mbox_park_done(m, true);
+	assert_false(fd_readable(kvx_mbox_fd(m)));
+	assert_int_equal(kvx_mbox_get_burst(m, out, 64), 2);
+	kvx_mbox_destroy(m);
+}
+
 #define N_MSGS 200000
 
 struct race {
@@ -170,6 +198,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_capacity),
 		cmocka_unit_test(test_wake_only_when_parked),
+		cmocka_unit_test(test_one_wake_per_park),
 		cmocka_unit_test(test_no_lost_wakeup),
 	};
 
