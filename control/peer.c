@@ -769,19 +769,20 @@ peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what)
 void
 kvxd_peers_flush(struct kvxd *d)
 {
-	if (!d->peer_tx_queued)
-		return;
-	d->peer_tx_queued = false;
-	for (int i = 0; i < d->npeers; i++) {
-		struct kvxd_peer *p = &d->peers[i];
-		int rc;
+	/* a peer reset here may queue frames to peers already passed (failure pushes): again */
+	for (int pass = 0; pass < 4 && d->peer_tx_queued; pass++) {
+		d->peer_tx_queued = false;
+		for (int i = 0; i < d->npeers; i++) {
+			struct kvxd_peer *p = &d->peers[i];
+			int rc;
 
-		/* a full socket is written on EPOLLOUT */
-		if (p->s.fd < 0 || p->s.tx_off >= p->s.tx_len || p->s.want_out)
-			continue;
-		rc = kvxd_stream_flush(d, &p->s);
-		if (rc)
-			peer_fail(d, p, rc, "send");
+			/* a full socket is written on EPOLLOUT */
+			if (p->s.fd < 0 || p->s.tx_off >= p->s.tx_len || p->s.want_out)
+				continue;
+			rc = kvxd_stream_flush(d, &p->s);
+			if (rc)
+				peer_fail(d, p, rc, "send");
+		}
 	}
 }
 
