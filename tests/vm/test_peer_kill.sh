@@ -12,9 +12,12 @@ kvxd_start decode
 wait_peer decode prefill 20
 
 out=$KVX_LOGDIR/kill.json
+# Each room's second and last chunk is held back 300 ms, so that whenever prefill dies, rooms
+# are cut off mid-transfer (without it, a kill could land while every open room had all its
+# bytes: nothing to release, 1 run in 5 under ASan)
 start_bg bench "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-	--json --duration 60 --inflight 8 --pages 32 --bufs 4 --settle-ms 300 \
-	--survive-prefill-loss --timeout 40
+	--json --duration 60 --inflight 8 --pages 32 --bufs 4 --chunks 2 --last-chunk-delay-ms 300 \
+	--settle-ms 300 --survive-prefill-loss --timeout 40
 wait_until 20 eval '[ "$(metric decode core_recv_imm_total)" -ge 20 ]' || fail "no rooms flow"
 stop_bg prefill KILL
 vm_log "prefill killed"
