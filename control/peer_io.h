@@ -22,9 +22,9 @@ int kvxd_stream_flush(struct kvxd *d, struct kvxd_stream *s);
 int kvxd_stream_fill(struct kvxd_stream *s);
 
 /* Encode and queue one frame on the peer's connection: 0, -ENOTCONN (none), or the encode /
- * queue error.  The loop writes it in this iteration (kvxd_peers_flush, control/peer.h), in
- * order with the peer's other frames; a send error there resets the peer.  Never changes the
- * peer's state. */
+ * queue error.  The loop writes it before it next waits (kvxd_peers_flush, control/peer.h),
+ * in order with the peer's other frames; a send error there resets the peer.  Never changes
+ * the peer's state. */
 int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m);
 
 /* Send a ROOM_STATUS now, or as soon as the peer is READY again; kept waiting_ms so that a new
