@@ -8,7 +8,7 @@
 # RAIL_CUT=unresolved (test_rail_cut_unresolved.sh): the cut also outlasts the first retry, with
 # rail 1's neighbour entries flushed, so the retry's handshake cannot resolve the peer on rail 1;
 # a node that cannot connect a rail fences it on its side, and whichever node's retry comes first
-# brings rail 1 back (seen in CI: decode's retry, 5 s after its fence, came before prefill's).
+# brings rail 1 back (CI's counters at stop 20 fit this path: prefill fenced twice, retried once).
 . "$(dirname "$0")/lib.sh"
 
 [ "$KVX_RAILS" = 2 ] || fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
