@@ -1375,6 +1375,36 @@ test_sessions_above_a_closed_slot_are_served(void **state)
 	assert_int_equal(A.engines_end, 0);
 }
 
+/* Pools sit in slots too, scanned below the last one in use: a pool in a higher slot than one
+ * unregistered is still the engine's (found, counted, unregistered), and a new pool takes the
+ * freed slot. */
+static void
+test_pools_above_an_unregistered_slot_are_found(void **state)
+{
+	struct eng e;
+	int p[4];
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true((p[i] = eng_pool_id(&e, 4096, 4, 1)) > 0);
+	assert_int_equal(A.pools_end, 3);
+	assert_int_equal(eng_pool_unreg(&e, p[1]), 0);
+	assert_null(A.pools[1]);
+	assert_int_equal(counter(&e, "kvx_pools{node=\"a\"}"), 2);
+	assert_int_equal(eng_pool_unreg(&e, p[2]), 0); /* found above the empty slot */
+	assert_int_equal(A.pools_end, 1);
+	assert_true((p[3] = eng_pool_id(&e, 4096, 4, 1)) > 0);
+	assert_non_null(A.pools[1]);
+	assert_int_equal(A.pools_end, 2);
+	assert_int_equal(eng_pool_unreg(&e, p[0]), 0);
+	assert_int_equal(eng_pool_unreg(&e, p[3]), 0);
+	assert_int_equal(A.pools_end, 0);
+	eng_close(&e);
+}
+
 /* An engine that reads late but reads: its replies wait in kvxd's queue (more than the socket
  * holds), go out on EPOLLOUT, whole and in order, and it keeps its session. */
 static void
@@ -2388,6 +2418,7 @@ main(void)
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_sessions_above_a_closed_slot_are_served),
+		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
