@@ -444,7 +444,7 @@ next_due(const struct kvxd *d, const struct kvxd_room *r, uint64_t now)
 		DUE(waiting);
 	if (r->engine_id < 0 && r->engine_gone && !r->nowners)
 		DUE(r->gone_ms + d->cfg.waiting_ms);
-	if (r->engine_id < 0 && !r->engine_gone && !r->engine_told)
+	if (r->engine_id < 0 && !r->engine_gone && !atomic_load(&r->pc.told))
 		DUE(waiting);
 #undef DUE
 	return due;

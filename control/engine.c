@@ -867,6 +867,8 @@ room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 	return kvxd_decode_abort(d, r, -ECANCELED, "aborted by the engine");
 }
 
+static void rings_close(struct kvxd *d, struct kvxd_engine *e);
+
 /* Close the session now.  Only from kvxd_engine_reap() and shutdown: elsewhere doom it. */
 static void
 engine_close(struct kvxd *d, struct kvxd_engine *e)
@@ -877,14 +879,6 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
 	free(e->admin_text);
-	if (e->rings) {
-		epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_efd, NULL);
-		munmap(e->ring_map, e->ring_map_len);
-	}
-	if (e->sub_efd >= 0)
-		close(e->sub_efd);
-	if (e->evt_efd >= 0)
-		close(e->evt_efd);
 	/* Its pools go now, or when no room or chunk points at them any more (the sweep). */
 	for (int i = 0; i < d->pools_end; i++) {
 		struct kvxd_pool *p = d->pools[i];
@@ -902,9 +896,17 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 		{
 			cds_list_del(&r->eng_link);
 			r->on_eng_list = false;
+			atomic_store_explicit(&r->pc.evq, NULL, memory_order_release);
 			kvxd_abort_engine_lost(d, r);
 		}
 	}
+	/* no room points at its core rings any more */
+	if (e->rings)
+		rings_close(d, e);
+	if (e->sub_efd >= 0)
+		close(e->sub_efd);
+	if (e->evt_efd >= 0)
+		close(e->evt_efd);
 	KVX_INFO("engine %d disconnected", e->id);
 	kvxd_engine_outq_drop(d, e);
 	free(e);
@@ -963,17 +965,72 @@ rings_reply(struct kvxd_engine *e, uint64_t seq, const int fds[3])
 	return 0;
 }
 
-/* KVX_ENG_RINGS: make the session's two rings (a sealed memfd, two eventfds), map them, hand
- * them to the engine.  On any failure the session stays on the socket. */
+/* What a session's rings leave behind when it closes: the mapping, the engine's eventfd and
+ * the core rings' producer sides, which a polling core may still be using in its current
+ * iteration.  They go after an RCU grace period. */
+struct rings_gc {
+	struct rcu_head rcu;
+	void *map;
+	size_t map_len;
+	int evt_efd;
+	int nevq;
+	struct kvx_pcore_evq *evq[KVX_MAX_CORES];
+};
+
 static void
-rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, size_t len)
+rings_gc_rcu(struct rcu_head *head)
 {
-	size_t one = kvx_shring_map_bytes(RING_BYTES), total = 2 * one;
-	int fds[3] = {-1, -1, -1}, rc;
+	struct rings_gc *g = caa_container_of(head, struct rings_gc, rcu);
+
+	kvx_rcu_reclaim_begin();
+	munmap(g->map, g->map_len);
+	if (g->evt_efd >= 0)
+		close(g->evt_efd);
+	for (int i = 0; i < g->nevq; i++)
+		free(g->evq[i]);
+	free(g);
+	kvx_rcu_reclaim_end();
+}
+
+/* Close: the socket side now; the mapping, the engine's eventfd and the core rings once no
+ * polling core can be in them (every room's evq was cleared before). */
+static void
+rings_close(struct kvxd *d, struct kvxd_engine *e)
+{
+	struct rings_gc *g = e->ring_gc;
+
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_efd, NULL);
+	g->map = e->ring_map;
+	g->map_len = e->ring_map_len;
+	g->evt_efd = e->evt_efd;
+	g->nevq = e->nevq;
+	memcpy(g->evq, e->evq, sizeof(g->evq));
+	e->ring_gc = NULL;
+	e->evt_efd = -1; /* the callback closes it */
+	e->nevq = 0;
+	call_rcu(&g->rcu, rings_gc_rcu);
+}
+
+/* KVX_ENG_RINGS: make the session's rings (a sealed memfd, two eventfds), map them, hand them
+ * to the engine: the submission and event rings, and with KVX_ENG_RINGS_CORE one event ring
+ * per polling core.  On any failure the session stays on the socket. */
+static void
+rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *buf, size_t len)
+{
+	size_t one = kvx_shring_map_bytes(RING_BYTES), total;
+	struct kvx_eng_rings m = {0};
+	int fds[3] = {-1, -1, -1}, rc, ncore = 0;
+	struct kvx_pcore_evq *evq[KVX_MAX_CORES] = {NULL};
+	struct rings_gc *gc = NULL;
 	void *map = MAP_FAILED;
 
-	if (len != sizeof(struct kvx_eng_rings)) {
+	if (len != sizeof(struct kvx_eng_hdr) && len != sizeof(m)) {
 		kvxd_engine_reply(d, e, seq, -EBADMSG, 0, "bad RINGS length");
+		return;
+	}
+	memcpy(&m, buf, len);
+	if (m.flags & ~KVX_ENG_RINGS_CORE) {
+		kvxd_engine_reply(d, e, seq, -EINVAL, 0, "unknown RINGS flags");
 		return;
 	}
 	if (e->rings) {
@@ -984,6 +1041,18 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, size_t len)
 		kvxd_engine_reply(d, e, seq, -EBUSY, 0, "replies wait for the socket");
 		return;
 	}
+	if (m.flags & KVX_ENG_RINGS_CORE)
+		ncore = d->ncores;
+	total = (2 + (size_t)ncore) * one;
+	if (!(gc = calloc(1, sizeof(*gc)))) { /* its close cannot fail for want of memory */
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (int c = 0; c < ncore; c++)
+		if (!(evq[c] = calloc(1, sizeof(*evq[c])))) {
+			rc = -ENOMEM;
+			goto fail;
+		}
 	fds[0] = memfd_create("kvx-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -994,13 +1063,18 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, size_t len)
 		rc = -errno;
 		goto fail;
 	}
-	kvx_shring_format(map, RING_BYTES);
-	kvx_shring_format((uint8_t *)map + one, RING_BYTES);
+	for (int i = 0; i < 2 + ncore; i++)
+		kvx_shring_format((uint8_t *)map + (size_t)i * one, RING_BYTES);
 	kvx_shring_attach(&e->sub, map, one, RING_BYTES, fds[1], false);
 	kvx_shring_attach(&e->evt, (uint8_t *)map + one, one, RING_BYTES, fds[2], true);
-	/* the engine starts parked (it reads the ring only after its eventfd said so) */
+	/* the engine starts parked (it reads a ring only after its eventfd said so) */
 	kvx_shring_park_prepare(&e->evt);
-	rc = rings_reply(e, seq, fds);
+	for (int c = 0; c < ncore; c++) {
+		kvx_shring_attach(&evq[c]->ring, (uint8_t *)map + (size_t)(2 + c) * one, one,
+				  RING_BYTES, fds[2], true);
+		kvx_shring_park_prepare(&evq[c]->ring);
+	}
+	rc = rings_reply(e, seq, fds); /* the memfd's size says how many core rings */
 	if (rc)
 		goto fail;
 	close(fds[0]); /* the mapping stays */
@@ -1009,6 +1083,9 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, size_t len)
 	e->sub_efd = fds[1];
 	e->evt_efd = fds[2];
 	e->rings = true;
+	memcpy(e->evq, evq, sizeof(evq)); /* published to the cores with each room (evq) */
+	e->nevq = ncore;
+	e->ring_gc = gc;
 	e->ring_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_RING, .ptr = e};
 	kvxd_epoll_add(d, e->sub_efd, &e->ring_ev, EPOLLIN);
 	d->ctr.engine_rings++;
@@ -1019,6 +1096,9 @@ fail:
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	for (int c = 0; c < ncore; c++)
+		free(evq[c]);
+	free(gc);
 	KVX_WARN("engine %d (pid %d): no rings: %s", e->id, (int)e->pid, strerror(-rc));
 	kvxd_engine_reply(d, e, seq, rc, 0, "cannot set up the rings");
 }
@@ -1200,7 +1280,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		kvxd_engine_reply(d, e, h->seq, 0, e->id, d->cfg.name);
 		break;
 	case KVX_ENG_RINGS:
-		rings_setup(d, e, h->seq, len);
+		rings_setup(d, e, h->seq, buf, len);
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)

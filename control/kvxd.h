@@ -260,15 +260,22 @@ struct kvxd_engine {
 	size_t ring_map_len;
 	int sub_efd, evt_efd;
 	struct kvxd_fd ring_ev;
+	/* with core rings: one event ring per polling core, each produced by its core (decode
+	 * SUCCESS, verbs/pcore.h); the memfd holds them after the two rings above */
+	struct kvx_pcore_evq *evq[KVX_MAX_CORES];
+	int nevq;
+	struct rings_gc
+		*ring_gc; /* made with the rings: their deferred release (control/engine.c) */
 };
 
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
-		engine_rings, engine_ring_wakes, events_sent, events_dropped, status_pushed,
-		status_queued, status_dropped, status_evicted, status_received, rooms_opened,
-		rooms_closed, waiting_timeouts, qp_replaced, rails_fenced, rail_retries, aborts,
-		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
-		acks_unsent, aborts_received, tombstones, fences, session_fences;
+		engine_rings, engine_ring_wakes, events_sent, events_dropped, events_core,
+		events_core_claimed, status_pushed, status_queued, status_dropped, status_evicted,
+		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced,
+		rails_fenced, rail_retries, aborts, releases, abort_release_ms_sum, acks_received,
+		acks_stale, acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones,
+		fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;

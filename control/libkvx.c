@@ -80,6 +80,10 @@ struct kvx_conn {
 	/* KVX_ENG_RINGS */
 	bool rings;
 	struct kvx_shring sub, evt; /* we produce sub, consume evt */
+	/* core rings (KVX_ENG_RINGS_CORE): one more event ring per kvxd polling core, EVENTs
+	 * only; read after evt, round robin */
+	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX];
+	int ncevt, cnext;
 	void *ring_map;
 	size_t ring_map_len;
 	int sub_efd, evt_efd;
@@ -287,6 +291,16 @@ recv_one(struct kvx_conn *c)
 	if (!c->rings)
 		return sock_recv(c);
 	n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
+	for (int k = 0; n == 0 && k < c->ncevt; k++) {
+		struct kvx_shring *r = &c->cevt[c->cnext];
+
+		c->cnext = (c->cnext + 1) % c->ncevt;
+		n = kvx_shring_get(r, c->rx, sizeof(c->rx));
+		/* a core ring carries EVENTs and nothing else */
+		if (n > 0 && ((size_t)n < sizeof(struct kvx_eng_hdr) ||
+			      ((const struct kvx_eng_hdr *)c->rx)->type != KVX_ENG_EVENT))
+			n = -EPROTO;
+	}
 	if (n > 0)
 		return (int)n;
 	if (n < 0) {
@@ -294,6 +308,18 @@ recv_one(struct kvx_conn *c)
 		return c->err;
 	}
 	return -EAGAIN;
+}
+
+/* With rings: does any event ring hold something? */
+static bool
+rings_any(struct kvx_conn *c)
+{
+	if (!kvx_shring_empty(&c->evt))
+		return true;
+	for (int k = 0; k < c->ncevt; k++)
+		if (!kvx_shring_empty(&c->cevt[k]))
+			return true;
+	return false;
 }
 
 /* With rings: block until the event ring may have something, the socket is readable (kvxd
@@ -308,7 +334,7 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 	uint64_t v;
 	int r;
 
-	if (!kvx_shring_empty(&c->evt))
+	if (rings_any(c))
 		return 0;
 	r = poll(p, 2, remaining_ms(deadline)); /* once even at the deadline: is kvxd there? */
 	if (r < 0)
@@ -319,7 +345,7 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 		(void)!read(c->evt_efd, &v, sizeof(v));
 	if (p[1].revents) {
 		/* what kvxd put into the ring before it went away comes first */
-		if (!kvx_shring_empty(&c->evt))
+		if (rings_any(c))
 			return 0;
 		r = sock_recv(c);
 		return r == -EAGAIN ? 0 : r;
@@ -335,7 +361,7 @@ ring_rearm(struct kvx_conn *c)
 {
 	uint64_t one = 1;
 
-	if (c->rings && !kvx_shring_empty(&c->evt))
+	if (c->rings && rings_any(c))
 		(void)!write(c->evt_efd, &one, sizeof(one));
 }
 
@@ -575,28 +601,33 @@ rings_free(struct kvx_conn *c)
 	c->ring_map = NULL;
 	c->sub_efd = c->evt_efd = -1;
 	c->rings = false;
+	c->ncevt = 0;
 }
 
-/* Ask kvxd for the session's rings (KVX_ENG_RINGS).  Returns 0 with the rings in use, 0 on the
- * socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or -errno when
- * the session broke. */
+/* Ask kvxd for the session's rings (KVX_ENG_RINGS), with one core ring per polling core unless
+ * KVX_CORE_RINGS=0 is in the environment.  Returns 0 with the rings in use, 0 on the socket
+ * (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or -errno when the
+ * session broke. */
 static int
 rings_setup(struct kvx_conn *c)
 {
-	const char *env = getenv("KVX_RINGS");
+	const char *env = getenv("KVX_RINGS"), *cenv = getenv("KVX_CORE_RINGS");
 	const struct kvx_eng_reply *rep;
 	struct epoll_event ee = {.events = EPOLLIN};
+	struct kvx_eng_rings *m;
 	struct stat st;
-	uint64_t size;
+	uint64_t size, total;
 	size_t one;
-	int r;
+	int r, ncore;
 
 	if (env && strcmp(env, "0") == 0)
 		return 0;
-	tx_msg(c, sizeof(struct kvx_eng_rings));
+	m = tx_msg(c, sizeof(*m));
+	if (!(cenv && strcmp(cenv, "0") == 0))
+		m->flags = KVX_ENG_RINGS_CORE;
 	c->want_fds = 3;
 	c->ngot_fds = 0;
-	r = request(c, KVX_ENG_RINGS, sizeof(struct kvx_eng_rings), -1, &rep);
+	r = request(c, KVX_ENG_RINGS, sizeof(*m), -1, &rep);
 	c->want_fds = 0;
 	if (r < 0)
 		goto out;
@@ -604,30 +635,47 @@ rings_setup(struct kvx_conn *c)
 		r = 0; /* the socket it is */
 		goto out;
 	}
+	r = -EBADMSG;
 	size = (uint64_t)rep->value;
 	one = kvx_shring_map_bytes(size);
-	r = -EBADMSG;
-	/* a memfd that holds both rings and cannot shrink under us (a SIGBUS in the engine);
+	/* a memfd that holds every ring and cannot shrink under us (a SIGBUS in the engine);
 	 * eventfds that never block.  (kvxd's rings take the largest message; a smaller ring
-	 * refuses a larger request with -EMSGSIZE.) */
+	 * refuses a larger request with -EMSGSIZE.)  Asked for core rings, the memfd's size
+	 * says how many (an older kvxd gives none). */
 	if (c->ngot_fds != 3 || !one || fstat(c->got_fds[0], &st) ||
-	    (uint64_t)st.st_size < 2 * (uint64_t)one ||
-	    !(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) ||
+	    (uint64_t)st.st_size < 2 * (uint64_t)one)
+		goto out;
+	ncore = 0;
+	if (m->flags & KVX_ENG_RINGS_CORE) {
+		uint64_t extra = (uint64_t)st.st_size / one - 2;
+
+		if ((uint64_t)st.st_size % one || extra > KVX_ENG_CORE_RINGS_MAX)
+			goto out;
+		ncore = (int)extra;
+	}
+	total = (2 + (uint64_t)ncore) * one;
+	if (!(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) ||
 	    fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) || fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
 		goto out;
-	c->ring_map = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
+	c->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
 	if (c->ring_map == MAP_FAILED) {
 		c->ring_map = NULL;
 		r = -errno;
 		goto out;
 	}
-	c->ring_map_len = 2 * one;
+	c->ring_map_len = total;
 	c->sub_efd = c->got_fds[1];
 	c->evt_efd = c->got_fds[2];
 	c->got_fds[1] = c->got_fds[2] = -1;
 	if (kvx_shring_attach(&c->sub, c->ring_map, one, size, c->sub_efd, true) ||
 	    kvx_shring_attach(&c->evt, (uint8_t *)c->ring_map + one, one, size, c->evt_efd, false))
 		goto out;
+	for (int k = 0; k < ncore; k++)
+		if (kvx_shring_attach(&c->cevt[k], (uint8_t *)c->ring_map + (2 + (size_t)k) * one,
+				      one, size, c->evt_efd, false))
+			goto out;
+	c->ncevt = ncore;
+	c->cnext = 0;
 	ee.data.fd = c->evt_efd;
 	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->evt_efd, &ee) < 0) {
 		r = -errno;

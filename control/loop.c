@@ -33,6 +33,25 @@
 
 /* ---- outboxes ------------------------------------------------------------------------------ */
 
+/* Its core won the room's one tell but its core ring had no room (the engine does not read),
+ * or the engine broke that ring: the event goes through the session's own event ring (queued
+ * behind what waits there, never dropped while the session lives).  A broken core ring ends
+ * the session, like a broken event ring. */
+static void
+tell_claimed(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
+{
+	struct kvx_pcore_evq *q = atomic_load_explicit(&r->pc.evq, memory_order_acquire);
+	struct kvxd_engine *e = r->engine_id >= 0 ? kvxd_engine_by_id(d, r->engine_id) : NULL;
+
+	d->ctr.events_core_claimed++;
+	if (e && q && atomic_load_explicit(&q->broken, memory_order_relaxed)) {
+		kvxd_engine_doom(d, e, "its core event ring is corrupt");
+		e = NULL;
+	}
+	if (!e || kvxd_engine_send_event(d, r->engine_id, ev))
+		atomic_store(&r->pc.told, false); /* the claim goes back: a later engine is told */
+}
+
 static void
 on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 {
@@ -53,7 +72,12 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		kvxd_room_ended(d, r, m->state); /* the histograms, once */
 		if (r->pc.role == KVX_ROOM_PREFILL && kvx_room_state_terminal(m->state))
 			kvxd_room_meta_refuse_parked(d, r); /* waiting endpoints are told now */
-		if (kvxd_room_terminal_for_engine(r, m->state))
+		if (m->told == KVXD_TOLD_CORE) { /* its core put it into the engine's core ring */
+			d->ctr.events_core++;
+			d->ctr.events_sent++;
+		} else if (m->told == KVXD_TOLD_CLAIM)
+			tell_claimed(d, r, &ev);
+		else if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else
 			kvxd_engine_send_event(d, r->engine_id, &ev);

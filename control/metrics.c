@@ -295,6 +295,13 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("engine_bad_total", "malformed engine requests", c->engine_bad);
 	COUNTER("events_sent_total", "events queued to engines", c->events_sent);
 	COUNTER("events_dropped_total", "events with no engine to take them", c->events_dropped);
+	COUNTER("events_core_total",
+		"of events_sent: put into an engine's core event ring by its polling core",
+		c->events_core);
+	COUNTER("events_core_claimed_total",
+		"room ends a polling core won but could not put into a full or broken core ring "
+		"(sent through the session's event ring instead)",
+		c->events_core_claimed);
 	COUNTER("status_pushed_total", "ROOM_STATUS failures pushed to decode endpoints",
 		c->status_pushed);
 	COUNTER("status_queued_total", "ROOM_STATUS frames queued for a peer", c->status_queued);
@@ -505,6 +512,11 @@ core_counters(struct out *o, struct kvxd *d)
 		S("sge_posted_total", sge_posted, "scatter-gather entries posted"),
 		S("imm_held_total", imm_held,
 		  "rooms whose last WRITE waited for their WRITEs on other rails"),
+		S("events_core_total", events_core,
+		  "decode SUCCESS events put into an engine's core event ring"),
+		S("events_core_full_total", events_core_full,
+		  "room ends won but not put: the core ring was full or broken"),
+		S("engine_wakes_total", engine_wakes, "engine eventfd writes for core rings"),
 #undef S
 	};
 	char core[12];

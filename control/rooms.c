@@ -351,6 +351,10 @@ kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
 	cds_list_add_tail(&r->eng_link, &e->rooms);
 	r->on_eng_list = true;
 	e->nrooms++;
+	/* a decode room's SUCCESS goes straight from its core into the engine's core ring
+	 * (before the room goes to its core: ROOM_OPEN publishes it) */
+	if (r->pc.role == KVX_ROOM_DECODE && r->pc.core < e->nevq)
+		atomic_store_explicit(&r->pc.evq, e->evq[r->pc.core], memory_order_release);
 }
 
 void
@@ -358,6 +362,7 @@ kvxd_room_engine_left(struct kvxd *d, struct kvxd_room *r)
 {
 	struct kvxd_engine *e = r->engine_id >= 0 ? kvxd_engine_by_id(d, r->engine_id) : NULL;
 
+	atomic_store_explicit(&r->pc.evq, NULL, memory_order_release);
 	if (r->on_eng_list) {
 		cds_list_del(&r->eng_link);
 		r->on_eng_list = false;
@@ -467,7 +472,7 @@ linger_until(const struct kvxd *d, const struct kvxd_room *r)
 		return 0;
 	if (r->engine_gone && !r->nowners)
 		return r->gone_ms + d->cfg.waiting_ms;
-	if (!r->engine_gone && !r->engine_told)
+	if (!r->engine_gone && !atomic_load(&r->pc.told))
 		return r->opened_ms + d->cfg.waiting_ms;
 	return 0;
 }
@@ -547,13 +552,17 @@ kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state)
 bool
 kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
 {
-	if (r->engine_told) {
+	bool no = false;
+
+	/* the room's one tell: this call or its core (a decode SUCCESS into a core ring) */
+	if (!atomic_compare_exchange_strong(&r->pc.told, &no, true)) {
 		d->ctr.events_duplicate++;
 		return false;
 	}
-	if (r->engine_id < 0 || kvxd_engine_send_event(d, r->engine_id, ev))
+	if (r->engine_id < 0 || kvxd_engine_send_event(d, r->engine_id, ev)) {
+		atomic_store(&r->pc.told, false); /* a later engine is told (the claim goes back) */
 		return false;
-	r->engine_told = true;
+	}
 	return true;
 }
 

@@ -142,7 +142,7 @@ struct kvxd_room {
 	 * FAILED, decode SUCCESS or RELEASED: exactly once); the engine disconnected (since
 	 * gone_ms); prefill: the engine submitted its last chunk */
 	struct cds_list_head eng_link;
-	bool on_eng_list, engine_told, engine_gone, last_submitted;
+	bool on_eng_list, engine_gone, last_submitted; /* told: pc.told */
 	uint64_t gone_ms;
 };
 

@@ -70,9 +70,23 @@ struct kvx_eng_hello {
  * the other went away.  The engine's side of the event ring starts parked: kvxd writes its
  * eventfd after a batch unless the engine announced that it is reading the ring.  Refused with
  * -EALREADY when the session already has rings, -EBUSY while replies wait for the socket.
+ *
+ * Core rings: an engine that sets KVX_ENG_RINGS_CORE in flags (a request of the full length;
+ * one of the header's length alone asks for none) also gets one more event ring per polling
+ * core of kvxd, after the event ring in the memfd, in core order, of the same size; the
+ * memfd's size says how many: (2 + n) * kvx_shring_map_bytes(value), n <= KVX_ENG_CORE_RINGS_MAX
+ * (a REPLY's status is never positive).  Each is produced by its polling core
+ * alone and carries only EVENTs (a decode room's SUCCESS, told there without the control core
+ * on the way; a room's every other event still comes through the event ring, in order), and
+ * kvxd writes the same engine eventfd for them.  A room's end is told exactly once, on one of
+ * the rings.
  */
+#define KVX_ENG_RINGS_CORE 1u
+#define KVX_ENG_CORE_RINGS_MAX 8 /* kvxd's KVX_MAX_CORES */
 struct kvx_eng_rings {
 	struct kvx_eng_hdr hdr;
+	uint32_t flags; /* KVX_ENG_RINGS_CORE */
+	uint32_t pad;
 };
 
 struct kvx_eng_pool_reg {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/engine_proto.h"
 #include "core/fault.h"
 #include "core/log.h"
 
@@ -44,6 +45,72 @@ out_put(struct kvxd_core *c, const struct kvxd_msg *m)
 		stat_add(&c->st.outbox_full, 1); /* unreachable by construction; counted */
 }
 
+/* The engine of a ring this iteration put into is woken at its end (evq_notify). */
+static void
+evq_dirty(struct kvxd_core *c, struct kvx_pcore_evq *q)
+{
+	if (q->dirty)
+		return;
+	if (c->nevq_dirty == KVXD_BATCH) { /* more sessions than the list holds: wake one now */
+		struct kvx_pcore_evq *old = c->evq_dirty[--c->nevq_dirty];
+
+		old->dirty = false;
+		if (kvx_shring_notify(&old->ring))
+			stat_add(&c->st.engine_wakes, 1);
+	}
+	q->dirty = true;
+	c->evq_dirty[c->nevq_dirty++] = q;
+}
+
+/* End of an iteration (before its next quiescent state: the rings stay mapped until then). */
+static void
+evq_notify(struct kvxd_core *c)
+{
+	while (c->nevq_dirty) {
+		struct kvx_pcore_evq *q = c->evq_dirty[--c->nevq_dirty];
+
+		q->dirty = false;
+		if (kvx_shring_notify(&q->ring))
+			stat_add(&c->st.engine_wakes, 1);
+	}
+}
+
+/* A decode room's SUCCESS straight into its engine's event ring on this core, when its session
+ * has one: the room's one tell is won here (told), so the control core, which still gets the
+ * EVENT for its own books, tells nothing.  Returns how it was told (enum kvxd_told). */
+static uint8_t
+tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
+{
+	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)},
+				  .ev = {.room = r->id,
+					 .generation = r->gen,
+					 .state = (uint8_t)r->fsm.state,
+					 .error = r->error}};
+	struct kvx_pcore_evq *q;
+	bool no = false;
+	int rc;
+
+	if (r->role != KVX_ROOM_DECODE || r->fsm.state != KVX_ROOM_SUCCESS)
+		return KVXD_TOLD_NO; /* every other event keeps its order on the control core */
+	q = atomic_load_explicit(&r->evq, memory_order_acquire);
+	if (!q || atomic_load_explicit(&q->broken, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong(&r->told, &no, true))
+		return KVXD_TOLD_NO;
+	memcpy(m.ev.reason, r->reason, sizeof(m.ev.reason) - 1);
+	rc = kvx_shring_put(&q->ring, &m, sizeof(m));
+	if (rc == 0) {
+		stat_add(&c->st.events_core, 1);
+		evq_dirty(c, q);
+		return KVXD_TOLD_CORE;
+	}
+	/* full (the engine does not read), or broken (-EPROTO: the control core ends the
+	 * session): the claim goes with the EVENT, which the control core delivers */
+	if (rc == -EPROTO)
+		atomic_store_explicit(&q->broken, true, memory_order_relaxed);
+	stat_add(&c->st.events_core_full, 1);
+	return KVXD_TOLD_CLAIM;
+}
+
 static void
 emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
@@ -55,6 +122,7 @@ emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 			     .error = r->error};
 
 	memcpy(m.reason, r->reason, sizeof(m.reason));
+	m.told = tell_core(c, r);
 	out_put(c, &m);
 }
 
@@ -1117,6 +1185,8 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 		hold_check(c);
 	if (c->dead_head) /* after this iteration's own messages went out */
 		work += dead_give_back(c, OUTBOX_RESERVE);
+	if (c->nevq_dirty)
+		evq_notify(c);
 	return work;
 }
 

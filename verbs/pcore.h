@@ -28,6 +28,7 @@
 #include "core/mbox.h"
 #include "core/room.h"
 #include "core/room_table.h"
+#include "core/shring.h"
 #include "verbs/vx.h"
 
 #define KVXD_REASON_MAX 96
@@ -94,6 +95,29 @@ struct kvxd_meta {
 };
 
 /*
+ * One engine session's event ring produced by one polling core (KVX_ENG_RINGS with core rings,
+ * core/engine_proto.h): the core puts a decode room's SUCCESS there itself, so the engine
+ * hears it without the control core on the way.  The core is the ring's only producer.  The
+ * control core makes it with the session, points the session's decode rooms of this core at
+ * it (kvx_pcore_room.evq) before handing them over, clears those pointers when the engine
+ * leaves, and frees it (and unmaps the ring) only after an RCU grace period: the core loads a
+ * room's evq when it uses it and is done with it before its next quiescent state.
+ */
+struct kvx_pcore_evq {
+	struct kvx_shring ring; /* core: the producer's side */
+	bool dirty;		/* core: put into since this iteration began (wake the engine) */
+	atomic_bool broken;	/* core sets it: the engine wrote an impossible head (-EPROTO) */
+};
+
+/* How a room's EVENT (KVXD_MSG_EVENT) was told to its engine. */
+enum kvxd_told {
+	KVXD_TOLD_NO = 0,   /* not: the control core tells it (kvxd_room_tell) */
+	KVXD_TOLD_CORE = 1, /* the core put it into the session's core event ring */
+	KVXD_TOLD_CLAIM = 2 /* the core claimed the room's one tell (told = true) but its ring
+			     * had no room: the control core sends it, through its own ring */
+};
+
+/*
  * A room as its polling core sees it.  The control core embeds it in its own room (struct
  * kvxd_room, control/rooms.h: the abort state, ACK targets, engine and peer links live there)
  * and writes nothing of it after handing the room to its core (ROOM_OPEN, ROOM_META or CHUNK),
@@ -105,7 +129,13 @@ struct kvxd_meta {
  *     error and reason), except that gen, error and reason are final once a prefill room is
  *     SUCCESS or FAILED: after an acquire load that saw that state it may read them;
  *   - meta_epoch: the control core stores it with release before the ROOM_META that it binds
- *     goes out; the core loads it with acquire.
+ *     goes out; the core loads it with acquire;
+ *   - evq: the control core stores it (release) before the room goes to its core, and clears
+ *     it when the room's engine leaves; the core loads it (acquire) once per use;
+ *   - told: the room's end was told to its engine (exactly once): whoever tells it, the core
+ *     (a decode SUCCESS into evq) or the control core (kvxd_room_tell), first wins it with a
+ *     compare-and-swap; a claim that cannot be delivered is released with a store by the
+ *     side that holds it.
  */
 struct kvx_pcore_room {
 	/* immutable */
@@ -119,6 +149,8 @@ struct kvx_pcore_room {
 	uint16_t nsrc;
 	int src_peer[KVX_MAX_SOURCES]; /* decode: the peer of each source */
 	uint32_t meta_epoch[KVX_MAX_SOURCES];
+	struct kvx_pcore_evq *_Atomic evq; /* decode: its engine's event ring on this core */
+	atomic_bool told;
 	/* core */
 	struct kvx_room_fsm fsm;
 	uint32_t gen; /* the generation its events carry: decode's open or abort generation,
@@ -227,6 +259,7 @@ struct kvxd_msg {
 	uint32_t dst_rank, src_rank; /* STATUS_PUSH: the decode endpoint's rank and the room's */
 	uint8_t rails_down;	     /* PEER_RAILS */
 	bool hold;		     /* PEER_RAILS */
+	uint8_t told;		     /* EVENT: enum kvxd_told */
 	char reason[KVXD_REASON_MAX];
 };
 
@@ -235,7 +268,7 @@ struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
 		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted,
-		chunks_deferred, imm_held;
+		chunks_deferred, imm_held, events_core, events_core_full, engine_wakes;
 	/* by rail: WRs and bytes posted on it */
 	_Atomic uint64_t rail_wrs[KVX_MAX_RAILS], rail_bytes[KVX_MAX_RAILS];
 };
@@ -254,6 +287,10 @@ struct kvxd_core {
 	uint8_t rails_down[KVX_MAX_PEERS];
 	bool hold[KVX_MAX_PEERS], hold_told[KVX_MAX_PEERS];
 	int nhold;
+	/* event rings put into this iteration: their engines are woken at its end (one eventfd
+	 * write per ring, only to an engine that announced it parks) */
+	struct kvx_pcore_evq *evq_dirty[KVXD_BATCH];
+	int nevq_dirty;
 	int poll_rail;	 /* the CQ the next iteration polls first */
 	uint32_t stripe; /* the rail the next striped WR starts on (round robin) */
 	struct kvx_pcore_room *ready_head, *ready_tail;

@@ -1076,17 +1076,24 @@ struct reng {
 	void *map;
 	size_t map_len;
 	struct kvx_shring sub, evt;
+	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX]; /* core rings (KVX_ENG_RINGS_CORE) */
+	int ncevt;
 	int sub_efd, evt_efd;
 	uint64_t got_seq[16384]; /* replies seen, in order */
 	int32_t got_status[16384];
 	int ngot;
+	struct kvx_event ev[8192]; /* events seen, in order, and the ring each came out of */
+	int ev_ring[8192];	   /* -1: the event ring; k: core ring k */
+	int nev;
+	bool core_unread; /* reng_read leaves the core rings alone (an engine that does not read) */
 };
 
-/* HELLO on the socket, then RINGS: the reply carries a sealed memfd and two eventfds. */
+/* HELLO on the socket, a pool if asked (pool != NULL: 256-byte pages, 16 of them, one
+ * buffer), then RINGS with flags: the reply carries a sealed memfd and two eventfds. */
 static void
-reng_open(struct reng *r, struct kvxd *d)
+reng_open_with(struct reng *r, struct kvxd *d, uint32_t flags, int *pool)
 {
-	struct kvx_eng_rings m = {0};
+	struct kvx_eng_rings m = {.flags = flags};
 	union {
 		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
@@ -1095,6 +1102,7 @@ reng_open(struct reng *r, struct kvxd *d)
 	struct iovec iov = {.iov_base = &rep, .iov_len = sizeof(rep)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	int fds[3] = {-1, -1, -1}, seals;
+	struct stat st;
 	uint64_t seq;
 	size_t one;
 	ssize_t n = -1;
@@ -1104,6 +1112,8 @@ reng_open(struct reng *r, struct kvxd *d)
 		assert_int_equal(listen_on(d), 0);
 	eng_connect(&r->e, d);
 	assert_int_equal(eng_hello(&r->e, NULL), 0);
+	if (pool)
+		assert_true((*pool = eng_pool_id(&r->e, 256, 16, 1)) > 0);
 	seq = eng_send(&r->e, KVX_ENG_RINGS, &m, sizeof(m), -1);
 	for (int step = 0; step < MAX_STEPS && n < 0; step++) {
 		pump_once();
@@ -1125,7 +1135,12 @@ reng_open(struct reng *r, struct kvxd *d)
 	assert_int_not_equal(ftruncate(fds[0], 4096), 0);
 	one = kvx_shring_map_bytes((uint64_t)rep.value);
 	assert_true(one > 0);
-	r->map_len = 2 * one;
+	/* core rings: one per polling core when asked for, else none; the memfd says how many */
+	assert_int_equal(fstat(fds[0], &st), 0);
+	assert_int_equal(st.st_size % one, 0);
+	r->ncevt = (int)(st.st_size / one) - 2;
+	assert_int_equal(r->ncevt, flags & KVX_ENG_RINGS_CORE ? d->ncores : 0);
+	r->map_len = (2 + (size_t)r->ncevt) * one;
 	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
 	assert_true(r->map != MAP_FAILED);
 	close(fds[0]);
@@ -1136,6 +1151,17 @@ reng_open(struct reng *r, struct kvxd *d)
 	assert_int_equal(kvx_shring_attach(&r->evt, (uint8_t *)r->map + one, one,
 					   (uint64_t)rep.value, r->evt_efd, false),
 			 0);
+	for (int k = 0; k < r->ncevt; k++)
+		assert_int_equal(kvx_shring_attach(&r->cevt[k], (uint8_t *)r->map + (2 + k) * one,
+						   one, (uint64_t)rep.value, r->evt_efd, false),
+				 0);
+}
+
+/* HELLO on the socket, then RINGS (an old engine's request: the header alone, no core rings). */
+static void
+reng_open(struct reng *r, struct kvxd *d)
+{
+	reng_open_with(r, d, 0, NULL);
 }
 
 static void
@@ -1160,7 +1186,20 @@ reng_send(struct reng *r, uint16_t type, void *m, size_t len)
 	return ++r->e.seq;
 }
 
-/* Take what the event ring holds: replies recorded in order (their seq and status). */
+/* One event seen (in order) and the ring it came from. */
+static void
+reng_event(struct reng *r, const void *buf, ssize_t n, int ring)
+{
+	const struct kvx_eng_event *m = buf;
+
+	assert_int_equal(n, sizeof(*m));
+	assert_true(r->nev < 8192);
+	r->ev[r->nev] = m->ev;
+	r->ev_ring[r->nev++] = ring;
+}
+
+/* Take what the event rings hold: replies recorded in order (their seq and status), events
+ * with the ring they came out of.  A core ring carries EVENTs only. */
 static void
 reng_read(struct reng *r)
 {
@@ -1172,6 +1211,8 @@ reng_read(struct reng *r)
 
 		assert_true((size_t)n >= sizeof(struct kvx_eng_hdr));
 		assert_int_equal(rep->hdr.len, (uint32_t)n);
+		if (rep->hdr.type == KVX_ENG_EVENT)
+			reng_event(r, buf, n, -1);
 		if (rep->hdr.type != KVX_ENG_REPLY)
 			continue;
 		assert_true(r->ngot < 16384);
@@ -1179,6 +1220,13 @@ reng_read(struct reng *r)
 		r->got_status[r->ngot++] = rep->status;
 	}
 	assert_int_equal(n, 0);
+	for (int k = 0; k < r->ncevt && !r->core_unread; k++) {
+		while ((n = kvx_shring_get(&r->cevt[k], buf, sizeof(buf))) > 0) {
+			assert_int_equal(((const struct kvx_eng_hdr *)buf)->type, KVX_ENG_EVENT);
+			reng_event(r, buf, n, k);
+		}
+		assert_int_equal(n, 0);
+	}
 }
 
 /* One request through the rings and its reply's status. */
@@ -1834,6 +1882,220 @@ test_decode_engine_loss_propagates(void **state)
 
 /* ---- no malloc on the chunk path (issue 9) ------------------------------------------------ */
 
+/* ---- core rings: a decode room's SUCCESS from its polling core (KVX_ENG_RINGS_CORE) -------- */
+
+/* a (decode) and b (prefill) connected; a's engine on rings with core rings and a pool, b's
+ * on the socket with a pool. */
+static void
+pair_with_core_rings(struct reng *ra, struct eng *eb, int *pa, int *pb)
+{
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	reng_open_with(ra, &A, KVX_ENG_RINGS_CORE, pa);
+	assert_int_equal(ra->ncevt, A.ncores);
+	eng_connect(eb, &B);
+	assert_int_equal(eng_hello(eb, NULL), 0);
+	*pb = eng_pool_id(eb, 256, 16, 1);
+	assert_true(*pb > 0);
+}
+
+/* Decode: open room id on pool with pages 0..n-1, source "b", through the rings. */
+static int
+reng_room_open(struct reng *r, uint64_t id, int pool, uint32_t n)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_room_open) + sizeof(struct kvx_eng_region) +
+		      sizeof(struct kvx_eng_source) + 64 * 4) /
+		     8];
+	struct kvx_eng_room_open *m = (void *)buf;
+	struct kvx_eng_region *rg = (void *)(m + 1);
+	struct kvx_eng_source *src = (void *)(rg + 1);
+	uint32_t *pages = (uint32_t *)(src + 1);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->nregions = 1;
+	m->nsources = 1;
+	rg->pool_id = pool;
+	rg->npages = n;
+	memcpy(src->name, "b", 2);
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	return reng_call(r, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)(pages + n) - (uint8_t *)m));
+}
+
+/* Events about room id in state st the rings gave so far (ring: -1 the event ring, k core ring
+ * k, -2 any), after the nodes stepped a while more. */
+static int
+reng_count(struct reng *r, uint64_t id, int st, int ring)
+{
+	int n = 0;
+
+	for (int i = 0; i < 20; i++) {
+		pump_once();
+		reng_read(r);
+	}
+	for (int i = 0; i < r->nev; i++)
+		n += r->ev[i].room == id && r->ev[i].state == st &&
+		     (ring == -2 || r->ev_ring[i] == ring);
+	return n;
+}
+
+static void
+reng_pump_until_event(struct reng *r, uint64_t id, int st)
+{
+	for (int step = 0; step < MAX_STEPS; step++) {
+		pump_once();
+		reng_read(r);
+		for (int i = 0; i < r->nev; i++)
+			if (r->ev[i].room == id && r->ev[i].state == st)
+				return;
+	}
+	fail_msg("no event %d for room %llu", st, (unsigned long long)id);
+}
+
+/* A decode room's SUCCESS comes out of its core's ring, put there by the polling core, and is
+ * told exactly once: the control core, which still gets the EVENT for its books, tells nothing
+ * more, and a later tell of the room's end (kvxd_room_tell) is refused as a duplicate.  The
+ * claim is the room's told flag, won by a compare-and-swap (mutant core_tell_no_claim: the core
+ * puts the event without winning it, and the later tell goes out a second time). */
+static void
+test_core_ring_tells_decode_success_once(void **state)
+{
+	static struct reng ra;
+	struct kvx_event again = {.room = 700, .state = KVX_STATE_SUCCESS};
+	struct kvxd_room *r;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 700, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(700));
+	eng_chunk(&eb, 700, pb, 4, 0);
+	reng_pump_until_event(&ra, 700, KVX_STATE_SUCCESS);
+	r = kvxd_room_find(&A, 700, 0, KVX_ROOM_DECODE);
+	assert_non_null(r);
+	assert_true(kvxd_room_tell(&A, r, &again) == false); /* told already: by its core */
+	assert_int_equal(reng_count(&ra, 700, KVX_STATE_SUCCESS, (int)(700 % A.ncores)), 1);
+	assert_int_equal(reng_count(&ra, 700, KVX_STATE_SUCCESS, -2), 1);
+	assert_int_equal(A.ctr.events_core, 1);
+	assert_int_equal(A.ctr.events_duplicate, 1);
+	assert_int_equal(A.ctr.events_core_claimed, 0);
+	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 1);
+	assert_int_equal(atomic_load(&A.cores[0].st.engine_wakes), 1); /* the engine parks */
+	/* the prefill engine is told on its socket as before */
+	assert_non_null(eng_event(&eb, 700, KVX_STATE_SUCCESS));
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
+/* The core ring is full (the engine does not read it): the core still wins the room's one
+ * tell, and hands the event to the control core, which sends it through the session's event
+ * ring: delivered once, never dropped (mutant core_claim_dropped: the claimed event is lost). */
+static void
+test_full_core_ring_loses_no_success(void **state)
+{
+	static struct reng ra;
+	struct kvx_eng_event filler = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(filler)},
+				       .ev = {.room = 1, .state = KVX_STATE_SUCCESS}};
+	struct kvx_pcore_evq *q;
+	struct eng eb;
+	int pa, pb, nfill = 0;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 701, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(701));
+	/* fill core ring 701 % ncores from kvxd's side (its core is stepped by this thread) */
+	q = A.engines[0] && A.engines[0]->nevq ? A.engines[0]->evq[701 % A.ncores] : NULL;
+	assert_non_null(q);
+	while (kvx_shring_put(&q->ring, &filler, sizeof(filler)) == 0)
+		nfill++;
+	assert_true(nfill > 100);
+	ra.core_unread = true;
+	eng_chunk(&eb, 701, pb, 4, 0);
+	reng_pump_until_event(&ra, 701, KVX_STATE_SUCCESS);
+	ra.core_unread = false;
+	assert_int_equal(reng_count(&ra, 701, KVX_STATE_SUCCESS, -1), 1); /* the event ring */
+	assert_int_equal(reng_count(&ra, 701, KVX_STATE_SUCCESS, -2), 1);
+	assert_int_equal(A.ctr.events_core_claimed, 1);
+	assert_int_equal(A.ctr.events_core, 0);
+	assert_int_equal(atomic_load(&A.cores[0].st.events_core_full), 1);
+	assert_int_equal(A.ctr.events_dropped, 0);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
+/* The engine writes an impossible head into its core ring: the core's put fails, the claimed
+ * event goes to the control core, which ends that session (its rings cannot be trusted) and
+ * nothing else: another engine's room on the same node still succeeds through its core ring. */
+static void
+test_corrupt_core_ring_ends_only_its_session(void **state)
+{
+	static struct reng ra, rc;
+	struct eng eb;
+	int pa, pc, pb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	reng_open_with(&rc, &A, KVX_ENG_RINGS_CORE, &pc);
+	assert_int_equal(reng_room_open(&ra, 702, pa, 4), 0);
+	assert_int_equal(reng_room_open(&rc, 704, pc, 4), 0);
+	PUMP_UNTIL(prefill_known(702) && prefill_known(704));
+	/* ra's core ring full (kvxd reads the consumer's head again only when it needs room),
+	 * then the consumer's head far past anything kvxd published */
+	for (int k = 0; k < ra.ncevt; k++) {
+		uint8_t *hdr = (uint8_t *)ra.map + (2 + k) * kvx_shring_map_bytes(ra.evt.size);
+		struct kvx_eng_event filler = {
+			.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(filler)},
+			.ev = {.room = 1, .state = KVX_STATE_SUCCESS}};
+
+		while (kvx_shring_put(&A.engines[0]->evq[k]->ring, &filler, sizeof(filler)) == 0)
+			;
+		atomic_store((_Atomic uint64_t *)(hdr + 64), (uint64_t)1 << 40);
+	}
+	eng_chunk(&eb, 702, pb, 4, 0);
+	eng_chunk(&eb, 704, pb, 4, 0);
+	reng_pump_until_event(&rc, 704, KVX_STATE_SUCCESS);
+	PUMP_UNTIL(live_engines(&A) == 1);
+	assert_int_equal(A.ctr.events_core_claimed, 1);
+	assert_int_equal(reng_count(&rc, 704, KVX_STATE_SUCCESS, (int)(704 % A.ncores)), 1);
+	reng_close(&ra);
+	reng_close(&rc);
+	eng_close(&eb);
+}
+
+/* The decode engine goes away with a room open on its core ring: the room's pointer to the
+ * ring is cleared before the ring is unmapped (after a grace period), so its core, which
+ * still moves the room to its end, never writes into freed memory (ASan would say). */
+static void
+test_core_ring_outlives_no_session(void **state)
+{
+	static struct reng ra;
+	struct kvxd_room *r;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 703, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(703));
+	reng_close(&ra);
+	PUMP_UNTIL(live_engines(&A) == 0);
+	r = kvxd_room_find(&A, 703, 0, KVX_ROOM_DECODE);
+	assert_true(r == NULL || atomic_load(&r->pc.evq) == NULL);
+	kvx_rcu_barrier(); /* the rings are gone now */
+	eng_chunk(&eb, 703, pb, 4, 0);
+	for (int i = 0; i < 50; i++)
+		pump_once();
+	assert_int_equal(A.ctr.events_core, 0);
+	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 0);
+	eng_close(&eb);
+}
+
 #define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
 
 static uint64_t
@@ -2420,6 +2682,10 @@ main(void)
 		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),
+		T(test_core_ring_tells_decode_success_once),
+		T(test_full_core_ring_loses_no_success),
+		T(test_corrupt_core_ring_ends_only_its_session),
+		T(test_core_ring_outlives_no_session),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_requests_sent_before_a_reset_are_taken),

@@ -29,6 +29,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
 
@@ -87,6 +88,9 @@ struct fake {
 	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
 	int corrupt;		  /* enum corrupt_ring, for the next request */
 	int delay_ms;		  /* sleep before answering the next request (the client waits) */
+	int core_rings;		  /* core rings to give an engine that asks for them */
+	int ev_core;		  /* core ring the injected events go into (-1: the event ring) */
+	bool core_reply;	  /* the next reply goes into core ring 0 (no kvxd would) */
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -107,7 +111,11 @@ struct fake {
 	bool rings;
 	void *ring_map;
 	size_t ring_map_len;
-	struct kvx_shring sub, evt; /* the server consumes sub, produces evt */
+	struct kvx_shring sub, evt;			/* the server consumes sub, produces evt */
+	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX]; /* and the core rings */
+	int ncevt;
+	int srv_ev_core; /* ev_core and core_reply as the server took them with a request */
+	bool srv_core_reply;
 	int sub_efd, evt_efd;
 };
 
@@ -119,13 +127,14 @@ struct fixture {
 /* One message to the client: into the event ring once the session has rings (waiting up to 2 s
  * for room; the caller wakes the client with ring_flush), else onto the socket. */
 static void
-send_raw(struct fake *f, const void *buf, size_t len)
+send_raw_to(struct fake *f, const void *buf, size_t len, int core)
 {
 	ssize_t n;
 
 	if (f->rings) {
-		for (int i = 0; i < 2000 && kvx_shring_put(&f->evt, buf, (uint32_t)len) == -ENOBUFS;
-		     i++)
+		struct kvx_shring *r = core >= 0 && core < f->ncevt ? &f->cevt[core] : &f->evt;
+
+		for (int i = 0; i < 2000 && kvx_shring_put(r, buf, (uint32_t)len) == -ENOBUFS; i++)
 			usleep(1000);
 		return;
 	}
@@ -133,12 +142,21 @@ send_raw(struct fake *f, const void *buf, size_t len)
 	(void)n;
 }
 
-/* After a batch: wake the client (always parked on the event ring). */
+static void
+send_raw(struct fake *f, const void *buf, size_t len)
+{
+	send_raw_to(f, buf, len, -1);
+}
+
+/* After a batch: wake the client (always parked on every event ring). */
 static void
 ring_flush(struct fake *f)
 {
-	if (f->rings)
-		kvx_shring_notify(&f->evt);
+	if (!f->rings)
+		return;
+	kvx_shring_notify(&f->evt);
+	for (int k = 0; k < f->ncevt; k++)
+		kvx_shring_notify(&f->cevt[k]);
 }
 
 static void
@@ -157,7 +175,8 @@ send_reply(struct fake *f, uint64_t seq, int32_t status, int64_t value, const ch
 	r->text_len = (uint32_t)tl;
 	r->value = value;
 	memcpy(r + 1, text, tl);
-	send_raw(f, buf, sizeof(*r) + tl);
+	send_raw_to(f, buf, sizeof(*r) + tl, f->srv_core_reply ? 0 : -1);
+	f->srv_core_reply = false;
 }
 
 static void
@@ -214,7 +233,7 @@ send_event(struct fake *f, uint64_t room, int state)
 	e.ev.state = state;
 	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
 	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
-	send_raw(f, &e, sizeof(e));
+	send_raw_to(f, &e, sizeof(e), f->srv_ev_core);
 }
 
 /* Is the request of n bytes in buf well-formed (sizes consistent with counts)? */
@@ -341,9 +360,9 @@ send_reply_fds(struct fake *f, uint64_t seq, int32_t status, int64_t value, cons
  * the submission ring (offset 0) and the event ring, two eventfds, the reply with all three and
  * value = the ring size.  A bad reply (enum bad_rings) leaves the fake on the socket. */
 static void
-fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size)
+fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 {
-	size_t one = kvx_shring_map_bytes(size), total = 2 * one;
+	size_t one = kvx_shring_map_bytes(size), total = (2 + (size_t)ncore) * one;
 	int fds[4];
 
 	assert_true(one > 0);
@@ -367,6 +386,15 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size)
 				 0);
 		/* the engine starts parked, and libkvx stays so */
 		kvx_shring_park_prepare(&f->evt);
+		for (int k = 0; k < ncore; k++) {
+			uint8_t *at = (uint8_t *)f->ring_map + (2 + (size_t)k) * one;
+
+			assert_int_equal(kvx_shring_format(at, size), 0);
+			assert_int_equal(
+				kvx_shring_attach(&f->cevt[k], at, one, size, fds[2], true), 0);
+			kvx_shring_park_prepare(&f->cevt[k]);
+		}
+		f->ncevt = ncore;
 	}
 	switch (bad) {
 	case RINGS_TWO_FDS:
@@ -482,7 +510,7 @@ fake_serve(void *arg)
 		struct msghdr mh = {.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
 		int before, after, bad, status = 0, status_next, fd = -1, rings_bad, corrupt;
-		int chunk_events, delay;
+		int chunk_events, delay, core_rings;
 		bool do_close, hold, rings_ok, via_ring;
 		uint64_t held, room, ring_size;
 		int64_t value;
@@ -537,6 +565,10 @@ fake_serve(void *arg)
 		rings_ok = f->rings_ok;
 		rings_bad = f->rings_bad;
 		ring_size = f->ring_size ? f->ring_size : 512u << 10;
+		core_rings = f->core_rings;
+		f->srv_ev_core = f->ev_core;
+		f->srv_core_reply = f->core_reply;
+		f->core_reply = false;
 		corrupt = f->corrupt;
 		f->corrupt = CORRUPT_NONE;
 		delay = f->delay_ms;
@@ -575,7 +607,10 @@ fake_serve(void *arg)
 			continue; /* no reply; the script waits for the next request */
 		}
 		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
-			fake_rings(f, h->seq, rings_bad, ring_size);
+			fake_rings(f, h->seq, rings_bad, ring_size,
+				   ((const struct kvx_eng_rings *)buf)->flags & KVX_ENG_RINGS_CORE
+					   ? core_rings
+					   : 0);
 			continue;
 		}
 		for (i = 0; i < before; i++)
@@ -656,6 +691,7 @@ fake_start(struct fake *f)
 	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
 	f->value = 7;
 	f->ev_room = 100;
+	f->ev_core = f->srv_ev_core = -1;
 	pthread_mutex_init(&f->mu, NULL);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/kvx-test-XXXXXX");
 	if (!mkdtemp(f->dir))
@@ -1625,6 +1661,103 @@ test_rings_carry_requests_replies_and_events(void **state)
 	pthread_mutex_unlock(&fx->f.mu);
 }
 
+static void
+spin_ended(int sig)
+{
+	static const char msg[] = "test_libkvx: a read spun for 10 s\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+static int
+setup_core_rings(void **state)
+{
+	struct fixture *fx;
+
+	if (setup_fake(state) < 0)
+		return -1;
+	fx = *state;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.core_rings = 2;
+	pthread_mutex_unlock(&fx->f.mu);
+	fx->c = kvx_connect(fx->f.path);
+	return fx->c && fx->c->rings ? 0 : -1;
+}
+
+/* Core rings (KVX_ENG_RINGS_CORE): libkvx asks for them and reads events out of every one of
+ * them as out of the event ring; kvx_conn_fd() wakes for each (they share its eventfd). */
+static void
+test_core_rings_carry_events(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4, 5};
+	int pfd = kvx_conn_fd(c);
+	struct kvx_event ev;
+
+	/* a libkvx that never takes what a core ring holds would spin here: end it instead,
+	 * as a failure */
+	signal(SIGALRM, spin_ended);
+	alarm(10);
+	assert_int_equal(c->ncevt, 2);
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 2; /* rooms 100, 101 into core ring 1 */
+	fx->f.ev_core = 1;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 0, 2, pages, 2, 0, 1), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	expect_events(c, 1, 0, 1, 100);
+	assert_true(fd_readable(pfd)); /* what is left in a core ring keeps the fd readable */
+	expect_events(c, 8, 0, 1, 101);
+	assert_false(fd_readable(pfd));
+	/* a blocked read wakes for an event in core ring 0 */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1; /* 102 */
+	fx->f.ev_core = 0;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 1, 2, pages, 2, 0, 1), 0);
+	expect_events(c, 8, 5000, 1, 102);
+	alarm(0);
+}
+
+/* A core ring carries EVENTs only: a REPLY in one is what no kvxd writes, and the session is
+ * broken (-EPROTO, sticky), not confused. */
+static void
+test_core_ring_reply_is_a_protocol_error(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.core_reply = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(c, 11), -EPROTO);
+	assert_int_equal(kvx_room_close(c, 12), -EPROTO);
+}
+
+/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings (an old engine's request). */
+static void
+test_core_rings_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.core_rings = 2;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(setenv("KVX_CORE_RINGS", "0", 1), 0);
+	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_CORE_RINGS");
+	assert_non_null(fx->c);
+	assert_true(fx->c->rings);
+	assert_int_equal(fx->c->ncevt, 0);
+	assert_int_equal(kvx_room_close(fx->c, 11), 0);
+}
+
 /* KVX_RINGS=0: libkvx does not ask for rings, the session stays on the socket. */
 static void
 test_rings_off_by_environment(void **state)
@@ -1872,6 +2005,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_admin_pages, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_carry_requests_replies_and_events,
 						setup_rings, teardown),
+		cmocka_unit_test_setup_teardown(test_core_rings_carry_events, setup_core_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_core_ring_reply_is_a_protocol_error,
+						setup_core_rings, teardown),
+		cmocka_unit_test_setup_teardown(test_core_rings_off_by_environment, setup_fake,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_waits,
