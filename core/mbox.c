@@ -85,7 +85,7 @@ wake(struct kvx_mbox *m)
 }
 
 int
-kvx_mbox_put_lazy(struct kvx_mbox *m, const void *msg)
+kvx_mbox_put(struct kvx_mbox *m, const void *msg)
 {
 	uint32_t tail = atomic_load_explicit(&m->tail, memory_order_relaxed);
 
@@ -96,16 +96,6 @@ kvx_mbox_put_lazy(struct kvx_mbox *m, const void *msg)
 	}
 	memcpy(m->slots + (size_t)(tail & m->mask) * m->msg_size, msg, m->msg_size);
 	atomic_store_explicit(&m->tail, tail + 1, memory_order_seq_cst);
-	return 0;
-}
-
-int
-kvx_mbox_put(struct kvx_mbox *m, const void *msg)
-{
-	int rc = kvx_mbox_put_lazy(m, msg);
-
-	if (rc)
-		return rc;
 	/* one wake-up per park: the first message after the consumer parked takes the flag (the
 	 * consumer is woken and drains everything), the rest of a batch find it clear */
 	if (atomic_load_explicit(&m->parked, memory_order_seq_cst) &&

@@ -32,10 +32,6 @@ void kvx_mbox_destroy(struct kvx_mbox *m);
 
 /* Producer: copy one message in.  Returns 0, or -ENOBUFS when full (nothing written). */
 int kvx_mbox_put(struct kvx_mbox *m, const void *msg);
-/* Producer: copy one message in without waking a parked consumer: it finds the message when
- * it wakes for anything else (a later put, its own timeout).  For what may wait that long.
- * Returns 0, or -ENOBUFS when full (nothing written). */
-int kvx_mbox_put_lazy(struct kvx_mbox *m, const void *msg);
 /* Producer: free slots now (a lower bound). */
 uint32_t kvx_mbox_free_count(const struct kvx_mbox *m);
 

@@ -37,9 +37,6 @@ stat_add(_Atomic uint64_t *ctr, uint64_t v)
 
 /* ---- outbox -------------------------------------------------------------------------------- */
 
-#define OUTBOX_DEPTH 8192
-#define OUTBOX_LAZY_MIN (OUTBOX_DEPTH / 2) /* free slots below which nothing waits unwoken */
-
 static void
 out_put(struct kvxd_core *c, const struct kvxd_msg *m)
 {
@@ -126,12 +123,6 @@ emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 
 	memcpy(m.reason, r->reason, sizeof(m.reason));
 	m.told = tell_core(c, r);
-	/* told already: the control core's books (histograms, settling) can wait for its next
-	 * wake-up (bounded by its tick) instead of being woken now to compete with the engine
-	 * for the CPU; not when the outbox is filling up */
-	if (m.told == KVXD_TOLD_CORE && kvx_mbox_free_count(c->outbox) > OUTBOX_LAZY_MIN &&
-	    kvx_mbox_put_lazy(c->outbox, &m) == 0)
-		return;
 	out_put(c, &m);
 }
 
@@ -1290,7 +1281,7 @@ kvx_pcore_init(struct kvxd_core *c, int idx, int cpu, struct kvx_vx_dev *const *
 	c->inbox = kvx_mbox_create(4096, sizeof(struct kvxd_msg));
 	if (!c->inbox)
 		goto err_destroy_cq;
-	c->outbox = kvx_mbox_create(OUTBOX_DEPTH, sizeof(struct kvxd_msg));
+	c->outbox = kvx_mbox_create(8192, sizeof(struct kvxd_msg));
 	if (!c->outbox)
 		goto err_destroy_inbox;
 	return 0;

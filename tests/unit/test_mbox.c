@@ -126,35 +126,6 @@ test_one_wake_per_park(void **state)
 	kvx_mbox_destroy(m);
 }
 
-/* A lazy put does not wake a parked consumer (no syscall): the message waits, whole and in
- * order, for the consumer's next wake-up, which a normal put still gives. */
-static void
-test_lazy_put_does_not_wake(void **state)
-{
-	struct kvx_mbox *m = kvx_mbox_create(4, sizeof(struct msg));
-	struct msg in = {.seq = 1}, out[4];
-
-	(void)state;
-	kvx_mbox_park_prepare(m);
-	assert_int_equal(kvx_mbox_put_lazy(m, &in), 0);
-	assert_false(fd_readable(kvx_mbox_fd(m))); /* not woken */
-	assert_false(kvx_mbox_empty(m));	   /* but there */
-	in.seq = 2;
-	assert_int_equal(kvx_mbox_put(m, &in), 0);
-	assert_true(fd_readable(kvx_mbox_fd(m))); /* the park is still announced: woken now */
-	kvx_mbox_park_done(m, true);
-	assert_int_equal(kvx_mbox_get_burst(m, out, 4), 2);
-	assert_int_equal(out[0].seq, 1);
-	assert_int_equal(out[1].seq, 2);
-	/* full: refused like a put, nothing written */
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(kvx_mbox_put_lazy(m, &in), 0);
-	assert_int_equal(kvx_mbox_put_lazy(m, &in), -ENOBUFS);
-	assert_int_equal(kvx_mbox_get_burst(m, out, 4), 4);
-	assert_true(kvx_mbox_empty(m));
-	kvx_mbox_destroy(m);
-}
-
 #define N_MSGS 200000
 
 struct race {
@@ -228,7 +199,6 @@ main(void)
 		cmocka_unit_test(test_order_and_capacity),
 		cmocka_unit_test(test_wake_only_when_parked),
 		cmocka_unit_test(test_one_wake_per_park),
-		cmocka_unit_test(test_lazy_put_does_not_wake),
 		cmocka_unit_test(test_no_lost_wakeup),
 	};
 
