@@ -290,7 +290,9 @@ recv_one(struct kvx_conn *c)
 
 	if (!c->rings)
 		return sock_recv(c);
-	n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
+	/* the core rings first: a room whose event did not fit its core ring has its later
+	 * events in the event ring, published after what waits in the core ring */
+	n = 0;
 	for (int k = 0; n == 0 && k < c->ncevt; k++) {
 		struct kvx_shring *r = &c->cevt[c->cnext];
 
@@ -301,6 +303,8 @@ recv_one(struct kvx_conn *c)
 			      ((const struct kvx_eng_hdr *)c->rx)->type != KVX_ENG_EVENT))
 			n = -EPROTO;
 	}
+	if (n == 0)
+		n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
 	if (n > 0)
 		return (int)n;
 	if (n < 0) {
@@ -627,7 +631,8 @@ rings_setup(struct kvx_conn *c)
 		m->flags = KVX_ENG_RINGS_CORE;
 	c->want_fds = 3;
 	c->ngot_fds = 0;
-	r = request(c, KVX_ENG_RINGS, sizeof(*m), -1, &rep);
+	/* without core rings, the header alone (what an older kvxd takes) */
+	r = request(c, KVX_ENG_RINGS, m->flags ? sizeof(*m) : sizeof(m->hdr), -1, &rep);
 	c->want_fds = 0;
 	if (r < 0)
 		goto out;

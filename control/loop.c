@@ -33,12 +33,13 @@
 
 /* ---- outboxes ------------------------------------------------------------------------------ */
 
-/* Its core won the room's one tell but its core ring had no room (the engine does not read),
- * or the engine broke that ring: the event goes through the session's own event ring (queued
- * behind what waits there, never dropped while the session lives).  A broken core ring ends
- * the session, like a broken event ring. */
+/* An event its core could not put into the engine's core ring (full: the engine does not read;
+ * or the engine broke that ring) goes through the session's own event ring (queued behind what
+ * waits there, never dropped while the session lives), and so do the room's later events.  An
+ * end comes with the room's one tell, which the core won (claim): it goes back if nobody takes
+ * the event.  A broken core ring ends the session, like a broken event ring. */
 static void
-tell_claimed(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
+tell_spilled(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev, bool claim)
 {
 	struct kvx_pcore_evq *q = atomic_load_explicit(&r->pc.evq, memory_order_acquire);
 	struct kvxd_engine *e = r->engine_id >= 0 ? kvxd_engine_by_id(d, r->engine_id) : NULL;
@@ -48,7 +49,7 @@ tell_claimed(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
 		kvxd_engine_doom(d, e, "its core event ring is corrupt");
 		e = NULL;
 	}
-	if (!e || kvxd_engine_send_event(d, r->engine_id, ev))
+	if ((!e || kvxd_engine_send_event(d, r->engine_id, ev)) && claim)
 		atomic_store(&r->pc.told, false); /* the claim goes back: a later engine is told */
 }
 
@@ -75,8 +76,8 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		if (m->told == KVXD_TOLD_CORE) { /* its core put it into the engine's core ring */
 			d->ctr.events_core++;
 			d->ctr.events_sent++;
-		} else if (m->told == KVXD_TOLD_CLAIM)
-			tell_claimed(d, r, &ev);
+		} else if (m->told == KVXD_TOLD_SPILL || m->told == KVXD_TOLD_CLAIM)
+			tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);
 		else if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else

@@ -299,7 +299,7 @@ control_counters(struct out *o, struct kvxd *d)
 		"of events_sent: put into an engine's core event ring by its polling core",
 		c->events_core);
 	COUNTER("events_core_claimed_total",
-		"room ends a polling core won but could not put into a full or broken core ring "
+		"events a polling core could not put into a full or broken core ring "
 		"(sent through the session's event ring instead)",
 		c->events_core_claimed);
 	COUNTER("status_pushed_total", "ROOM_STATUS failures pushed to decode endpoints",
@@ -513,9 +513,9 @@ core_counters(struct out *o, struct kvxd *d)
 		S("imm_held_total", imm_held,
 		  "rooms whose last WRITE waited for their WRITEs on other rails"),
 		S("events_core_total", events_core,
-		  "decode SUCCESS events put into an engine's core event ring"),
+		  "decode room events put into an engine's core event ring"),
 		S("events_core_full_total", events_core_full,
-		  "room ends won but not put: the core ring was full or broken"),
+		  "decode room events not put: the core ring was full or broken"),
 		S("engine_wakes_total", engine_wakes, "engine eventfd writes for core rings"),
 #undef S
 	};

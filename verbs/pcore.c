@@ -75,27 +75,33 @@ evq_notify(struct kvxd_core *c)
 	}
 }
 
-/* A decode room's SUCCESS straight into its engine's event ring on this core, when its session
- * has one: the room's one tell is won here (told), so the control core, which still gets the
- * EVENT for its own books, tells nothing.  Returns how it was told (enum kvxd_told). */
+/* A decode room's event straight into its engine's event ring on this core, when its session
+ * has one: every event of the room goes there, in order (one producer), until one does not
+ * fit (the engine does not read): from then on the room's events go through the control core
+ * (evq_spilled), after what is in the core ring (libkvx reads its core rings first).  The
+ * room's end (SUCCESS, RELEASED) is its one tell, won here (told) before it is put: the
+ * control core, which still gets every EVENT for its own books, tells nothing more.  Returns
+ * how it was told (enum kvxd_told). */
 static uint8_t
 tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
 	struct kvx_eng_event m = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(m)},
 				  .ev = {.room = r->id,
 					 .generation = r->gen,
-					 .state = (uint8_t)r->fsm.state,
+					 .state = r->fsm.state,
 					 .error = r->error}};
+	bool end = r->fsm.state == KVX_ROOM_SUCCESS || r->fsm.state == KVX_ROOM_RELEASED;
 	struct kvx_pcore_evq *q;
 	bool no = false;
 	int rc;
 
-	if (r->role != KVX_ROOM_DECODE || r->fsm.state != KVX_ROOM_SUCCESS)
-		return KVXD_TOLD_NO; /* every other event keeps its order on the control core */
-	q = atomic_load_explicit(&r->evq, memory_order_acquire);
-	if (!q || atomic_load_explicit(&q->broken, memory_order_relaxed) ||
-	    !atomic_compare_exchange_strong(&r->told, &no, true))
+	if (r->role != KVX_ROOM_DECODE || r->evq_spilled)
 		return KVXD_TOLD_NO;
+	q = atomic_load_explicit(&r->evq, memory_order_acquire);
+	if (!q || atomic_load_explicit(&q->broken, memory_order_relaxed))
+		return KVXD_TOLD_NO;
+	if (end && !atomic_compare_exchange_strong(&r->told, &no, true))
+		return KVXD_TOLD_NO; /* told already: the control core counts the duplicate */
 	memcpy(m.ev.reason, r->reason, sizeof(m.ev.reason) - 1);
 	rc = kvx_shring_put(&q->ring, &m, sizeof(m));
 	if (rc == 0) {
@@ -104,11 +110,13 @@ tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 		return KVXD_TOLD_CORE;
 	}
 	/* full (the engine does not read), or broken (-EPROTO: the control core ends the
-	 * session): the claim goes with the EVENT, which the control core delivers */
+	 * session): this event and the room's later ones go through the control core; an end
+	 * goes with its claim */
 	if (rc == -EPROTO)
 		atomic_store_explicit(&q->broken, true, memory_order_relaxed);
+	r->evq_spilled = true;
 	stat_add(&c->st.events_core_full, 1);
-	return KVXD_TOLD_CLAIM;
+	return end ? KVXD_TOLD_CLAIM : KVXD_TOLD_SPILL;
 }
 
 static void

@@ -96,8 +96,8 @@ struct kvxd_meta {
 
 /*
  * One engine session's event ring produced by one polling core (KVX_ENG_RINGS with core rings,
- * core/engine_proto.h): the core puts a decode room's SUCCESS there itself, so the engine
- * hears it without the control core on the way.  The core is the ring's only producer.  The
+ * core/engine_proto.h): the core puts a decode room's events there itself, so the engine
+ * hears them without the control core on the way.  The core is the ring's only producer.  The
  * control core makes it with the session, points the session's decode rooms of this core at
  * it (kvx_pcore_room.evq) before handing them over, clears those pointers when the engine
  * leaves, and frees it (and unmaps the ring) only after an RCU grace period: the core loads a
@@ -111,10 +111,12 @@ struct kvx_pcore_evq {
 
 /* How a room's EVENT (KVXD_MSG_EVENT) was told to its engine. */
 enum kvxd_told {
-	KVXD_TOLD_NO = 0,   /* not: the control core tells it (kvxd_room_tell) */
-	KVXD_TOLD_CORE = 1, /* the core put it into the session's core event ring */
-	KVXD_TOLD_CLAIM = 2 /* the core claimed the room's one tell (told = true) but its ring
-			     * had no room: the control core sends it, through its own ring */
+	KVXD_TOLD_NO = 0,    /* not: the control core tells it (kvxd_room_tell) */
+	KVXD_TOLD_CORE = 1,  /* the core put it into the session's core event ring */
+	KVXD_TOLD_CLAIM = 2, /* the core claimed the room's one tell (told = true) but its ring
+			      * had no room: the control core sends it, through its own ring */
+	KVXD_TOLD_SPILL = 3  /* a state on the way (not the end) that the core ring had no room
+			      * for: the control core sends it, through its own ring */
 };
 
 /*
@@ -133,9 +135,9 @@ enum kvxd_told {
  *   - evq: the control core stores it (release) before the room goes to its core, and clears
  *     it when the room's engine leaves; the core loads it (acquire) once per use;
  *   - told: the room's end was told to its engine (exactly once): whoever tells it, the core
- *     (a decode SUCCESS into evq) or the control core (kvxd_room_tell), first wins it with a
- *     compare-and-swap; a claim that cannot be delivered is released with a store by the
- *     side that holds it.
+ *     (a decode SUCCESS or RELEASED into evq) or the control core (kvxd_room_tell), first wins it
+ * with a compare-and-swap; a claim that cannot be delivered is released with a store by the side
+ * that holds it.
  */
 struct kvx_pcore_room {
 	/* immutable */
@@ -153,8 +155,9 @@ struct kvx_pcore_room {
 	atomic_bool told;
 	/* core */
 	struct kvx_room_fsm fsm;
-	uint32_t gen; /* the generation its events carry: decode's open or abort generation,
-		       * prefill's from its ROOM_META */
+	bool evq_spilled; /* decode: an event did not fit evq: the rest go by the control core */
+	uint32_t gen;	  /* the generation its events carry: decode's open or abort generation,
+			   * prefill's from its ROOM_META */
 	_Atomic uint64_t wr_posted, wr_done;
 	int32_t error;
 	char reason[KVXD_REASON_MAX];

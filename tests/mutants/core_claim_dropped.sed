@@ -1,2 +1,2 @@
-# a room end its core won but could not put into a full core ring is not sent on
-s/tell_claimed(d, r, &ev);/;/
+# an event its core could not put into a full core ring is not sent on
+s/tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);/;/

@@ -1114,7 +1114,8 @@ reng_open_with(struct reng *r, struct kvxd *d, uint32_t flags, int *pool)
 	assert_int_equal(eng_hello(&r->e, NULL), 0);
 	if (pool)
 		assert_true((*pool = eng_pool_id(&r->e, 256, 16, 1)) > 0);
-	seq = eng_send(&r->e, KVX_ENG_RINGS, &m, sizeof(m), -1);
+	/* without core rings, the header alone: an older engine's request */
+	seq = eng_send(&r->e, KVX_ENG_RINGS, &m, flags ? sizeof(m) : sizeof(m.hdr), -1);
 	for (int step = 0; step < MAX_STEPS && n < 0; step++) {
 		pump_once();
 		mh.msg_control = ctl.buf;
@@ -1198,14 +1199,22 @@ reng_event(struct reng *r, const void *buf, ssize_t n, int ring)
 	r->ev_ring[r->nev++] = ring;
 }
 
-/* Take what the event rings hold: replies recorded in order (their seq and status), events
- * with the ring they came out of.  A core ring carries EVENTs only. */
+/* Take what the event rings hold, core rings first (as libkvx does): replies recorded in order
+ * (their seq and status), events with the ring they came out of.  A core ring carries EVENTs
+ * only. */
 static void
 reng_read(struct reng *r)
 {
 	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
 	ssize_t n;
 
+	for (int k = 0; k < r->ncevt && !r->core_unread; k++) {
+		while ((n = kvx_shring_get(&r->cevt[k], buf, sizeof(buf))) > 0) {
+			assert_int_equal(((const struct kvx_eng_hdr *)buf)->type, KVX_ENG_EVENT);
+			reng_event(r, buf, n, k);
+		}
+		assert_int_equal(n, 0);
+	}
 	while ((n = kvx_shring_get(&r->evt, buf, sizeof(buf))) > 0) {
 		const struct kvx_eng_reply *rep = (const void *)buf;
 
@@ -1220,13 +1229,6 @@ reng_read(struct reng *r)
 		r->got_status[r->ngot++] = rep->status;
 	}
 	assert_int_equal(n, 0);
-	for (int k = 0; k < r->ncevt && !r->core_unread; k++) {
-		while ((n = kvx_shring_get(&r->cevt[k], buf, sizeof(buf))) > 0) {
-			assert_int_equal(((const struct kvx_eng_hdr *)buf)->type, KVX_ENG_EVENT);
-			reng_event(r, buf, n, k);
-		}
-		assert_int_equal(n, 0);
-	}
 }
 
 /* One request through the rings and its reply's status. */
@@ -1981,11 +1983,20 @@ test_core_ring_tells_decode_success_once(void **state)
 	assert_true(kvxd_room_tell(&A, r, &again) == false); /* told already: by its core */
 	assert_int_equal(reng_count(&ra, 700, KVX_STATE_SUCCESS, (int)(700 % A.ncores)), 1);
 	assert_int_equal(reng_count(&ra, 700, KVX_STATE_SUCCESS, -2), 1);
-	assert_int_equal(A.ctr.events_core, 1);
+	/* the room's every event came out of its core ring, in order: WAITING_FOR_INPUT, then
+	 * SUCCESS */
+	assert_int_equal(ra.nev, 2);
+	assert_int_equal(ra.ev[0].state, KVX_STATE_WAITING_FOR_INPUT);
+	assert_int_equal(ra.ev[1].state, KVX_STATE_SUCCESS);
+	for (int i = 0; i < ra.nev; i++) {
+		assert_int_equal(ra.ev[i].room, 700);
+		assert_int_equal(ra.ev_ring[i], (int)(700 % A.ncores));
+	}
+	assert_int_equal(A.ctr.events_core, 2);
 	assert_int_equal(A.ctr.events_duplicate, 1);
 	assert_int_equal(A.ctr.events_core_claimed, 0);
-	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 1);
-	assert_int_equal(atomic_load(&A.cores[0].st.engine_wakes), 1); /* the engine parks */
+	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 2);
+	assert_int_equal(atomic_load(&A.cores[0].st.engine_wakes), 2); /* the engine parks */
 	/* the prefill engine is told on its socket as before */
 	assert_non_null(eng_event(&eb, 700, KVX_STATE_SUCCESS));
 	reng_close(&ra);
@@ -2022,7 +2033,7 @@ test_full_core_ring_loses_no_success(void **state)
 	assert_int_equal(reng_count(&ra, 701, KVX_STATE_SUCCESS, -1), 1); /* the event ring */
 	assert_int_equal(reng_count(&ra, 701, KVX_STATE_SUCCESS, -2), 1);
 	assert_int_equal(A.ctr.events_core_claimed, 1);
-	assert_int_equal(A.ctr.events_core, 0);
+	assert_int_equal(A.ctr.events_core, 1); /* its WAITING_FOR_INPUT, before the ring filled */
 	assert_int_equal(atomic_load(&A.cores[0].st.events_core_full), 1);
 	assert_int_equal(A.ctr.events_dropped, 0);
 	reng_close(&ra);
@@ -2068,14 +2079,15 @@ test_corrupt_core_ring_ends_only_its_session(void **state)
 	eng_close(&eb);
 }
 
-/* The decode engine goes away with a room open on its core ring: the room's pointer to the
- * ring is cleared before the ring is unmapped (after a grace period), so its core, which
- * still moves the room to its end, never writes into freed memory (ASan would say). */
+/* The decode engine goes away while its room's last WRITE is landing: its control core clears
+ * the room's pointer to the core ring before the ring is unmapped (after a grace period), so
+ * the core, which takes the immediate (SUCCESS) before the abort that the engine's loss sends
+ * it, writes nowhere (mutant evq_kept_on_close: it writes into the unmapped ring). */
 static void
 test_core_ring_outlives_no_session(void **state)
 {
 	static struct reng ra;
-	struct kvxd_room *r;
+	uint64_t ok0;
 	struct eng eb;
 	int pa, pb;
 
@@ -2083,16 +2095,59 @@ test_core_ring_outlives_no_session(void **state)
 	pair_with_core_rings(&ra, &eb, &pa, &pb);
 	assert_int_equal(reng_room_open(&ra, 703, pa, 4), 0);
 	PUMP_UNTIL(prefill_known(703));
-	reng_close(&ra);
-	PUMP_UNTIL(live_engines(&A) == 0);
-	r = kvxd_room_find(&A, 703, 0, KVX_ROOM_DECODE);
-	assert_true(r == NULL || atomic_load(&r->pc.evq) == NULL);
-	kvx_rcu_barrier(); /* the rings are gone now */
+	ok0 = atomic_load(&A.cores[0].st.rooms_success);
+	/* b takes the chunk and posts it: the fake device writes into a's pages at once and
+	 * leaves the immediate in a's CQ */
 	eng_chunk(&eb, 703, pb, 4, 0);
-	for (int i = 0; i < 50; i++)
+	for (int i = 0; i < 4; i++) {
+		kvxd_loop_once(&B, 0);
+		kvx_pcore_poll_once(&B.cores[0]);
+	}
+	/* a's engine goes; a's control core closes its session (rings to go after a grace
+	 * period), then a's core runs */
+	reng_close(&ra);
+	for (int i = 0; i < 4 && live_engines(&A); i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(live_engines(&A), 0);
+	kvx_rcu_barrier(); /* the rings are unmapped now */
+	kvx_pcore_poll_once(&A.cores[0]);
+	assert_int_equal(atomic_load(&A.cores[0].st.rooms_success), ok0 + 1); /* it landed */
+	for (int i = 0; i < 20; i++)
 		pump_once();
-	assert_int_equal(A.ctr.events_core, 0);
-	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 0);
+	assert_int_equal(atomic_load(&A.cores[0].st.events_core), 1); /* WAITING_FOR_INPUT only */
+	eng_close(&eb);
+}
+
+/* An aborted decode room's events all come out of its core ring, in order (the abort's FAILED
+ * and DRAINING, then RELEASED once nothing can write into its pages), and its end, RELEASED, is
+ * told once. */
+static void
+test_core_ring_keeps_an_aborted_room_in_order(void **state)
+{
+	static struct reng ra;
+	struct kvx_eng_room_close ab = {.room = 705};
+	int pa, pb, last = -1;
+	struct eng eb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 705, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(705));
+	assert_true(reng_call(&ra, KVX_ENG_ROOM_ABORT, &ab, sizeof(ab)) >= 0);
+	reng_pump_until_event(&ra, 705, KVX_STATE_RELEASED);
+	assert_int_equal(reng_count(&ra, 705, KVX_STATE_RELEASED, -2), 1);
+	assert_true(ra.nev >= 3);
+	for (int i = 0; i < ra.nev; i++) {
+		assert_int_equal(ra.ev[i].room, 705);
+		assert_int_equal(ra.ev_ring[i], (int)(705 % A.ncores));
+		/* the states a decode room goes through, never back */
+		assert_true((int)ra.ev[i].state > last);
+		last = ra.ev[i].state;
+	}
+	assert_int_equal(last, KVX_STATE_RELEASED);
+	assert_int_equal(A.ctr.events_core, (uint64_t)ra.nev);
+	assert_int_equal(A.ctr.events_duplicate, 0);
+	reng_close(&ra);
 	eng_close(&eb);
 }
 
@@ -2686,6 +2741,7 @@ main(void)
 		T(test_full_core_ring_loses_no_success),
 		T(test_corrupt_core_ring_ends_only_its_session),
 		T(test_core_ring_outlives_no_session),
+		T(test_core_ring_keeps_an_aborted_room_in_order),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_requests_sent_before_a_reset_are_taken),

@@ -114,7 +114,8 @@ struct fake {
 	struct kvx_shring sub, evt;			/* the server consumes sub, produces evt */
 	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX]; /* and the core rings */
 	int ncevt;
-	int srv_ev_core; /* ev_core and core_reply as the server took them with a request */
+	size_t rings_len; /* the RINGS request's length */
+	int srv_ev_core;  /* ev_core and core_reply as the server took them with a request */
 	bool srv_core_reply;
 	int sub_efd, evt_efd;
 };
@@ -259,8 +260,8 @@ request_ok(const uint8_t *buf, size_t n)
 		return n > sizeof(struct kvx_eng_admin);
 	case KVX_ENG_ADMIN_AT:
 		return n > sizeof(struct kvx_eng_admin_at);
-	case KVX_ENG_RINGS:
-		return n == sizeof(struct kvx_eng_rings);
+	case KVX_ENG_RINGS: /* the header alone: no core rings asked for */
+		return n == sizeof(struct kvx_eng_rings) || n == sizeof(struct kvx_eng_hdr);
 	case KVX_ENG_ROOM_OPEN: {
 		const struct kvx_eng_room_open *m = (const void *)buf;
 		const struct kvx_eng_region *rg = (const void *)(m + 1);
@@ -607,8 +608,13 @@ fake_serve(void *arg)
 			continue; /* no reply; the script waits for the next request */
 		}
 		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
+			pthread_mutex_lock(&f->mu);
+			f->rings_len = (size_t)n;
+			pthread_mutex_unlock(&f->mu);
 			fake_rings(f, h->seq, rings_bad, ring_size,
-				   ((const struct kvx_eng_rings *)buf)->flags & KVX_ENG_RINGS_CORE
+				   (size_t)n == sizeof(struct kvx_eng_rings) &&
+						   ((const struct kvx_eng_rings *)buf)->flags &
+							   KVX_ENG_RINGS_CORE
 					   ? core_rings
 					   : 0);
 			continue;
@@ -1739,7 +1745,8 @@ test_core_ring_reply_is_a_protocol_error(void **state)
 	assert_int_equal(kvx_room_close(c, 12), -EPROTO);
 }
 
-/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings (an old engine's request). */
+/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings, with the header alone (the
+ * request an older kvxd takes). */
 static void
 test_core_rings_off_by_environment(void **state)
 {
@@ -1755,6 +1762,10 @@ test_core_rings_off_by_environment(void **state)
 	assert_non_null(fx->c);
 	assert_true(fx->c->rings);
 	assert_int_equal(fx->c->ncevt, 0);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.rings_len,
+			 sizeof(struct kvx_eng_hdr)); /* what an older kvxd takes */
+	pthread_mutex_unlock(&fx->f.mu);
 	assert_int_equal(kvx_room_close(fx->c, 11), 0);
 }
 
