@@ -260,8 +260,8 @@ struct kvxd_engine {
 	size_t ring_map_len;
 	int sub_efd, evt_efd;
 	struct kvxd_fd ring_ev;
-	/* with core rings: one event ring per polling core, each produced by its core (decode
-	 * SUCCESS, verbs/pcore.h); the memfd holds them after the two rings above */
+	/* with core rings: one event ring per polling core, each produced by its core (its
+	 * decode rooms' events, verbs/pcore.h); the memfd holds them after the two rings above */
 	struct kvx_pcore_evq *evq[KVX_MAX_CORES];
 	int nevq;
 	struct rings_gc

@@ -351,7 +351,7 @@ kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
 	cds_list_add_tail(&r->eng_link, &e->rooms);
 	r->on_eng_list = true;
 	e->nrooms++;
-	/* a decode room's SUCCESS goes straight from its core into the engine's core ring
+	/* a decode room's events go straight from its core into the engine's core ring
 	 * (before the room goes to its core: ROOM_OPEN publishes it) */
 	if (r->pc.role == KVX_ROOM_DECODE && r->pc.core < e->nevq)
 		atomic_store_explicit(&r->pc.evq, e->evq[r->pc.core], memory_order_release);
@@ -554,7 +554,7 @@ kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
 {
 	bool no = false;
 
-	/* the room's one tell: this call or its core (a decode SUCCESS into a core ring) */
+	/* the room's one tell: this call or its core (a decode room's end into a core ring) */
 	if (!atomic_compare_exchange_strong(&r->pc.told, &no, true)) {
 		d->ctr.events_duplicate++;
 		return false;

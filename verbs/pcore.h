@@ -3,10 +3,12 @@
  * Polling cores: the data path.  A polling core owns one CQ, its QPs (one RC QP per peer), the
  * mutable state of its shard of rooms, and WR accounting.  kvx_pcore_poll_once() is one
  * iteration: quiescent state, poll completions in a batch, drain the inbox, post the WR chains
- * (one doorbell per QP).  It takes no lock, allocates nothing and never blocks.  Its only
- * syscalls are waking a control core that announced it is parked (one eventfd write, see
- * core/mbox.h) and whatever the verbs provider does to ring a doorbell (rxe, a software
- * device, enters the kernel there; a hardware NIC does not).  Parking (poll on the completion
+ * (one doorbell per QP), wake the engines whose core rings it put events into.  It takes no
+ * lock, allocates nothing and never blocks.  Its only syscalls are waking a control core that
+ * announced it is parked (one eventfd write, see core/mbox.h), waking an engine (one eventfd
+ * write per core ring and iteration, see struct kvx_pcore_evq) and whatever the verbs provider
+ * does to ring a doorbell (rxe, a software device, enters the kernel there; a hardware NIC does
+ * not).  Parking (poll on the completion
  * channel and the inbox, RCU-offline, bounded) happens only after idle_park_us of idleness.
  *
  * Ownership: the control core allocates rooms, chunks, metas and QP contexts and frees them;
@@ -134,10 +136,9 @@ enum kvxd_told {
  *     goes out; the core loads it with acquire;
  *   - evq: the control core stores it (release) before the room goes to its core, and clears
  *     it when the room's engine leaves; the core loads it (acquire) once per use;
- *   - told: the room's end was told to its engine (exactly once): whoever tells it, the core
- *     (a decode SUCCESS or RELEASED into evq) or the control core (kvxd_room_tell), first wins it
- * with a compare-and-swap; a claim that cannot be delivered is released with a store by the side
- * that holds it.
+ *   - told: the room's end was told to its engine (exactly once).  Whoever tells it wins it
+ *     first with a compare-and-swap: the core (a decode end into evq) or the control core
+ *     (kvxd_room_tell).  A claim that cannot be delivered is released with a store.
  */
 struct kvx_pcore_room {
 	/* immutable */

@@ -91,6 +91,7 @@ struct fake {
 	int core_rings;		  /* core rings to give an engine that asks for them */
 	int ev_core;		  /* core ring the injected events go into (-1: the event ring) */
 	bool core_reply;	  /* the next reply goes into core ring 0 (no kvxd would) */
+	bool ev_split;		  /* only the first injected event goes into core ring ev_core */
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -116,6 +117,7 @@ struct fake {
 	int ncevt;
 	size_t rings_len; /* the RINGS request's length */
 	int srv_ev_core;  /* ev_core and core_reply as the server took them with a request */
+	bool srv_split;
 	bool srv_core_reply;
 	int sub_efd, evt_efd;
 };
@@ -235,6 +237,8 @@ send_event(struct fake *f, uint64_t room, int state)
 	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
 	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
 	send_raw_to(f, &e, sizeof(e), f->srv_ev_core);
+	if (f->srv_split)
+		f->srv_ev_core = -1; /* the rest into the event ring */
 }
 
 /* Is the request of n bytes in buf well-formed (sizes consistent with counts)? */
@@ -568,6 +572,7 @@ fake_serve(void *arg)
 		ring_size = f->ring_size ? f->ring_size : 512u << 10;
 		core_rings = f->core_rings;
 		f->srv_ev_core = f->ev_core;
+		f->srv_split = f->ev_split;
 		f->srv_core_reply = f->core_reply;
 		f->core_reply = false;
 		corrupt = f->corrupt;
@@ -1730,6 +1735,26 @@ test_core_rings_carry_events(void **state)
 	alarm(0);
 }
 
+/* libkvx reads its core rings before the event ring: a room whose event did not fit its core
+ * ring has its later events in the event ring, published after what waits in the core ring.
+ * The fake puts room 100's event into core ring 1, then 101's into the event ring, in one
+ * batch: 100 comes first (mutant event_ring_first: 101 does). */
+static void
+test_core_rings_read_before_the_event_ring(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4, 5};
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 2; /* 100 into core ring 1, 101 into the event ring */
+	fx->f.ev_core = 1;
+	fx->f.ev_split = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 0, 2, pages, 2, 0, 1), 0);
+	expect_events(c, 8, 5000, 2, 100);
+}
+
 /* A core ring carries EVENTs only: a REPLY in one is what no kvxd writes, and the session is
  * broken (-EPROTO, sticky), not confused. */
 static void
@@ -2018,6 +2043,8 @@ main(void)
 						setup_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_rings_carry_events, setup_core_rings,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_core_rings_read_before_the_event_ring,
+						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_ring_reply_is_a_protocol_error,
 						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_rings_off_by_environment, setup_fake,
