@@ -1694,7 +1694,10 @@ setup_core_rings(void **state)
 	fx->f.rings_ok = true;
 	fx->f.core_rings = 2;
 	pthread_mutex_unlock(&fx->f.mu);
+	if (setenv("KVX_CORE_RINGS", "1", 1))
+		return -1;
 	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_CORE_RINGS");
 	return fx->c && fx->c->rings ? 0 : -1;
 }
 
@@ -1770,10 +1773,10 @@ test_core_ring_reply_is_a_protocol_error(void **state)
 	assert_int_equal(kvx_room_close(c, 12), -EPROTO);
 }
 
-/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings, with the header alone (the
- * request an older kvxd takes). */
+/* Without KVX_CORE_RINGS=1 libkvx asks for the rings without core rings, with the header alone
+ * (the request an older kvxd takes). */
 static void
-test_core_rings_off_by_environment(void **state)
+test_core_rings_off_by_default(void **state)
 {
 	struct fixture *fx = *state;
 
@@ -1781,9 +1784,8 @@ test_core_rings_off_by_environment(void **state)
 	fx->f.rings_ok = true;
 	fx->f.core_rings = 2;
 	pthread_mutex_unlock(&fx->f.mu);
-	assert_int_equal(setenv("KVX_CORE_RINGS", "0", 1), 0);
-	fx->c = kvx_connect(fx->f.path);
 	unsetenv("KVX_CORE_RINGS");
+	fx->c = kvx_connect(fx->f.path); /* nothing in the environment */
 	assert_non_null(fx->c);
 	assert_true(fx->c->rings);
 	assert_int_equal(fx->c->ncevt, 0);
@@ -2047,7 +2049,7 @@ main(void)
 						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_ring_reply_is_a_protocol_error,
 						setup_core_rings, teardown),
-		cmocka_unit_test_setup_teardown(test_core_rings_off_by_environment, setup_fake,
+		cmocka_unit_test_setup_teardown(test_core_rings_off_by_default, setup_fake,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
 						teardown),
