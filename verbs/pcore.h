@@ -8,8 +8,8 @@
  * announced it is parked (one eventfd write, see core/mbox.h), waking an engine (one eventfd
  * write per core ring and iteration, see struct kvx_pcore_evq) and whatever the verbs provider
  * does to ring a doorbell (rxe, a software device, enters the kernel there; a hardware NIC does
- * not).  Parking (poll on the completion
- * channel and the inbox, RCU-offline, bounded) happens only after idle_park_us of idleness.
+ * not).  Parking (poll on the completion channel and the inbox, RCU-offline, bounded) happens
+ * only after idle_park_us of idleness.
  *
  * Ownership: the control core allocates rooms, chunks, metas and QP contexts and frees them;
  * between handing an object to a core (inbox) and getting it back (outbox) only that core
