@@ -128,7 +128,7 @@ struct kvx_vx_ops {
 
 	/* Post n writes as one chain (one doorbell); a WR raises a completion if it is signalled
 	 * or fails.  Returns 0, or -errno with *posted = how many of the chain's head were
-	 * accepted. */
+	 * accepted (queued on the QP: each will complete, if only flushed). */
 	int (*post_write_chain)(struct kvx_vx_qp *qp, const struct kvx_vx_write *w, int n,
 				int *posted);
 	/* Post n zero-length receives (for WRITE_WITH_IMM) with the given wr_ids.  Returns 0, or

@@ -528,7 +528,13 @@ ibv_post_write_chain(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, i
 		}
 		rc = ibv_post_send(q->qp, wr, &bad);
 		if (rc) {
-			*posted = done + (int)(bad ? bad - wr : 0);
+			/* bad names the first WR not queued.  No bad: every WR of the list was
+			 * queued and only ringing the doorbell failed (rxe, on a QP that is not in
+			 * RTS: EINVAL, bad left NULL): they are the QP's, and complete (flushed)
+			 * once it goes to ERR, so they count as posted.  Counting them as not
+			 * posted gave their slots back while completions for them were still to
+			 * come. */
+			*posted = done + (int)(bad ? bad - wr : m);
 			return -rc;
 		}
 		done += m;
