@@ -422,20 +422,22 @@ eng_pool_unreg(struct eng *e, int id)
 	return eng_call(e, KVX_ENG_POOL_UNREG, &m, sizeof(m), -1, NULL);
 }
 
-/* Decode: open room id on pool with pages 0..n-1, source "b". */
-static int
-eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply *out)
+/* A decode ROOM_OPEN of room id on pool with pages 0..n-1, source "b", built in buf.  Returns
+ * its length. */
+#define ROOM_OPEN_BUF_WORDS                                                  \
+	((sizeof(struct kvx_eng_room_open) + sizeof(struct kvx_eng_region) + \
+	  sizeof(struct kvx_eng_source) + 64 * 4) /                          \
+	 8)
+static size_t
+room_open_msg(uint64_t buf[ROOM_OPEN_BUF_WORDS], uint64_t id, int pool, uint32_t n)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_room_open) + sizeof(struct kvx_eng_region) +
-		      sizeof(struct kvx_eng_source) + 64 * 4) /
-		     8];
 	struct kvx_eng_room_open *m = (void *)buf;
 	struct kvx_eng_region *rg = (void *)(m + 1);
 	struct kvx_eng_source *src = (void *)(rg + 1);
 	uint32_t *pages = (uint32_t *)(src + 1);
 
 	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
+	memset(buf, 0, ROOM_OPEN_BUF_WORDS * 8);
 	m->room = id;
 	m->nregions = 1;
 	m->nsources = 1;
@@ -444,8 +446,17 @@ eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply
 	memcpy(src->name, "b", 2);
 	for (uint32_t i = 0; i < n; i++)
 		pages[i] = i;
-	return eng_call(e, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)(pages + n) - (uint8_t *)m),
-			-1, out);
+	return (size_t)((uint8_t *)(pages + n) - (uint8_t *)m);
+}
+
+/* Decode: open room id on pool with pages 0..n-1, source "b". */
+static int
+eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply *out)
+{
+	uint64_t buf[ROOM_OPEN_BUF_WORDS];
+	size_t len = room_open_msg(buf, id, pool, n);
+
+	return eng_call(e, KVX_ENG_ROOM_OPEN, buf, len, -1, out);
 }
 
 static int
@@ -1907,25 +1918,10 @@ pair_with_core_rings(struct reng *ra, struct eng *eb, int *pa, int *pb)
 static int
 reng_room_open(struct reng *r, uint64_t id, int pool, uint32_t n)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_room_open) + sizeof(struct kvx_eng_region) +
-		      sizeof(struct kvx_eng_source) + 64 * 4) /
-		     8];
-	struct kvx_eng_room_open *m = (void *)buf;
-	struct kvx_eng_region *rg = (void *)(m + 1);
-	struct kvx_eng_source *src = (void *)(rg + 1);
-	uint32_t *pages = (uint32_t *)(src + 1);
+	uint64_t buf[ROOM_OPEN_BUF_WORDS];
+	size_t len = room_open_msg(buf, id, pool, n);
 
-	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
-	m->room = id;
-	m->nregions = 1;
-	m->nsources = 1;
-	rg->pool_id = pool;
-	rg->npages = n;
-	memcpy(src->name, "b", 2);
-	for (uint32_t i = 0; i < n; i++)
-		pages[i] = i;
-	return reng_call(r, KVX_ENG_ROOM_OPEN, m, (size_t)((uint8_t *)(pages + n) - (uint8_t *)m));
+	return reng_call(r, KVX_ENG_ROOM_OPEN, buf, len);
 }
 
 /* Events about room id in state st the rings gave so far (ring: -1 the event ring, k core ring

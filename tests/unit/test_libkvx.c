@@ -1535,8 +1535,10 @@ test_admin_pages(void **state)
 
 /* ---- rings (KVX_ENG_RINGS) ---- */
 
+/* A connection on rings of size data bytes (0: kvxd's), with core_rings core rings offered
+ * (libkvx asks for them with KVX_CORE_RINGS=1). */
 static int
-setup_rings_sized(void **state, uint64_t size)
+setup_rings_with(void **state, uint64_t size, int core_rings)
 {
 	struct fixture *fx;
 
@@ -1546,9 +1548,19 @@ setup_rings_sized(void **state, uint64_t size)
 	pthread_mutex_lock(&fx->f.mu);
 	fx->f.rings_ok = true;
 	fx->f.ring_size = size;
+	fx->f.core_rings = core_rings;
 	pthread_mutex_unlock(&fx->f.mu);
+	if (core_rings && setenv("KVX_CORE_RINGS", "1", 1))
+		return -1;
 	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_CORE_RINGS");
 	return fx->c && fx->c->rings ? 0 : -1;
+}
+
+static int
+setup_rings_sized(void **state, uint64_t size)
+{
+	return setup_rings_with(state, size, 0);
 }
 
 static int
@@ -1685,20 +1697,7 @@ spin_ended(int sig)
 static int
 setup_core_rings(void **state)
 {
-	struct fixture *fx;
-
-	if (setup_fake(state) < 0)
-		return -1;
-	fx = *state;
-	pthread_mutex_lock(&fx->f.mu);
-	fx->f.rings_ok = true;
-	fx->f.core_rings = 2;
-	pthread_mutex_unlock(&fx->f.mu);
-	if (setenv("KVX_CORE_RINGS", "1", 1))
-		return -1;
-	fx->c = kvx_connect(fx->f.path);
-	unsetenv("KVX_CORE_RINGS");
-	return fx->c && fx->c->rings ? 0 : -1;
+	return setup_rings_with(state, 0, 2);
 }
 
 /* Core rings (KVX_ENG_RINGS_CORE): libkvx asks for them and reads events out of every one of
