@@ -286,12 +286,21 @@ sock_recv(struct kvx_conn *c)
 static int
 recv_one(struct kvx_conn *c)
 {
+	bool evt_ready;
 	ssize_t n;
 
 	if (!c->rings)
 		return sock_recv(c);
-	/* the core rings first: a room whose event did not fit its core ring has its later
-	 * events in the event ring, published after what waits in the core ring */
+	/*
+	 * The core rings first: a room whose event did not fit its core ring has its later
+	 * events in the event ring, published after what waits in the core ring.  Look at the
+	 * event ring before the core rings, and take from it only what was there then: an
+	 * event seen in it was published before the look, so every core-ring event that came
+	 * before it is seen by the core-ring reads that follow.  (Looking at the event ring after
+	 * the core rings could take a spilled event whose room's earlier event reached its core
+	 * ring in between.)
+	 */
+	evt_ready = !kvx_shring_empty(&c->evt);
 	n = 0;
 	for (int k = 0; n == 0 && k < c->ncevt; k++) {
 		struct kvx_shring *r = &c->cevt[c->cnext];
@@ -303,7 +312,7 @@ recv_one(struct kvx_conn *c)
 			      ((const struct kvx_eng_hdr *)c->rx)->type != KVX_ENG_EVENT))
 			n = -EPROTO;
 	}
-	if (n == 0)
+	if (n == 0 && evt_ready)
 		n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
 	if (n > 0)
 		return (int)n;

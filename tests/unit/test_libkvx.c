@@ -17,8 +17,17 @@
  * per batch: libkvx counts as always parked there).  It records which requests came through the
  * ring and which through the socket, and can be scripted to stop reading the submission ring for
  * a while, to corrupt the event ring, or to send a broken RINGS reply.
+ *
+ * libkvx's ring reads go through ring_get_hook (kvx_shring_get renamed around the include): a
+ * test can hold the fake's publishing of chunk events until libkvx has found a given ring
+ * empty, to put the publishing at a chosen point of a read.
  */
+#include "core/shring.h"
+
+static int ring_get_hook(struct kvx_shring *r, void *buf, uint32_t cap);
+#define kvx_shring_get ring_get_hook
 #include "control/libkvx.c"
+#undef kvx_shring_get
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,6 +101,11 @@ struct fake {
 	int ev_core;		  /* core ring the injected events go into (-1: the event ring) */
 	bool core_reply;	  /* the next reply goes into core ring 0 (no kvxd would) */
 	bool ev_split;		  /* only the first injected event goes into core ring ev_core */
+	/* gate: the next CHUNK's events are published only once libkvx has found gate_ring
+	 * empty (the gate opens), and libkvx's read goes on once they are (gate_done) */
+	struct kvx_shring *gate_ring;
+	bool gate_open, gate_done;
+	pthread_cond_t gate_cv;
 	/* observations, under mu */
 	int nmsgs;
 	int ntype[128];
@@ -126,6 +140,66 @@ struct fixture {
 	struct fake f;
 	struct kvx_conn *c;
 };
+
+/* The fake whose gate ring_get_hook opens (set by a test that arms the gate). */
+static struct fake *gate_fake;
+
+static void
+gate_deadline(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += 5;
+}
+
+/* The server, before publishing a CHUNK's events: is the gate armed?  Then wait (up to 5 s)
+ * until libkvx opens it. */
+static bool
+gate_wait_open(struct fake *f)
+{
+	struct timespec ts;
+	bool armed;
+
+	gate_deadline(&ts);
+	pthread_mutex_lock(&f->mu);
+	armed = f->gate_ring != NULL;
+	while (armed && !f->gate_open)
+		if (pthread_cond_timedwait(&f->gate_cv, &f->mu, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->mu);
+	return armed;
+}
+
+static void
+gate_mark_done(struct fake *f)
+{
+	pthread_mutex_lock(&f->mu);
+	f->gate_done = true;
+	pthread_cond_broadcast(&f->gate_cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static int
+ring_get_hook(struct kvx_shring *r, void *buf, uint32_t cap)
+{
+	struct fake *f = gate_fake;
+	struct timespec ts;
+	int n = kvx_shring_get(r, buf, cap);
+
+	if (n != 0 || !f)
+		return n;
+	pthread_mutex_lock(&f->mu);
+	if (f->gate_ring == r && !f->gate_open) {
+		/* libkvx found the ring empty: the fake publishes now, before this read goes on */
+		f->gate_open = true;
+		pthread_cond_broadcast(&f->gate_cv);
+		gate_deadline(&ts);
+		while (!f->gate_done)
+			if (pthread_cond_timedwait(&f->gate_cv, &f->mu, &ts) == ETIMEDOUT)
+				break;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return 0;
+}
 
 /* One message to the client: into the event ring once the session has rings (waiting up to 2 s
  * for room; the caller wakes the client with ring_flush), else onto the socket. */
@@ -607,9 +681,13 @@ fake_serve(void *arg)
 			continue;
 		}
 		if (h->type == KVX_ENG_CHUNK && !do_close) {
+			bool gated = gate_wait_open(f);
+
 			for (i = 0; i < chunk_events; i++)
 				send_event(f, room++, KVX_STATE_TRANSFERRING);
 			ring_flush(f);
+			if (gated)
+				gate_mark_done(f);
 			continue; /* no reply; the script waits for the next request */
 		}
 		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
@@ -704,6 +782,7 @@ fake_start(struct fake *f)
 	f->ev_room = 100;
 	f->ev_core = f->srv_ev_core = -1;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->gate_cv, NULL);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/kvx-test-XXXXXX");
 	if (!mkdtemp(f->dir))
 		return -errno;
@@ -728,6 +807,8 @@ fake_stop(struct fake *f)
 	close(f->lfd);
 	unlink(f->path);
 	rmdir(f->dir);
+	gate_fake = NULL;
+	pthread_cond_destroy(&f->gate_cv);
 	pthread_mutex_destroy(&f->mu);
 }
 
@@ -1757,6 +1838,32 @@ test_core_rings_read_before_the_event_ring(void **state)
 	expect_events(c, 8, 5000, 2, 100);
 }
 
+/* The same order when the fake publishes in the middle of libkvx's read: right after libkvx
+ * found core ring 1 empty, the fake puts room 100's event into it and 101's into the event ring.
+ * libkvx looked at the event ring before the core rings, so it leaves 101 for its next look and
+ * takes 100 first (mutant event_ring_looked_last: looking at the event ring after the core
+ * rings takes 101 first). */
+static void
+test_core_ring_order_holds_while_reading(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4, 5};
+
+	gate_fake = &fx->f;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 2; /* 100 into core ring 1, 101 into the event ring */
+	fx->f.ev_core = 1;
+	fx->f.ev_split = true;
+	fx->f.gate_ring = &c->cevt[1];
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(c, 10, 0, 2, pages, 2, 0, 1), 0);
+	expect_events(c, 8, 5000, 2, 100);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_true(fx->f.gate_open && fx->f.gate_done); /* the publishing was inside the read */
+	pthread_mutex_unlock(&fx->f.mu);
+}
+
 /* A core ring carries EVENTs only: a REPLY in one is what no kvxd writes, and the session is
  * broken (-EPROTO, sticky), not confused. */
 static void
@@ -2045,6 +2152,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_core_rings_carry_events, setup_core_rings,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_core_rings_read_before_the_event_ring,
+						setup_core_rings, teardown),
+		cmocka_unit_test_setup_teardown(test_core_ring_order_holds_while_reading,
 						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_ring_reply_is_a_protocol_error,
 						setup_core_rings, teardown),
