@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Test harness: up to three kvxd control cores in this process (fake verbs, one polling core
- * each, stepped by hand), talking over loopback TCP, with a fake clock.  Node i is named
+ * Test harness: up to three kvxd control cores in this process (fake verbs, harness_cores
+ * polling cores each, stepped by hand), talking over loopback TCP, with a fake clock.  Node i
+ * is named
  * names[i]; every node has every other node as a peer; the node whose name sorts first dials.
  * Include after <cmocka.h> and control/kvxd.h (or control/peer.c).
  */
@@ -63,6 +64,16 @@ listen_any(struct kvxd *d)
 
 /* Rails (devices) each node gets: a test that wants more sets it before nodes_setup(). */
 static int harness_rails = 1;
+/* Polling cores each node gets: 1, or KVX_TEST_CORES (1..KVX_MAX_CORES) from the environment
+ * (ctest runs some tests again with 2: rooms then spread over both cores by id). */
+static int harness_cores = 1;
+
+/* QPs a node holds for one session with a peer: one per core and rail (a lane). */
+static __attribute__((unused)) int
+harness_lanes(void)
+{
+	return harness_cores * harness_rails;
+}
 
 static void
 node_init(struct kvxd *d, const char *name)
@@ -106,10 +117,11 @@ node_init(struct kvxd *d, const char *name)
 	snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", d->cfg.rails[0].device);
 	d->by_id = kvx_room_table_create(16);
 	d->by_token = kvx_room_table_create(16);
-	assert_int_equal(kvx_pcore_init(&d->cores[0], 0, -1, devs, d->nrails, &d->cfg, d->by_id,
-					d->by_token),
-			 0);
-	d->ncores = 1;
+	for (int c = 0; c < harness_cores; c++)
+		assert_int_equal(kvx_pcore_init(&d->cores[c], c, -1, devs, d->nrails, &d->cfg,
+						d->by_id, d->by_token),
+				 0);
+	d->ncores = harness_cores;
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(d->epfd >= 0);
 }
@@ -120,6 +132,12 @@ nodes_setup(int n, const char *const *names)
 {
 	int port[MAX_NODES];
 
+	const char *cores = getenv("KVX_TEST_CORES");
+
+	if (cores && *cores) {
+		harness_cores = atoi(cores);
+		assert_in_range(harness_cores, 1, KVX_MAX_CORES);
+	}
 	fake_vx_install();
 	kvx_fault_disarm_all();
 	kvxd_clock_ms = fake_clock;
@@ -155,13 +173,22 @@ nodes_setup(int n, const char *const *names)
 	base = fake_vx_live();
 }
 
+/* One iteration of each of d's polling cores. */
+static __attribute__((unused)) void
+node_poll_cores(struct kvxd *d)
+{
+	for (int c = 0; c < d->ncores; c++)
+		kvx_pcore_poll_once(&d->cores[c]);
+}
+
 static void
 pump_once(void)
 {
 	if (pump_hook)
 		pump_hook();
 	for (int i = 0; i < nnodes; i++)
-		kvx_pcore_poll_once(&N[i].cores[0]);
+		for (int c = 0; c < N[i].ncores; c++)
+			kvx_pcore_poll_once(&N[i].cores[c]);
 	for (int i = 0; i < nnodes; i++)
 		kvxd_loop_once(&N[i], 0);
 }
@@ -283,7 +310,8 @@ nodes_teardown(void)
 		struct kvxd *d = &N[i];
 
 		kvx_rcu_barrier();
-		kvx_pcore_fini(&d->cores[0]);
+		for (int c = 0; c < d->ncores; c++)
+			kvx_pcore_fini(&d->cores[c]);
 		kvx_room_table_destroy(d->by_id);
 		kvx_room_table_destroy(d->by_token);
 		kvxd_timer_heap_fini(&d->room_timers);
@@ -345,8 +373,9 @@ nodes_settle(void (*step)(int))
 		bool idle = true;
 
 		for (int i = 0; i < nnodes; i++)
-			idle = idle && kvx_mbox_empty(N[i].cores[0].inbox) &&
-			       kvx_mbox_empty(N[i].cores[0].outbox);
+			for (int c = 0; c < N[i].ncores; c++)
+				idle = idle && kvx_mbox_empty(N[i].cores[c].inbox) &&
+				       kvx_mbox_empty(N[i].cores[c].outbox);
 		if (idle)
 			return;
 		step(1);

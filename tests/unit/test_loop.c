@@ -69,7 +69,7 @@ open_room(uint64_t id)
 
 	assert_non_null(r);
 	m.room = &r->pc;
-	assert_int_equal(kvx_pcore_send(&A.cores[0], &m), 0);
+	assert_int_equal(kvx_pcore_send(&A.cores[r->pc.core], &m), 0);
 	return r;
 }
 
@@ -85,7 +85,7 @@ test_ended_room_leaves_without_a_scan(void **state)
 	/* no source was sent its metadata: nothing can write, the abort releases at once */
 	assert_true(kvxd_decode_abort(&A, r, -ECANCELED, "test") > 0);
 	for (int i = 0; i < 20 && kvx_room_table_count(A.by_id); i++) {
-		kvx_pcore_poll_once(&A.cores[0]);
+		node_poll_cores(&A);
 		kvxd_loop_once(&A, 0);
 	}
 	assert_int_equal(fake_ms, t);
@@ -103,7 +103,7 @@ test_loop_sleeps_until_the_next_deadline(void **state)
 	struct timespec t0;
 
 	(void)state;
-	kvx_pcore_poll_once(&A.cores[0]);
+	kvx_pcore_poll_once(&A.cores[r->pc.core]);
 	kvxd_loop_once(&A, 0);
 	fake_ms = due - 30;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -127,22 +127,23 @@ test_loop_retries_a_full_inbox_soon(void **state)
 
 	(void)state;
 	m.room = &r->pc;
-	while (kvx_mbox_free_count(A.cores[0].inbox) > 0)
-		assert_int_equal(kvx_pcore_send(&A.cores[0], &m), 0);
-	assert_int_equal(kvx_pcore_send(&A.cores[0], &m), 0); /* into the overflow ring */
-	assert_true(A.cores[0].ovf_len > 0);
+	while (kvx_mbox_free_count(A.cores[r->pc.core].inbox) > 0)
+		assert_int_equal(kvx_pcore_send(&A.cores[r->pc.core], &m), 0);
+	assert_int_equal(kvx_pcore_send(&A.cores[r->pc.core], &m), 0); /* into the overflow ring */
+	assert_true(A.cores[r->pc.core].ovf_len > 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	kvxd_loop_once(&A, 15000);
 	assert_true(elapsed_s(&t0) < 10.0);
-	while (A.cores[0].ovf_len > 0) { /* the core takes them; the loop moves the rest */
-		kvx_pcore_poll_once(&A.cores[0]);
+	while (A.cores[r->pc.core].ovf_len > 0) { /* the core takes them; the loop moves the rest */
+		kvx_pcore_poll_once(&A.cores[r->pc.core]);
 		kvxd_loop_once(&A, 0);
 	}
-	while (!kvx_mbox_empty(A.cores[0].inbox)) { /* and the core works through the rest */
-		kvx_pcore_poll_once(&A.cores[0]);
+	while (!kvx_mbox_empty(
+		A.cores[r->pc.core].inbox)) { /* and the core works through the rest */
+		kvx_pcore_poll_once(&A.cores[r->pc.core]);
 		kvxd_loop_once(&A, 0);
 	}
-	assert_int_equal(A.cores[0].ovf_len, 0);
+	assert_int_equal(A.cores[r->pc.core].ovf_len, 0);
 }
 
 int

@@ -602,13 +602,13 @@ test_histograms_fed_where_events_happen(void **state)
 	r = decode_room_new1(&A, 77, -1, &pool, pages, 3, names1, src, 1);
 	assert_non_null(r);
 	m.room = &r->pc;
-	assert_int_equal(kvx_pcore_send(&A.cores[0], &m), 0);
+	assert_int_equal(kvx_pcore_send(&A.cores[r->pc.core], &m), 0);
 	assert_int_equal(A.nrooms[KVX_ROOM_DECODE], 1);
 	fake_us += 3000; /* 3 ms open to abort */
 	assert_true(kvxd_decode_abort(&A, r, -ECANCELED, "test") > 0);
 	fake_us += 500; /* the release is immediate in fake time: the loop sees it next */
 	for (int i = 0; i < 20 && kvx_room_table_count(A.by_id); i++) {
-		kvx_pcore_poll_once(&A.cores[0]);
+		node_poll_cores(&A);
 		kvxd_loop_once(&A, 0);
 	}
 	assert_int_equal(kvx_room_table_count(A.by_id), 0);
@@ -713,7 +713,7 @@ test_admin_counters(void **state)
 	print_message("counters json at their largest: %zu bytes\n", b.len);
 	assert_true(json_valid(b.p));
 	kvxd_metrics_buf_fini(&b);
-	memcpy(&A.cores[0], &saved.cores[0], sizeof(A.cores[0]));
+	memcpy(A.cores, saved.cores, sizeof(A.cores)); /* those the test zeroed too */
 	A.ncores = saved.ncores;
 	A.npeers = saved.npeers;
 	memcpy(A.peers, saved.peers, sizeof(A.peers));

@@ -69,10 +69,11 @@ test_setup_and_teardown_release_everything(void **state)
 {
 	kvxd_peer_admin(&A, "b", "resume");
 	PUMP_UNTIL(both_ready());
-	assert_int_equal(fake_vx_live().qp, base.qp + 2);
+	assert_int_equal(fake_vx_live().qp, base.qp + 2 * harness_lanes());
 	assert_int_equal(PA->epoch, 1);
-	/* the published peer's teardown uses the same journal */
-	assert_int_equal(PA->j.n, 5); /* socket, slot, qpc, qp, armed */
+	/* the published peer's teardown uses the same journal: socket, slot, a qpc and a qp
+	 * per lane, an armed QP per lane */
+	assert_int_equal(PA->j.n, 2 + 3 * harness_lanes());
 	kvxd_peer_admin(&A, "b", "pause");
 	PUMP_UNTIL(both_idle());
 	assert_live_at_base();
@@ -84,6 +85,14 @@ static const enum kvx_fault_point acquisition_points[] = {
 	KVX_FAULT_HS_AFTER_RTR,	      KVX_FAULT_HS_AFTER_RTS,	  KVX_FAULT_HS_BEFORE_PUBLISH,
 };
 
+/* Is pt passed once per lane (a core and a rail) of a setup? */
+static bool
+per_lane(enum kvx_fault_point pt)
+{
+	return pt != KVX_FAULT_HS_AFTER_SOCKET && pt != KVX_FAULT_HS_AFTER_SLOT &&
+	       pt != KVX_FAULT_HS_BEFORE_PUBLISH;
+}
+
 /* Fail the first side that reaches the point (skip = how many hits to let pass). */
 static void
 fail_at(enum kvx_fault_point pt, int skip)
@@ -92,10 +101,12 @@ fail_at(enum kvx_fault_point pt, int skip)
 	struct kvxd_peer *hit;
 	char want[96];
 
+	unsigned long before = kvx_fault_fired(pt);
+
 	snprintf(spec, sizeof(spec), "%s:%d", kvx_fault_name(pt), skip);
 	assert_int_equal(kvx_fault_arm_list(spec, err, sizeof(err)), 0);
 	kvxd_peer_admin(&A, "b", "try");
-	PUMP_UNTIL(kvx_fault_fired(pt) > 0 && both_idle());
+	PUMP_UNTIL(kvx_fault_fired(pt) > before && both_idle());
 	/* nothing leaked, on either side */
 	assert_live_at_base();
 	/* the side that failed reports the original error, not a rollback error */
@@ -106,21 +117,27 @@ fail_at(enum kvx_fault_point pt, int skip)
 	assert_true(PA->n_setup_failures + PB->n_setup_failures >= 1);
 }
 
+/* Every acquisition point fails a setup, and the rollback leaves nothing.  With several lanes
+ * (KVX_TEST_CORES=2) each per-lane point also fails at its second hit: a later lane's, with
+ * the earlier lanes' QPs already acquired, or the other side's. */
 static void
 test_every_acquisition_point_rolls_back(void **state)
 {
-	for (size_t i = 0; i < sizeof(acquisition_points) / sizeof(acquisition_points[0]); i++) {
-		unsigned long before = kvx_fault_fired(acquisition_points[i]);
+	for (size_t i = 0; i < sizeof(acquisition_points) / sizeof(acquisition_points[0]); i++)
+		for (int skip = 0;
+		     skip < (harness_lanes() > 1 && per_lane(acquisition_points[i]) ? 2 : 1);
+		     skip++) {
+			unsigned long before = kvx_fault_fired(acquisition_points[i]);
 
-		fail_at(acquisition_points[i], 0);
-		assert_int_equal(kvx_fault_fired(acquisition_points[i]), before + 1);
-		/* and a retry succeeds */
-		kvxd_peer_admin(&A, "b", "resume");
-		PUMP_UNTIL(both_ready());
-		kvxd_peer_admin(&A, "b", "pause");
-		PUMP_UNTIL(both_idle());
-		assert_live_at_base();
-	}
+			fail_at(acquisition_points[i], skip);
+			assert_int_equal(kvx_fault_fired(acquisition_points[i]), before + 1);
+			/* and a retry succeeds */
+			kvxd_peer_admin(&A, "b", "resume");
+			PUMP_UNTIL(both_ready());
+			kvxd_peer_admin(&A, "b", "pause");
+			PUMP_UNTIL(both_idle());
+			assert_live_at_base();
+		}
 }
 
 static void
@@ -139,28 +156,32 @@ test_failing_release_keeps_entries_and_next_setup_finishes_it(void **state)
 	PUMP_UNTIL(kvx_fault_fired(KVX_FAULT_RB_DESTROY_QP) > 0 &&
 		   (PA->state == KVXD_PEER_CLOSING || PB->state == KVXD_PEER_CLOSING));
 	p = PA->state == KVXD_PEER_CLOSING ? PA : PB;
-	assert_int_equal(p->j.n, 4);
+	/* every lane's QP and context stay (the failed destroy is the last lane's: the rollback
+	 * stops there), and those of the lanes before it */
+	assert_int_equal(p->j.n, 2 + 2 * harness_lanes());
 	assert_int_equal(p->j.e[0].kind, KVXD_J_SOCKET);
 	assert_int_equal(p->j.e[1].kind, KVXD_J_SLOT);
-	assert_int_equal(p->j.e[2].kind, KVXD_J_QPC);
-	assert_int_equal(p->j.e[3].kind, KVXD_J_QP);
+	for (int l = 0; l < harness_lanes(); l++) {
+		assert_int_equal(p->j.e[2 + 2 * l].kind, KVXD_J_QPC);
+		assert_int_equal(p->j.e[3 + 2 * l].kind, KVXD_J_QP);
+	}
 	assert_non_null(strstr(p->last_error, "injected fault handshake.after_rts"));
 	assert_true(fake_vx_qp_in_error(p->qpc[0]->qp)); /* the armed QP was fenced */
 	qp_before = fake_vx_live().qp;
-	assert_true(qp_before >= base.qp + 1);
+	assert_true(qp_before >= base.qp + harness_lanes());
 
 	/* the next setup with that peer first finishes the rollback (here a's dial, or b's
 	 * acceptance of the new HELLO), before it acquires anything */
 	if (p == PA) {
 		PA->paused = false;
 		dial(&A, PA);
-		assert_int_equal(fake_vx_live().qp, base.qp + (PB->j.n ? 1 : 0));
+		assert_int_equal(fake_vx_live().qp, base.qp + (PB->j.n ? harness_lanes() : 0));
 	} else {
 		kvxd_peer_admin(&A, "b", "resume");
 		PUMP_UNTIL(PB->j.n == 0 || PB->state == KVXD_PEER_HELLO);
 	}
 	PUMP_UNTIL(both_ready());
-	assert_int_equal(fake_vx_live().qp, base.qp + 2);
+	assert_int_equal(fake_vx_live().qp, base.qp + 2 * harness_lanes());
 	kvxd_peer_admin(&A, "b", "pause");
 	PUMP_UNTIL(both_idle());
 	assert_live_at_base();
