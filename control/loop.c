@@ -116,6 +116,9 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		}
 		break;
 	}
+	case KVXD_MSG_QP_STUCK:
+		kvxd_peer_qp_stuck(d, m->peer, m->qpc, m->gen);
+		break;
 	case KVXD_MSG_PEER_IDLE:
 		if (m->peer >= 0 && m->peer < d->npeers)
 			kvxd_peer_rail_idle(d, &d->peers[m->peer], m->src_idx, m->gen);

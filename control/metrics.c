@@ -316,6 +316,10 @@ control_counters(struct out *o, struct kvxd *d)
 		c->waiting_timeouts);
 	COUNTER("qp_replaced_total", "connections replaced after a QP error (never reused)",
 		c->qp_replaced);
+	COUNTER("qp_stuck_total",
+		"QPs moved to the error state at once because they took WRs but refused the "
+		"doorbell (their WRs flush)",
+		c->qp_stuck);
 	COUNTER("rails_fenced_total",
 		"rails a session stopped using after their QP failed (the others carry on)",
 		c->rails_fenced);

@@ -640,6 +640,36 @@ rail_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 }
 
 void
+kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t gen)
+{
+	struct kvxd_peer *p;
+	int rc;
+
+	if (peer < 0 || peer >= d->npeers)
+		return;
+	p = &d->peers[peer];
+	for (int l = 0; l < d->ncores * d->nrails; l++) {
+		if ((uintptr_t)p->qpc[l] != (uintptr_t)q)
+			continue;
+		if (!q->qp || q->epoch != gen)
+			return; /* another session's QP in the same place now */
+		rc = kvx_vx->qp_to_err(q->qp);
+		if (rc) {
+			/* its connection's replacement moves it there later */
+			KVX_WARN("peer %s: qp 0x%x refused a doorbell and cannot be moved to the "
+				 "error state: %s",
+				 p->name, q->qpn, strerror(-rc));
+			return;
+		}
+		d->ctr.qp_stuck++;
+		KVX_WARN("peer %s: qp 0x%x (rail %d) took WRs but refused their doorbell: moved "
+			 "to the error state, they flush",
+			 p->name, q->qpn, q->rail);
+		return;
+	}
+}
+
+void
 kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen)
 {
 	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_REPLACE};

@@ -57,6 +57,10 @@ void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
  * replaced, after a backoff, to try it again (kvxd_peer_rail_idle).  Returns false when no rail
  * is left: the caller replaces the session now. */
 bool kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail);
+/* A polling core's QP q of peer index `peer`, session gen, took WRs it will not run (its doorbell
+ * was refused): move it to ERR now, so that they flush and its rooms resolve.  q is compared by
+ * value with the peer's QPs first: it may be gone already. */
+void kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t gen);
 /* A core has no WRITE to p in flight while p is held for its replacement (gen: the session). */
 void kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen);
 /* Operator: pause, resume or try a peer.  0 or -errno. */

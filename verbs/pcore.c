@@ -812,9 +812,24 @@ flush_chains(struct kvxd_core *c)
 				}
 				qpc_mark_errored(c, q);
 			}
+			/* the QP holds every WR of the list but will not run them: their rooms
+			 * wait for the flushes, which the move to ERR brings */
+			if (rc && posted == q->chain_n)
+				q->stuck = true;
 			q->chain_n = 0;
 			if (rc)
 				drain_recheck(c);
+		}
+		if (q->stuck && !q->stuck_sent && kvx_mbox_free_count(c->outbox) > 0) {
+			/* the move to ERR is a syscall: the control core's, at once, not when the
+			 * connection's replacement comes round (a full outbox: next iteration) */
+			struct kvxd_msg m = {.type = KVXD_MSG_QP_STUCK,
+					     .qpc = q,
+					     .peer = q->peer,
+					     .gen = q->epoch};
+
+			q->stuck_sent = true;
+			out_put(c, &m);
 		}
 		if (q->rq_deficit >= RQ_REPLENISH_BATCH && !q->errored && !q->closing) {
 			uint64_t ids[RQ_REPLENISH_BATCH * 4];

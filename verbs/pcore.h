@@ -212,6 +212,8 @@ struct kvxd_qpc {
 	uint32_t rq_posted; /* receives posted, not completed */
 	uint32_t rq_deficit;
 	bool errored, closing, quiesce_sent;
+	bool stuck,
+		stuck_sent; /* it holds WRs it will not run; QP_STUCK went to the control core */
 	struct kvxd_wr *wrs;
 	int free_head;
 	uint32_t max_sge;
@@ -247,6 +249,9 @@ enum kvxd_msg_type {
 			       * src_idx = the core) */
 	KVXD_MSG_DRAINED,     /* prefill room FAILED/SUCCESS, every WR completed, its errored QP
 			       * quiescent: nothing it posted can still write */
+	KVXD_MSG_QP_STUCK,    /* qpc (gen = epoch) took a list of WRs but refused its doorbell (rxe,
+			       * a QP not in RTS): they run never and complete only as flushes once
+			       * the QP is in ERR: move it there now */
 };
 
 struct kvxd_msg {

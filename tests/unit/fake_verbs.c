@@ -51,6 +51,7 @@ static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
 static struct kvx_vx_qp *qps[FAKE_MAX_QP];
 static uint32_t next_key = 0x100, next_qpn = 0x11;
 static bool hold_mode, defer_flush;
+static int refuse_doorbell_nth, refuse_doorbell_err; /* fake_vx_refuse_doorbell */
 static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
 static struct {
@@ -68,6 +69,7 @@ fake_vx_install(void)
 	memset(qps, 0, sizeof(qps));
 	memset(fail_script, 0, sizeof(fail_script));
 	hold_mode = defer_flush = false;
+	refuse_doorbell_nth = refuse_doorbell_err = 0;
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
 }
@@ -525,6 +527,14 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 	*posted = 0;
 	if (rc)
 		return rc;
+	if (refuse_doorbell_nth && --refuse_doorbell_nth == 0) {
+		/* rxe on a QP not in RTS: every WR is queued, the post fails without naming a bad
+		 * WR, and they run never; they flush once the QP goes to ERR */
+		for (int i = 0; i < n; i++)
+			q->held[q->held_tail++ % FAKE_MAX_HELD] = w[i];
+		*posted = n;
+		return refuse_doorbell_err;
+	}
 	for (int i = 0; i < n; i++) {
 		if (w[i].nsge < 1 || w[i].nsge > fake_max_sge)
 			return -EINVAL; /* like a device: the bad WR and the rest are refused */
@@ -556,6 +566,13 @@ fpost_recv(struct kvx_vx_qp *q, const uint64_t *ids, int n, int *posted)
 			q->recv_ids[q->recv_tail++ % 1024] = ids[i];
 	}
 	return 0;
+}
+
+void
+fake_vx_refuse_doorbell(int nth, int err)
+{
+	refuse_doorbell_nth = nth;
+	refuse_doorbell_err = err;
 }
 
 int

@@ -31,6 +31,11 @@ void fake_vx_fail_call(const char *op, int nth, int err);
 void fake_vx_fail_from(const char *op, int nth, int err);
 void fake_vx_fail_stop(const char *op);
 
+/* The nth (1-based) next post_write_chain queues every WR of its list on the QP, where they
+ * never run, and fails with err without naming a bad WR (*posted = all of them): rxe's answer on
+ * a QP not in RTS.  They wait in hold mode's queue and flush when the QP goes to ERR (a test
+ * leaves them there: fake_vx_release would run them, which rxe never does). */
+void fake_vx_refuse_doorbell(int nth, int err);
 /* Hold mode: posted writes are queued on their QP and complete only when released. */
 void fake_vx_hold(bool on);
 /* Execute (and complete) up to n held writes of qp in order; returns how many. */

@@ -111,7 +111,7 @@ submit(uint64_t id, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		ch->pages[i] = i;
 	atomic_fetch_add(&pool[1].refs, 1);
-	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &m), 0);
 	for (int i = 0; i < 10; i++)
 		pump_once();
 }
@@ -256,6 +256,33 @@ test_release_timeout_fences_before_release(void **state)
 	kvxd_peer_admin(&A, "b", "resume");
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	assert_true(peer_of(&A, "b")->epoch > epoch);
+}
+
+/* A post whose doorbell is refused after the QP took its WRs (rxe, a QP not in RTS): they never
+ * run, and only the QP's move to ERR flushes them.  The prefill core asks its control core for
+ * that move at once: the room fails and drains, and the decode side's abort is acknowledged and
+ * released well within the release timeout, without a fence (mutant qp_stuck_ignored: nothing
+ * moves the QP until the decode side fences it, release_ms later). */
+static void
+test_refused_doorbell_flushes_at_once(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 112, 4);
+	uint64_t t0 = fake_ms;
+
+	(void)state;
+	fake_vx_refuse_doorbell(1, -EINVAL);
+	submit(112, 4);
+	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
+	assert_true(fake_ms - t0 < A.cfg.release_ms / 2);
+	assert_int_equal(B.ctr.qp_stuck, 1);
+	assert_int_equal(kvxd_room_state(room(&B, 112, KVX_ROOM_PREFILL)), KVX_ROOM_FAILED);
+	/* released by b's ACK or by the end of the QPs b's writes used (the connection's
+	 * replacement): either proves nothing can write; a timer did not */
+	assert_int_equal(A.ctr.releases, 1);
+	assert_int_equal(A.ctr.fences, 0);
+	/* the connection is replaced with fresh QPs, as after any QP error */
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_int_equal(B.ctr.qp_replaced, 1);
 }
 
 /* A second decode endpoint that sends ROOM_META for a room another endpoint owns, before b's
@@ -583,6 +610,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_early_ack_is_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiting_timeout_is_an_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_doorbell_flushes_at_once, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_release_timeout_fences_before_release, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_second_endpoint_cannot_take_a_room, setup,
