@@ -398,9 +398,9 @@ stuff_inbox(struct kvxd *node, struct kvxd_room *r)
 	for (int i = 0; i < 8192; i++) { /* no-ops for rooms past BOOTSTRAPPING */
 		struct kvxd_msg m = {.type = KVXD_MSG_ROOM_OPEN, .room = &r->pc};
 
-		kvx_pcore_send(&node->cores[0], &m);
+		kvx_pcore_send(&node->cores[r->pc.core], &m);
 	}
-	assert_int_equal(kvx_mbox_free_count(node->cores[0].inbox), 0); /* it is full */
+	assert_int_equal(kvx_mbox_free_count(node->cores[r->pc.core].inbox), 0); /* it is full */
 }
 
 static void

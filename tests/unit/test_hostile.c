@@ -473,7 +473,7 @@ test_silent_peer_is_lost(void **state)
 	t0 = fake_ms;
 	bound = (uint64_t)A.cfg.heartbeat_ms * A.cfg.heartbeat_misses;
 	while (PA->state == KVXD_PEER_READY && fake_ms < t0 + 2 * bound) {
-		kvx_pcore_poll_once(&A.cores[0]);
+		node_poll_cores(&A);
 		kvxd_loop_once(&A, 0);
 		fake_ms++;
 	}

@@ -143,7 +143,7 @@ submit(uint64_t id, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		ch->pages[i] = i;
 	atomic_fetch_add(&pool[1].refs, 1);
-	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &m), 0);
 }
 
 /* A room from b to d moves its bytes (the sessions it needs work). */
@@ -462,7 +462,7 @@ test_parked_meta_dies_with_its_peer(void **state)
 	atomic_fetch_add(&pool[1].refs, 1);
 	m.room = &rb->pc;
 	m.ptr = ch;
-	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	assert_int_equal(kvx_pcore_send(&B.cores[rb->pc.core], &m), 0);
 	pump_ms(200);
 	for (int i = 0; i < 4 * PS; i++)
 		assert_int_equal(mem[2][i], 0); /* nothing written into c */

@@ -93,6 +93,9 @@ prefill_room(uint64_t id)
 	return kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
 }
 
+/* The polling core of the room b submitted last (its QPs and counters are that core's). */
+static int b_core;
+
 /* b writes room id's one chunk, its pages SRC..SRC+n-1 (filled with a pattern of id). */
 static void
 submit(uint64_t id, uint32_t n)
@@ -114,7 +117,8 @@ submit(uint64_t id, uint32_t n)
 	atomic_fetch_add(&pool[1].refs, 1);
 	m.room = &r->pc;
 	m.ptr = ch;
-	assert_int_equal(kvx_pcore_send(&B.cores[0], &m), 0);
+	b_core = r->pc.core;
+	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &m), 0);
 }
 
 /* Both sides' engines close room id (r: a's decode room). */
@@ -134,7 +138,7 @@ close_room(struct kvxd_room *d, uint64_t id)
 static struct kvx_vx_qp *
 b_qp(int k)
 {
-	return peer_of(&B, "a")->qpc[kvxd_lane(&B, 0, k)]->qp;
+	return peer_of(&B, "a")->qpc[kvxd_lane(&B, b_core, k)]->qp;
 }
 
 static void
@@ -172,9 +176,9 @@ test_room_striped_over_both_rails(void **state)
 	/* 16 pages of 32 KiB: 8 WRITEs of 64 KiB, four on each rail */
 	assert_int_equal(fake_vx_dev_writes(B.rails[0].dev) - w0, 4);
 	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 4);
-	assert_int_equal(atomic_load(&B.cores[0].st.rail_wrs[0]), 4);
-	assert_int_equal(atomic_load(&B.cores[0].st.rail_wrs[1]), 4);
-	assert_int_equal(atomic_load(&B.cores[0].st.rail_bytes[1]), 4ull * 2 * PS);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.rail_wrs[0]), 4);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.rail_wrs[1]), 4);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.rail_bytes[1]), 4ull * 2 * PS);
 	close_room(r, 1);
 }
 
@@ -194,7 +198,7 @@ test_last_write_waits_for_every_rail(void **state)
 	pump_ms(5);
 	/* seven in flight; the eighth, the one with the immediate, waits */
 	assert_int_equal(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)), 7);
-	assert_true(atomic_load(&B.cores[0].st.imm_held) > 0);
+	assert_true(atomic_load(&B.cores[b_core].st.imm_held) > 0);
 	held = fake_vx_held(b_qp(0));
 	assert_int_equal(fake_vx_release(b_qp(0), held), held);
 	pump_ms(5);
@@ -326,7 +330,7 @@ test_meta_short_of_rails_refused(void **state)
 {
 	struct kvx_wire_msg m = {.type = KVX_WIRE_ROOM_META};
 	uint8_t le[4] = {0};
-	uint64_t bad = B.ctr.frames_bad, posted = atomic_load(&B.cores[0].st.wr_posted);
+	uint64_t bad = B.ctr.frames_bad, posted = atomic_load(&B.cores[b_core].st.wr_posted);
 
 	(void)state;
 	m.u.room_meta = (struct kvx_wire_room_meta){
@@ -341,7 +345,7 @@ test_meta_short_of_rails_refused(void **state)
 	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &m), 0);
 	PUMP_UNTIL(B.ctr.frames_bad == bad + 1);
 	assert_null(prefill_room(77));
-	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), posted);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.wr_posted), posted);
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 }
 
