@@ -212,8 +212,8 @@ struct kvxd_qpc {
 	uint32_t rq_posted; /* receives posted, not completed */
 	uint32_t rq_deficit;
 	bool errored, closing, quiesce_sent;
-	bool stuck,
-		stuck_sent; /* it holds WRs it will not run; QP_STUCK went to the control core */
+	bool stuck;	 /* it holds WRs it will not run (their doorbell was refused) */
+	bool stuck_sent; /* and QP_STUCK went to the control core */
 	struct kvxd_wr *wrs;
 	int free_head;
 	uint32_t max_sge;
