@@ -61,6 +61,15 @@
 static int req_timeout_ms = REQ_TIMEOUT_MS;
 
 #define KVX_CHUNK_BATCH_MAX 1024 /* kvx_chunk_submitv */
+#define KVX_ROOM_BATCH_MAX 1024	 /* kvx_room_openv, kvx_room_closev */
+#define BATCH_WINDOW 64		 /* requests of a batch in flight at once (their replies wait) */
+
+/* The reply to one request of a batch in flight, recorded by dispatch() whenever it arrives. */
+struct batch_reply {
+	int32_t status;
+	int64_t value;
+	bool got;
+};
 
 struct kvx_conn {
 	int fd;		     /* SOCK_SEQPACKET socket to kvxd */
@@ -77,6 +86,12 @@ struct kvx_conn {
 	char node[KVX_NAME_MAX];
 	uint32_t rank;
 	bool batching; /* kvx_chunk_submitv: one ring wake-up at the end of the batch */
+	/* kvx_room_openv / kvx_room_closev: the requests of seq bfirst .. bfirst + bsent - 1 are
+	 * in flight; their replies land in brep (bgot of them so far), in whatever order and
+	 * whenever they are received, also while a send waits for room */
+	uint64_t bfirst;
+	uint32_t bsent, bgot;
+	struct batch_reply brep[BATCH_WINDOW];
 	/* KVX_ENG_RINGS */
 	bool rings;
 	struct kvx_shring sub, evt; /* we produce sub, consume evt */
@@ -402,11 +417,20 @@ dispatch(struct kvx_conn *c, int n, uint64_t want)
 	case KVX_ENG_REPLY: {
 		const struct kvx_eng_reply *r = (const struct kvx_eng_reply *)c->rx;
 
-		if (want && h->seq == want) {
+		bool of_batch = c->bsent && h->seq >= c->bfirst && h->seq - c->bfirst < c->bsent;
+
+		if ((want && h->seq == want) || of_batch) {
 			if ((size_t)n < sizeof(*r) || r->text_len > KVX_ENG_TEXT_MAX ||
 			    sizeof(*r) + r->text_len != (size_t)n || r->status > 0)
 				return -EBADMSG;
-			return 1;
+			if (!of_batch)
+				return 1;
+			if (c->brep[h->seq - c->bfirst].got)
+				return -EBADMSG; /* a second reply to one request */
+			c->brep[h->seq - c->bfirst] = (struct batch_reply){
+				.status = r->status, .value = r->value, .got = true};
+			c->bgot++;
+			return 0;
 		}
 		if (h->seq != 0 && h->seq <= c->seq)
 			return 0; /* the late reply of a request that timed out */
@@ -525,7 +549,8 @@ send_msg(struct kvx_conn *c, const void *buf, size_t len, int fd)
 	}
 }
 
-/* Wait for the REPLY to seq; on success it is in c->rx.  Events are queued meanwhile. */
+/* Wait for the REPLY to seq; on success it is in c->rx.  seq 0: for the replies to every request
+ * of the batch in flight (c->brep).  Events are queued meanwhile. */
 static int
 wait_reply(struct kvx_conn *c, uint64_t seq)
 {
@@ -534,6 +559,8 @@ wait_reply(struct kvx_conn *c, uint64_t seq)
 	int n, r;
 
 	for (;;) {
+		if (!seq && c->bgot == c->bsent)
+			return 0;
 		n = recv_one(c);
 		if (n == -EAGAIN && c->rings) {
 			n = ring_wait(c, deadline);
@@ -919,76 +946,214 @@ slice_valid(const struct kvx_slice *s)
 	       (uint64_t)s->dst_offset + s->length <= UINT32_MAX;
 }
 
+/* The ROOM_OPEN request of one room: its size, or -EINVAL for a bad one (nothing is built). */
+static int64_t
+open_check(const struct kvx_room_req *q)
+{
+	uint64_t total = 0;
+	size_t len;
+	uint32_t i, j;
+
+	if (!q || q->room > KVX_ROOM_ID_MAX || !q->regions || q->nregions == 0 ||
+	    q->nregions > KVX_MAX_REGIONS || !q->sources || q->nsources == 0 ||
+	    q->nsources > KVX_MAX_SOURCES)
+		return -EINVAL;
+	for (i = 0; i < q->nregions; i++) {
+		if (q->regions[i].pool_id <= 0 || !q->regions[i].pages || q->regions[i].npages == 0)
+			return -EINVAL;
+		total += q->regions[i].npages;
+	}
+	if (total > KVX_MAX_ROOM_PAGES)
+		return -EINVAL;
+	for (i = 0; i < q->nsources; i++) {
+		const struct kvx_source *sr = &q->sources[i];
+
+		if (!name_valid(sr->node) || sr->rank > KVX_RANK_MAX)
+			return -EINVAL;
+		for (j = 0; j < q->nregions; j++)
+			if (!slice_valid(&sr->slice[j]))
+				return -EINVAL;
+		for (j = q->nregions; j < KVX_MAX_REGIONS; j++)
+			if (sr->slice[j].length || sr->slice[j].src_offset ||
+			    sr->slice[j].dst_offset)
+				return -EINVAL; /* a slice for a region the room does not have */
+		for (j = 0; j < i; j++)
+			if (!strcmp(sr->node, q->sources[j].node) && sr->rank == q->sources[j].rank)
+				return -EINVAL; /* a source listed twice could never complete */
+	}
+	len = sizeof(struct kvx_eng_room_open) +
+	      (size_t)q->nregions * sizeof(struct kvx_eng_region) +
+	      (size_t)q->nsources * sizeof(struct kvx_eng_source) +
+	      (size_t)total * sizeof(uint32_t);
+	if (len > KVX_ENG_MSG_MAX)
+		return -EINVAL;
+	return (int64_t)len;
+}
+
+/* Build the ROOM_OPEN of a room open_check() took, len bytes, in c->tx. */
+static void
+open_build(struct kvx_conn *c, const struct kvx_room_req *q, size_t len)
+{
+	struct kvx_eng_room_open *m = tx_msg(c, len);
+	struct kvx_eng_region *er = (struct kvx_eng_region *)(m + 1);
+	struct kvx_eng_source *es = (struct kvx_eng_source *)(er + q->nregions);
+	uint32_t *pg = (uint32_t *)(es + q->nsources);
+	uint32_t i;
+
+	m->room = q->room;
+	m->nregions = q->nregions;
+	m->nsources = q->nsources;
+	for (i = 0; i < q->nregions; i++) {
+		er[i].pool_id = q->regions[i].pool_id;
+		er[i].npages = q->regions[i].npages;
+		memcpy(pg, q->regions[i].pages, (size_t)q->regions[i].npages * sizeof(uint32_t));
+		pg += q->regions[i].npages;
+	}
+	for (i = 0; i < q->nsources; i++) {
+		memcpy(es[i].name, q->sources[i].node, strlen(q->sources[i].node));
+		es[i].rank = q->sources[i].rank;
+		memcpy(es[i].slice, q->sources[i].slice, sizeof(es[i].slice));
+	}
+}
+
+/* A ROOM_OPEN reply's status and value as kvx_room_open_regions() returns them. */
+static int64_t
+open_result(int32_t status, int64_t value)
+{
+	if (status < 0)
+		return status;
+	if (value < 1 || value > UINT32_MAX)
+		return -EBADMSG;
+	return value;
+}
+
 int64_t
 kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kvx_region *regions,
 		      uint32_t nregions, const struct kvx_source *sources, uint32_t nsources)
 {
+	const struct kvx_room_req q = {.room = room,
+				       .regions = regions,
+				       .nregions = nregions,
+				       .sources = sources,
+				       .nsources = nsources};
 	const struct kvx_eng_reply *rep;
-	struct kvx_eng_room_open *m;
-	struct kvx_eng_region *er;
-	struct kvx_eng_source *es;
-	uint64_t total = 0;
-	uint32_t *pg;
-	size_t len;
-	uint32_t i, j;
+	int64_t len = open_check(&q);
 	int r;
 
-	if (!c || room > KVX_ROOM_ID_MAX || !regions || nregions == 0 ||
-	    nregions > KVX_MAX_REGIONS || !sources || nsources == 0 || nsources > KVX_MAX_SOURCES)
+	if (!c || len < 0)
 		return -EINVAL;
-	for (i = 0; i < nregions; i++) {
-		if (regions[i].pool_id <= 0 || !regions[i].pages || regions[i].npages == 0)
-			return -EINVAL;
-		total += regions[i].npages;
-	}
-	if (total > KVX_MAX_ROOM_PAGES)
-		return -EINVAL;
-	for (i = 0; i < nsources; i++) {
-		if (!name_valid(sources[i].node) || sources[i].rank > KVX_RANK_MAX)
-			return -EINVAL;
-		for (j = 0; j < nregions; j++)
-			if (!slice_valid(&sources[i].slice[j]))
-				return -EINVAL;
-		for (j = nregions; j < KVX_MAX_REGIONS; j++)
-			if (sources[i].slice[j].length || sources[i].slice[j].src_offset ||
-			    sources[i].slice[j].dst_offset)
-				return -EINVAL; /* a slice for a region the room does not have */
-		for (j = 0; j < i; j++)
-			if (!strcmp(sources[i].node, sources[j].node) &&
-			    sources[i].rank == sources[j].rank)
-				return -EINVAL; /* a source listed twice could never complete */
-	}
-	len = sizeof(*m) + (size_t)nregions * sizeof(*er) + (size_t)nsources * sizeof(*es) +
-	      (size_t)total * sizeof(uint32_t);
-	if (len > KVX_ENG_MSG_MAX)
-		return -EINVAL;
-
-	m = tx_msg(c, len);
-	m->room = room;
-	m->nregions = nregions;
-	m->nsources = nsources;
-	er = (struct kvx_eng_region *)(m + 1);
-	es = (struct kvx_eng_source *)(er + nregions);
-	pg = (uint32_t *)(es + nsources);
-	for (i = 0; i < nregions; i++) {
-		er[i].pool_id = regions[i].pool_id;
-		er[i].npages = regions[i].npages;
-		memcpy(pg, regions[i].pages, (size_t)regions[i].npages * sizeof(uint32_t));
-		pg += regions[i].npages;
-	}
-	for (i = 0; i < nsources; i++) {
-		memcpy(es[i].name, sources[i].node, strlen(sources[i].node));
-		es[i].rank = sources[i].rank;
-		memcpy(es[i].slice, sources[i].slice, sizeof(es[i].slice));
-	}
-	r = request(c, KVX_ENG_ROOM_OPEN, len, -1, &rep);
+	open_build(c, &q, (size_t)len);
+	r = request(c, KVX_ENG_ROOM_OPEN, (size_t)len, -1, &rep);
 	if (r < 0)
 		return r;
-	if (rep->status < 0)
-		return rep->status;
-	if (rep->value < 1 || rep->value > UINT32_MAX)
-		return -EBADMSG;
-	return rep->value;
+	return open_result(rep->status, rep->value);
+}
+
+/*
+ * A batch of n requests of one type (kvx_room_openv: opens, with their checked lengths in len;
+ * kvx_room_closev: closes of rooms[i]), BATCH_WINDOW at a time: a window's requests go out
+ * back to back (one wake-up of kvxd), then its replies are collected, whatever their order.
+ * res[i] gets request i's status, or its generation for an open.  Returns n, or the session's
+ * -errno when a send or a wait failed: the requests not answered by then get it too.
+ */
+static int
+batch_run(struct kvx_conn *c, uint16_t type, uint32_t n, const struct kvx_room_req *opens,
+	  const int64_t *len, const uint64_t *rooms, int64_t *res)
+{
+	for (uint32_t w = 0; w < n; w += BATCH_WINDOW) {
+		uint32_t m = n - w < BATCH_WINDOW ? n - w : BATCH_WINDOW, k, sent;
+		int r = c->err, rw = 0;
+
+		c->bfirst = c->seq + 1;
+		c->bsent = c->bgot = 0;
+		memset(c->brep, 0, sizeof(c->brep));
+		c->batching = c->rings;
+		for (k = 0; k < m && r == 0; k++) {
+			size_t l = sizeof(struct kvx_eng_room_close);
+
+			if (type == KVX_ENG_ROOM_OPEN) {
+				l = (size_t)len[w + k];
+				open_build(c, &opens[w + k], l);
+			} else {
+				struct kvx_eng_room_close *q = tx_msg(c, l);
+
+				q->room = rooms[w + k];
+			}
+			r = request(c, type, l, -1, NULL);
+			if (r == 0)
+				c->bsent++;
+		}
+		if (c->batching) {
+			c->batching = false;
+			kvx_shring_notify(&c->sub);
+		}
+		if (c->bsent) {
+			rw = wait_reply(c, 0);
+			ring_rearm(c);
+		}
+		sent = c->bsent;
+		c->bsent = 0; /* a reply that comes later is a late one: dropped */
+		for (k = 0; k < sent; k++) {
+			const struct batch_reply *b = &c->brep[k];
+
+			if (!b->got)
+				res[w + k] = rw < 0 ? rw : -ETIMEDOUT;
+			else if (type == KVX_ENG_ROOM_OPEN)
+				res[w + k] = open_result(b->status, b->value);
+			else
+				res[w + k] = b->status;
+		}
+		if (r == 0)
+			r = rw;
+		if (r < 0) {
+			for (k = w + sent; k < n; k++)
+				res[k] = r;
+			return r;
+		}
+	}
+	return (int)n;
+}
+
+int
+kvx_room_openv(struct kvx_conn *c, const struct kvx_room_req *rooms, uint32_t n, int64_t *gen)
+{
+	int64_t len[KVX_ROOM_BATCH_MAX];
+
+	if (!c || !rooms || !gen || n == 0 || n > KVX_ROOM_BATCH_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++) {
+		len[i] = open_check(&rooms[i]);
+		if (len[i] < 0)
+			return -EINVAL;
+	}
+	return batch_run(c, KVX_ENG_ROOM_OPEN, n, rooms, len, NULL, gen);
+}
+
+int
+kvx_room_closev(struct kvx_conn *c, const uint64_t *rooms, uint32_t n, int *status)
+{
+	int64_t res[BATCH_WINDOW];
+	int r = 0;
+
+	if (!c || !rooms || !status || n == 0 || n > KVX_ROOM_BATCH_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (rooms[i] > KVX_ROOM_ID_MAX)
+			return -EINVAL;
+	/* a window at a time, so that the results fit res */
+	for (uint32_t w = 0; w < n; w += BATCH_WINDOW) {
+		uint32_t m = n - w < BATCH_WINDOW ? n - w : BATCH_WINDOW;
+
+		r = batch_run(c, KVX_ENG_ROOM_CLOSE, m, NULL, NULL, rooms + w, res);
+		for (uint32_t k = 0; k < m; k++)
+			status[w + k] = (int)res[k];
+		if (r < 0) {
+			for (uint32_t k = w + m; k < n; k++)
+				status[k] = r;
+			return r;
+		}
+	}
+	return (int)n;
 }
 
 int

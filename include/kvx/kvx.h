@@ -153,6 +153,29 @@ int64_t kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kv
 			      uint32_t nregions, const struct kvx_source *sources,
 			      uint32_t nsources);
 
+/* One room of kvx_room_openv(): the arguments of kvx_room_open_regions(). */
+struct kvx_room_req {
+	uint64_t room;
+	const struct kvx_region *regions;
+	uint32_t nregions;
+	const struct kvx_source *sources;
+	uint32_t nsources;
+};
+
+/* Decode: open n rooms (1..1024) in one call.  The requests go out together, up to 64 at a time
+ * (one wake-up of kvxd for them), and then their replies are collected: a batch of opens costs
+ * about one round trip to kvxd, not n.  gen[i] is room i's result as kvx_room_open_regions()
+ * would return it (its generation, or -errno for that room alone).  Returns n; -EINVAL when a
+ * room fails libkvx's own checks (nothing of the batch is sent); or the session's -errno
+ * (-ECONNRESET, -ETIMEDOUT) part-way: gen[] holds the results that came, and that -errno for
+ * the rooms that got no answer (each may or may not be open: kvx_room_close() tells). */
+int kvx_room_openv(struct kvx_conn *c, const struct kvx_room_req *rooms, uint32_t n, int64_t *gen);
+
+/* Close n rooms (1..1024) in one call, like kvx_room_openv(): status[i] is what
+ * kvx_room_close() would return for rooms[i].  Returns n, -EINVAL (a room id beyond
+ * KVX_ROOM_ID_MAX: nothing sent) or the session's -errno part-way, as kvx_room_openv(). */
+int kvx_room_closev(struct kvx_conn *c, const uint64_t *rooms, uint32_t n, int *status);
+
 /* Prefill: one chunk of a room (kvx_chunk_submitv).  src_pages[i] of pool_id, in buffers
  * [buf_first, buf_first + buf_count) (buf_count 0: buf_first to the pool's last buffer), is
  * written to destination page dst_offset + i of the decode room's region `region` (its own slice

@@ -88,6 +88,7 @@ struct fake {
 	bool hold_next;	   /* do not answer the next request; answer it just before the one after */
 	int64_t value;	   /* reply value of POOL_REG, ROOM_OPEN and ROOM_ABORT */
 	int status_next;   /* status of the next reply to a room or pool request, then 0 */
+	bool by_room;	   /* ROOM_OPEN and ROOM_CLOSE answer by room id (by_room_result) */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
 	bool rings_ok;	   /* accept RINGS (set before the connect) */
 	bool no_pages;	   /* a kvxd without ADMIN_AT (replies -EOPNOTSUPP) */
@@ -118,6 +119,8 @@ struct fake {
 	int nfds;
 	struct stat fd_st;
 	uint64_t held_seq;
+	int32_t held_status; /* the held reply's (by_room), else 0 */
+	int64_t held_value;
 	int nsock, nring;    /* requests taken from the socket, from the submission ring */
 	int ntype_sock[128]; /* per type, those that came on the socket */
 	int chunk_disorder;  /* CHUNKs whose chunk_index was not the count of chunks before them */
@@ -140,6 +143,25 @@ struct fixture {
 	struct fake f;
 	struct kvx_conn *c;
 };
+
+/* by_room: a ROOM_OPEN of room R is answered with generation R, a ROOM_CLOSE with 0, except
+ * for a room whose id ends in 7: -EDQUOT to an open, -EBUSY to a close. */
+static void
+by_room_result(const uint8_t *buf, int32_t *status, int64_t *value)
+{
+	const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
+	uint64_t room;
+
+	if (h->type == KVX_ENG_ROOM_OPEN) {
+		room = ((const struct kvx_eng_room_open *)buf)->room;
+		*status = room % 10 == 7 ? -EDQUOT : 0;
+		*value = (int64_t)room;
+	} else if (h->type == KVX_ENG_ROOM_CLOSE) {
+		room = ((const struct kvx_eng_room_close *)buf)->room;
+		*status = room % 10 == 7 ? -EBUSY : 0;
+		*value = 0;
+	}
+}
 
 /* The fake whose gate ring_get_hook opens (set by a test that arms the gate). */
 static struct fake *gate_fake;
@@ -592,6 +614,9 @@ fake_serve(void *arg)
 		int chunk_events, delay, core_rings;
 		bool do_close, hold, rings_ok, via_ring;
 		uint64_t held, room, ring_size;
+		int32_t held_status;
+		int64_t held_value;
+		bool by_room;
 		int64_t value;
 		struct cmsghdr *cm;
 		ssize_t n;
@@ -639,6 +664,9 @@ fake_serve(void *arg)
 		do_close = f->close_next;
 		hold = f->hold_next;
 		held = f->held_seq;
+		held_status = f->held_status;
+		held_value = f->held_value;
+		by_room = f->by_room;
 		value = f->value;
 		room = f->ev_room;
 		rings_ok = f->rings_ok;
@@ -670,8 +698,14 @@ fake_serve(void *arg)
 		f->held_seq = 0;
 		if (h->type != KVX_ENG_CHUNK || do_close)
 			f->ev_room += (uint64_t)(before + after);
-		if (hold && h->type != KVX_ENG_CHUNK)
+		if (hold && h->type != KVX_ENG_CHUNK) {
 			f->held_seq = h->seq;
+			f->held_status = 0;
+			f->held_value = 0;
+			if (f->by_room)
+				by_room_result((const uint8_t *)buf, &f->held_status,
+					       &f->held_value);
+		}
 		pthread_mutex_unlock(&f->mu);
 
 		if (delay)
@@ -707,7 +741,7 @@ fake_serve(void *arg)
 		if (do_close)
 			break;
 		if (held)
-			send_reply(f, held, 0, 0, "stale");
+			send_reply(f, held, held_status, held_value, "stale");
 		if (hold) {
 			ring_flush(f);
 			continue;
@@ -747,6 +781,8 @@ fake_serve(void *arg)
 			break;
 		default:
 			status = status_next;
+			if (by_room)
+				by_room_result((const uint8_t *)buf, &status, &value);
 			break;
 		}
 		send_reply(f, h->seq, status, value, text);
@@ -2109,6 +2145,161 @@ test_rings_bad_reply_leaks_no_fd(void **state)
 	}
 }
 
+/* Rooms for the batch tests: room ids[i], one page, from source "pf0". */
+struct batch_rooms {
+	uint32_t page[200];
+	struct kvx_region reg[200];
+	struct kvx_source src;
+	struct kvx_room_req q[200];
+};
+
+static void
+batch_rooms_init(struct batch_rooms *b, const uint64_t *ids, uint32_t n)
+{
+	memset(b, 0, sizeof(*b));
+	b->src.node = "pf0";
+	for (uint32_t i = 0; i < n; i++) {
+		b->page[i] = i;
+		b->reg[i] = (struct kvx_region){.pool_id = 2, .npages = 1, .pages = &b->page[i]};
+		b->q[i] = (struct kvx_room_req){.room = ids[i],
+						.regions = &b->reg[i],
+						.nregions = 1,
+						.sources = &b->src,
+						.nsources = 1};
+	}
+}
+
+/* A batch of opens, then of closes: every request of the batch goes out before any reply is
+ * waited for (the fake holds its answer to the first request until the second one arrives, so
+ * one request at a time would wait out the request timeout), each room gets its own result,
+ * and the events that come between the replies are queued in order. */
+static void
+test_room_openv_closev_pipelined(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t ids[3] = {5, 17, 9};
+	struct batch_rooms *b = malloc(sizeof(*b));
+	int64_t gen[3], t0;
+	int st[3], before;
+
+	assert_non_null(b);
+	batch_rooms_init(b, ids, 3);
+	req_timeout_ms = 3000;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.by_room = true;
+	fx->f.hold_next = true;
+	fx->f.inject_before = 2; /* rooms 100, 101: before the (held) first reply */
+	pthread_mutex_unlock(&fx->f.mu);
+	before = fake_count(&fx->f);
+	t0 = now_ms();
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 3, gen), 3);
+	assert_true(now_ms() - t0 < 2000);
+	assert_int_equal(gen[0], 5);
+	assert_int_equal(gen[1], -EDQUOT);
+	assert_int_equal(gen[2], 9);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.nmsgs, before + 3);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_OPEN], 3);
+	assert_int_equal(fx->f.bad_in, 0);
+	fx->f.hold_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	expect_events(fx->c, 8, 0, 2, 100);
+
+	t0 = now_ms();
+	assert_int_equal(kvx_room_closev(fx->c, ids, 3, st), 3);
+	assert_true(now_ms() - t0 < 2000);
+	assert_int_equal(st[0], 0);
+	assert_int_equal(st[1], -EBUSY);
+	assert_int_equal(st[2], 0);
+	/* the session goes on: a single request after the batch */
+	assert_int_equal(kvx_room_close(fx->c, 27), -EBUSY);
+	assert_int_equal(kvx_room_close(fx->c, 28), 0);
+	free(b);
+}
+
+/* More rooms than one window (64 in flight): every room is answered, in the caller's order. */
+static void
+test_room_batches_beyond_a_window(void **state)
+{
+	struct fixture *fx = *state;
+	struct batch_rooms *b = malloc(sizeof(*b));
+	uint64_t ids[150];
+	int64_t gen[150];
+	int st[150];
+
+	assert_non_null(b);
+	for (int i = 0; i < 150; i++)
+		ids[i] = 1000 + (uint64_t)i;
+	batch_rooms_init(b, ids, 150);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.by_room = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	fake_pause_ring(&fx->f, now_ms() + 200); /* with rings: the ring fills, replies wait */
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 150, gen), 150);
+	assert_int_equal(kvx_room_closev(fx->c, ids, 150, st), 150);
+	for (int i = 0; i < 150; i++) {
+		assert_int_equal(gen[i], ids[i] % 10 == 7 ? -EDQUOT : (int64_t)ids[i]);
+		assert_int_equal(st[i], ids[i] % 10 == 7 ? -EBUSY : 0);
+	}
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_OPEN], 150);
+	assert_int_equal(fx->f.ntype[KVX_ENG_ROOM_CLOSE], 150);
+	assert_int_equal(fx->f.bad_in, 0);
+	pthread_mutex_unlock(&fx->f.mu);
+	free(b);
+}
+
+/* A batch libkvx refuses sends nothing; a batch kvxd does not answer in time returns
+ * -ETIMEDOUT for the rooms without an answer, and the late answers are dropped; a batch
+ * whose session breaks returns -ECONNRESET for every room left. */
+static void
+test_room_batch_errors(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t ids[3] = {5, 17, 9}, bad_ids[2] = {1, KVX_ROOM_ID_MAX + 1};
+	struct batch_rooms *b = malloc(sizeof(*b));
+	int64_t gen[3];
+	int st[3], before;
+
+	assert_non_null(b);
+	batch_rooms_init(b, ids, 3);
+	before = fake_count(&fx->f);
+	b->q[1].nsources = 0;
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 3, gen), -EINVAL);
+	b->q[1].nsources = 1;
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 0, gen), -EINVAL);
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 1025, gen), -EINVAL);
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 3, NULL), -EINVAL);
+	assert_int_equal(kvx_room_closev(fx->c, bad_ids, 2, st), -EINVAL);
+	assert_int_equal(kvx_room_closev(NULL, ids, 3, st), -EINVAL);
+	sync_fake(fx->c);
+	assert_int_equal(fake_count(&fx->f), before + 1); /* the sync alone */
+
+	req_timeout_ms = 200;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.by_room = true;
+	fx->f.delay_ms = 400; /* before it answers the first close */
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_closev(fx->c, ids, 3, st), -ETIMEDOUT);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(st[i], -ETIMEDOUT);
+	/* the three late answers come first, then this one's */
+	assert_int_equal(kvx_room_close(fx->c, 27), -EBUSY);
+	req_timeout_ms = 2000;
+	assert_int_equal(kvx_room_openv(fx->c, b->q, 3, gen), 3);
+	assert_int_equal(gen[0], 5);
+	assert_int_equal(gen[1], -EDQUOT);
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.close_next = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_closev(fx->c, ids, 3, st), -ECONNRESET);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(st[i], -ECONNRESET);
+	assert_int_equal(kvx_room_closev(fx->c, ids, 3, st), -ECONNRESET);
+	free(b);
+}
+
 int
 main(void)
 {
@@ -2172,6 +2363,16 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rings_server_close_is_econnreset, setup_rings,
 						teardown),
 		cmocka_unit_test(test_rings_bad_reply_leaks_no_fd),
+		cmocka_unit_test_setup_teardown(test_room_openv_closev_pipelined, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_openv_closev_pipelined, setup_rings,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_batches_beyond_a_window, setup_conn,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_batches_beyond_a_window,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_room_batch_errors, setup_conn, teardown),
+		cmocka_unit_test_setup_teardown(test_room_batch_errors, setup_rings, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
