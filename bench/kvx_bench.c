@@ -99,6 +99,8 @@
 #define ABORT_DELAY_US_MAX 60000000ULL
 #define SETTLE_MS 200 /* default --settle-ms */
 #define SETTLE_MS_MAX 600000
+#define BATCH_MAX 64	    /* rooms per kvx_room_openv / kvx_room_closev call */
+#define CHUNK_PEND_MAX 1024 /* chunks per kvx_chunk_submitv call (libkvx's bound) */
 
 struct opts {
 	const char *prefill;
@@ -126,6 +128,7 @@ struct opts {
 	bool survive_prefill_loss;
 	uint32_t drop_prefill_ms; /* --drop-prefill-engine-ms: close the prefill connection then */
 	uint32_t last_chunk_delay_ms; /* --last-chunk-delay-ms: hold each room's last chunk back */
+	bool single; /* --single: one request per call (no kvx_room_openv / closev batches) */
 };
 
 struct side {
@@ -186,6 +189,7 @@ struct slot {
 	bool last_due; /* --last-chunk-delay-ms: the last chunk goes at t_last_due */
 	int64_t t_last_due;
 	bool pre_submitted;
+	bool close_due; /* done on both sides: its closes go in the next batch (closes_flush) */
 	int64_t t_pre_wait;
 	uint32_t *dst; /* pages[P]: destination pool page of room page i */
 	uint32_t *src; /* pages[P]: source pool page of room page i */
@@ -203,7 +207,11 @@ struct bench {
 	struct side pre;
 	struct side dec;
 	struct slot *slots;
-	uint32_t *src;	 /* scratch: source page list of a chunk */
+	uint32_t *src; /* scratch: source page list of a chunk */
+	/* chunks built and not yet submitted (chunks_flush): their pages are their slot's */
+	struct kvx_chunk pend[CHUNK_PEND_MAX];
+	uint32_t npend;
+	uint32_t batch;	 /* rooms per open or close call: BATCH_MAX, 1 with --single */
 	uint32_t npages; /* pages per buffer in each pool: inflight * pages */
 	uint64_t rng;	 /* xorshift state for --scatter and the room base */
 	uint64_t arng;	 /* xorshift state of the abort mix */
@@ -402,6 +410,10 @@ usage(FILE *f)
 		"                     loss_release_p50_us / p99_us\n"
 		"  --last-chunk-delay-ms MS\n"
 		"                     submit each room's last chunk MS ms after the others\n"
+		"  --single           one room per open and close call and one chunk per submit\n"
+		"                     call (default: the rooms ready at once go in one batch "
+		"call,\n"
+		"                     kvx_room_openv, kvx_room_closev, kvx_chunk_submitv)\n"
 		"  --json             print the result as one JSON object\n"
 		"  --version          kvx-bench's version and the loaded libkvx's\n"
 		"  -h, --help         this help\n",
@@ -465,6 +477,7 @@ enum {
 	OPT_LAST_CHUNK_DELAY_MS,
 	OPT_WARMUP_MS,
 	OPT_COOLDOWN_MS,
+	OPT_SINGLE,
 	OPT_VERSION,
 };
 
@@ -496,6 +509,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"last-chunk-delay-ms", required_argument, NULL, OPT_LAST_CHUNK_DELAY_MS},
 		{"warmup-ms", required_argument, NULL, OPT_WARMUP_MS},
 		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
+		{"single", no_argument, NULL, OPT_SINGLE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -601,6 +615,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_COOLDOWN_MS:
 			r = parse_u32("cooldown-ms", optarg, 0, 3600000, &o->cooldown_ms);
+			break;
+		case OPT_SINGLE:
+			o->single = true;
 			break;
 		case 'h':
 			return 1;
@@ -902,23 +919,43 @@ shuffle(struct bench *b, uint32_t *v, uint32_t n)
 	}
 }
 
-/* Fill, poison, open on decode, submit on prefill, aborting on decode where planned.  Returns 0
- * (the slot is ACTIVE, or the open was refused by decode and counted as a failed room) or
- * -errno (fatal). */
+/* Submit the chunks built so far (one kvx_chunk_submitv call, one wake-up of prefill's kvxd).
+ * Returns 0 (also when the prefill connection is lost and the bench survives it) or -errno. */
 static int
-room_start(struct bench *b, uint32_t s)
+chunks_flush(struct bench *b)
 {
-	struct slot *sl = &b->slots[s];
-	const uint32_t P = b->o.pages, C = b->o.chunks, ps = b->o.page_size;
-	const char *sources[1] = {kvx_node_name(b->pre.c)};
-	uint64_t room = b->next_room++;
-	uint32_t i, j, buf, off, n, sge;
-	int64_t gen, t0;
+	uint32_t n = b->npend;
 	int r;
 
+	b->npend = 0;
+	if (!n || b->prefill_lost)
+		return 0;
+	r = kvx_chunk_submitv(b->pre.c, b->pend, n);
+	if (r < 0 && prefill_loss(b, r, "chunk submit"))
+		return 0; /* its rooms are in flight at the loss: decode decides their end */
+	if (r < 0) {
+		fprintf(stderr, "kvx-bench: %s: chunk submit (room %" PRIu64 ", %u chunks): %s\n",
+			b->pre.path, b->pend[0].room, n, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+/* Fill and poison slot s's pages for a new room, and plan its abort.  The room is opened by
+ * rooms_open, in a batch. */
+static void
+room_prepare(struct bench *b, uint32_t s)
+{
+	struct slot *sl = &b->slots[s];
+	const uint32_t P = b->o.pages, ps = b->o.page_size;
+	uint32_t i, buf;
+	int64_t t0;
+
+	sl->room = b->next_room++;
 	sl->dec_ends = sl->pre_ends = 0;
 	sl->last_due = false;
 	sl->pre_submitted = false;
+	sl->close_due = false;
 	sl->t_pre_wait = 0;
 	for (i = 0; i < P; i++)
 		sl->dst[i] = sl->src[i] = s * P + i;
@@ -930,29 +967,27 @@ room_start(struct bench *b, uint32_t s)
 	for (buf = 0; buf < b->o.bufs; buf++) {
 		for (i = 0; i < P; i++) {
 			page_fill(page_addr(b, &b->pre, buf, sl->src[i]), ps,
-				  pattern_seed(room, i, buf));
+				  pattern_seed(sl->room, i, buf));
 			memset(page_addr(b, &b->dec, buf, sl->dst[i]), POISON, ps);
 		}
 	}
 	check_time(b, t0);
 	abort_plan(b, sl);
-
 	b->opened++;
-	sl->t_open = now_ns();
-	gen = kvx_room_open(b->dec.c, room, b->dec.pool, sl->dst, P, sources, 1);
-	if (gen < 0) {
-		if (fatal_err(gen)) {
-			fprintf(stderr, "kvx-bench: %s: room open: %s\n", b->dec.path,
-				strerror((int)-gen));
-			return (int)gen;
-		}
-		b->failed_decode++;
-		fail_log(b, room, "decode room open", NULL, (int)gen);
-		return 0;
-	}
+}
+
+/* Slot s's room is open on decode (generation gen): build its chunks for prefill (they go at
+ * the next chunks_flush), aborting on decode where planned.  Returns 0 or -errno (fatal). */
+static int
+room_begin(struct bench *b, uint32_t s)
+{
+	struct slot *sl = &b->slots[s];
+	const uint32_t P = b->o.pages, C = b->o.chunks, ps = b->o.page_size;
+	const uint64_t room = sl->room;
+	uint32_t i, j, off, n, sge;
+	int r;
 
 	sl->phase = SLOT_ACTIVE;
-	sl->room = room;
 	sl->dec_state = -1;
 	sl->pre_state = -1;
 	sl->dec_success = sl->dec_failed = sl->dec_released = sl->pre_failed = false;
@@ -970,13 +1005,15 @@ room_start(struct bench *b, uint32_t s)
 	for (off = 0, j = 0; j < C; j++, off += n) {
 		if ((sl->abort_at == ABORT_AT_OPEN && j == 0) ||
 		    (sl->abort_at == ABORT_MID && j == sl->abort_k)) {
-			r = room_abort(b, sl);
+			/* the chunks before it are submitted first */
+			r = chunks_flush(b);
+			if (r == 0)
+				r = room_abort(b, sl);
 			if (r < 0)
 				return r;
 		}
 		n = P / C + (j < P % C ? 1 : 0);
 		for (i = 0, sge = 0; i < n; i++) {
-			b->src[i] = sl->src[off + i];
 			/* kvxd builds one WRITE per run of consecutive destination pages and
 			 * buffer, gathering the source pages in runs of consecutive pages, up to
 			 * GATHER_MAX entries per WRITE */
@@ -995,15 +1032,20 @@ room_start(struct bench *b, uint32_t s)
 			sl->t_last_due = now_ns() + (int64_t)b->o.last_chunk_delay_ms * 1000000;
 			break;
 		}
+		if (b->prefill_lost)
+			continue; /* nothing is asked of prefill any more */
 		sl->pre_submitted = true;
-		r = kvx_chunk_submit(b->pre.c, room, j, b->pre.pool, b->src, n, off, j == C - 1);
-		if (r < 0 && prefill_loss(b, r, "chunk submit"))
-			return 0; /* the room is in flight at the loss: decode decides its end */
-		if (r < 0) {
-			fprintf(stderr,
-				"kvx-bench: %s: chunk submit (room %" PRIu64 ", chunk %u): %s\n",
-				b->pre.path, room, j, strerror(-r));
-			return r;
+		b->pend[b->npend++] = (struct kvx_chunk){.room = room,
+							 .chunk_index = j,
+							 .pool_id = b->pre.pool,
+							 .npages = n,
+							 .src_pages = sl->src + off,
+							 .dst_offset = off,
+							 .last = j == C - 1};
+		if (b->npend == CHUNK_PEND_MAX || b->o.single) {
+			r = chunks_flush(b);
+			if (r < 0)
+				return r;
 		}
 	}
 	if (sl->abort_at == ABORT_AFTER) {
@@ -1011,6 +1053,59 @@ room_start(struct bench *b, uint32_t s)
 		sl->t_abort_due += now_ns();
 	}
 	return 0;
+}
+
+/* Open the prepared rooms of slots idx[0..n) on decode in one call (kvx_room_openv), then build
+ * and submit their chunks on prefill.  A room decode refuses counts as failed, its slot stays
+ * free.  Returns 0 or -errno (fatal). */
+static int
+rooms_open(struct bench *b, const uint32_t *idx, uint32_t n)
+{
+	struct kvx_room_req q[BATCH_MAX];
+	struct kvx_region reg[BATCH_MAX];
+	struct kvx_source src = {.node = kvx_node_name(b->pre.c)};
+	int64_t gen[BATCH_MAX], t;
+	int r, rv;
+
+	for (uint32_t k = 0; k < n; k++) {
+		struct slot *sl = &b->slots[idx[k]];
+
+		reg[k] = (struct kvx_region){
+			.pool_id = b->dec.pool, .npages = b->o.pages, .pages = sl->dst};
+		q[k] = (struct kvx_room_req){.room = sl->room,
+					     .regions = &reg[k],
+					     .nregions = 1,
+					     .sources = &src,
+					     .nsources = 1};
+	}
+	t = now_ns();
+	for (uint32_t k = 0; k < n; k++)
+		b->slots[idx[k]].t_open = t;
+	rv = kvx_room_openv(b->dec.c, q, n, gen);
+	if (rv < 0 && fatal_err(rv)) {
+		fprintf(stderr, "kvx-bench: %s: room open: %s\n", b->dec.path, strerror(-rv));
+		return rv;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct slot *sl = &b->slots[idx[k]];
+
+		if (rv < 0 || gen[k] < 0) {
+			int64_t g = rv < 0 ? rv : gen[k];
+
+			if (fatal_err(g)) {
+				fprintf(stderr, "kvx-bench: %s: room open: %s\n", b->dec.path,
+					strerror((int)-g));
+				return (int)g;
+			}
+			b->failed_decode++;
+			fail_log(b, sl->room, "decode room open", NULL, (int)g);
+			continue;
+		}
+		r = room_begin(b, idx[k]);
+		if (r < 0)
+			return r;
+	}
+	return chunks_flush(b);
 }
 
 static uint64_t
@@ -1065,24 +1160,97 @@ canary_check(struct bench *b, const struct slot *sl)
 	}
 }
 
-/* Close the room on one side.  Returns 0 (closed or unknown there), -EBUSY (try later) or
- * -errno (fatal). */
+/* Close the rooms of slots sls[0..n) on one side, in one call (kvx_room_closev).  A room closed
+ * or unknown there is done on that side; one still busy (-EBUSY) is retried after
+ * CLOSE_RETRY_NS.  Returns 0 or -errno (fatal). */
 static int
-room_close_side(struct bench *b, struct side *sd, uint64_t room)
+close_batch(struct bench *b, struct side *sd, struct slot **sls, uint32_t n, int64_t now)
 {
-	int r = kvx_room_close(sd->c, room);
+	uint64_t ids[BATCH_MAX] = {0};
+	int st[BATCH_MAX], r;
 
-	if (r == 0 || r == -ENOENT || r == -EBUSY)
-		return r;
-	if (sd == &b->pre && prefill_loss(b, r, "room close"))
+	for (uint32_t k = 0; k < n; k++)
+		ids[k] = sls[k]->room;
+	r = kvx_room_closev(sd->c, ids, n, st);
+	if (r < 0 && sd == &b->pre && prefill_loss(b, r, "room close")) {
+		for (uint32_t k = 0; k < n; k++)
+			sls[k]->pre_closed = true; /* its kvxd is gone, and with it the room */
 		return 0;
-	if (fatal_err(r)) {
+	}
+	if (r < 0) {
 		fprintf(stderr, "kvx-bench: %s: room close: %s\n", sd->path, strerror(-r));
 		return r;
 	}
-	fprintf(stderr, "kvx-bench: %s: room %" PRIu64 " close: %s (ignored)\n", sd->path, room,
-		strerror(-r));
+	for (uint32_t k = 0; k < n; k++) {
+		struct slot *sl = sls[k];
+
+		if (st[k] == -EBUSY) {
+			b->close_busy++;
+			sl->close_due = false; /* slot_settle sets it again then */
+			sl->t_retry = now + CLOSE_RETRY_NS;
+			continue;
+		}
+		if (st[k] && st[k] != -ENOENT)
+			fprintf(stderr, "kvx-bench: %s: room %" PRIu64 " close: %s (ignored)\n",
+				sd->path, sl->room, strerror(-st[k]));
+		if (sd == &b->dec)
+			sl->dec_closed = true;
+		else
+			sl->pre_closed = true;
+	}
 	return 0;
+}
+
+/* The closes slot_settle asked for, a batch per side (b->batch rooms per call): decode's first,
+ * then prefill's of the rooms decode closed; a slot whose room is closed on both sides is free.
+ * Returns the slots freed (>= 0) or -errno (fatal). */
+static int
+closes_flush(struct bench *b, int64_t now)
+{
+	struct slot *sls[BATCH_MAX];
+	uint32_t n, s;
+	int r, freed = 0;
+
+	for (int side = 0; side < 2; side++) {
+		struct side *sd = side == 0 ? &b->dec : &b->pre;
+
+		n = 0;
+		for (s = 0; s < b->o.inflight; s++) {
+			struct slot *sl = &b->slots[s];
+
+			if (sl->phase != SLOT_ACTIVE || !sl->close_due)
+				continue;
+			if (side == 0 ? sl->dec_closed : !sl->dec_closed || sl->pre_closed)
+				continue;
+			if (side == 1 && b->prefill_lost) {
+				sl->pre_closed = true; /* its kvxd is gone, and with it the room */
+				continue;
+			}
+			sls[n++] = sl;
+			if (n == b->batch) {
+				r = close_batch(b, sd, sls, n, now);
+				if (r < 0)
+					return r;
+				n = 0;
+			}
+		}
+		if (n) {
+			r = close_batch(b, sd, sls, n, now);
+			if (r < 0)
+				return r;
+		}
+	}
+	for (s = 0; s < b->o.inflight; s++) {
+		struct slot *sl = &b->slots[s];
+
+		if (sl->phase == SLOT_ACTIVE && sl->close_due && sl->dec_closed && sl->pre_closed) {
+			sl->close_due = false;
+			sl->phase = SLOT_FREE;
+			b->active--;
+			freed++;
+		}
+	}
+	return freed;
 }
 
 /* Move the slot on as far as it can go now: the canary of released pages, then the closes and
@@ -1091,7 +1259,6 @@ static int
 slot_settle(struct bench *b, struct slot *sl, int64_t now)
 {
 	bool pre_done, dec_done;
-	int r;
 
 	if (sl->t_retry && now < sl->t_retry)
 		return 0;
@@ -1134,30 +1301,7 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 	}
 	if (!pre_done && !sl->canary_done)
 		return 0;
-	if (!sl->dec_closed) {
-		r = room_close_side(b, &b->dec, sl->room);
-		if (r == -EBUSY)
-			goto busy;
-		if (r < 0)
-			return r;
-		sl->dec_closed = true;
-	}
-	if (!sl->pre_closed && b->prefill_lost)
-		sl->pre_closed = true; /* its kvxd is gone, and with it the room */
-	if (!sl->pre_closed) {
-		r = room_close_side(b, &b->pre, sl->room);
-		if (r == -EBUSY)
-			goto busy;
-		if (r < 0)
-			return r;
-		sl->pre_closed = true;
-	}
-	sl->phase = SLOT_FREE;
-	b->active--;
-	return 0;
-busy:
-	b->close_busy++;
-	sl->t_retry = now + CLOSE_RETRY_NS;
+	sl->close_due = true; /* closes_flush closes it on both sides and frees the slot */
 	return 0;
 }
 
@@ -1435,7 +1579,7 @@ run(struct bench *b)
 	struct pollfd pf[2];
 	struct timespec ts;
 	int64_t now, next;
-	uint32_t s;
+	uint32_t s, open_idx[BATCH_MAX], nopen;
 	int got, r;
 
 	b->t_start = now_ns();
@@ -1446,10 +1590,22 @@ run(struct bench *b)
 	b->t_cool = b->t_stop - (int64_t)b->o.cooldown_ms * 1000000;
 	for (;;) {
 		now = now_ns();
-		for (s = 0; s < b->o.inflight && may_open(b, now); s++) {
+		/* every free slot gets a room, b->batch rooms per open call */
+		for (s = 0, nopen = 0; s < b->o.inflight && may_open(b, now); s++) {
 			if (b->slots[s].phase != SLOT_FREE)
 				continue;
-			r = room_start(b, s);
+			room_prepare(b, s);
+			open_idx[nopen++] = s;
+			if (nopen == b->batch) {
+				r = rooms_open(b, open_idx, nopen);
+				if (r < 0)
+					return r;
+				nopen = 0;
+				now = now_ns();
+			}
+		}
+		if (nopen) {
+			r = rooms_open(b, open_idx, nopen);
 			if (r < 0)
 				return r;
 			now = now_ns();
@@ -1469,6 +1625,11 @@ run(struct bench *b)
 			r = read_events(b, &b->pre, &now, &got);
 		if (!r)
 			r = slots_tick(b, now);
+		if (!r) {
+			r = closes_flush(b, now);
+			if (r > 0)
+				got += r; /* free slots: open rooms in them at once */
+		}
 		if (r < 0)
 			return r;
 		if (got)
@@ -1689,6 +1850,7 @@ main(int argc, char **argv)
 
 	b.slots = calloc(b.o.inflight, sizeof(*b.slots));
 	b.src = calloc(b.o.pages, sizeof(*b.src));
+	b.batch = b.o.single ? 1 : BATCH_MAX;
 	if (!b.slots || !b.src)
 		goto out;
 	for (s = 0; s < b.o.inflight; s++) {

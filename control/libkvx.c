@@ -653,7 +653,7 @@ static int
 rings_setup(struct kvx_conn *c)
 {
 	const char *env = getenv("KVX_RINGS"), *cenv = getenv("KVX_CORE_RINGS");
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct epoll_event ee = {.events = EPOLLIN};
 	struct kvx_eng_rings *m;
 	struct stat st;
@@ -754,7 +754,7 @@ kvx_connect_rank(const char *path, uint32_t rank)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct epoll_event ee = {.events = EPOLLIN};
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct kvx_eng_hello *hello;
 	struct kvx_conn *c;
 	int r;
@@ -874,7 +874,7 @@ kvx_conn_fd(const struct kvx_conn *c)
 int
 kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct kvx_eng_pool_reg *m;
 	uint64_t bytes;
 	struct stat st;
@@ -909,7 +909,7 @@ kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry 
 int
 kvx_pool_unregister(struct kvx_conn *c, int pool_id)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct kvx_eng_pool_unreg *m;
 	int r;
 
@@ -1036,7 +1036,7 @@ kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kvx_region
 				       .nregions = nregions,
 				       .sources = sources,
 				       .nsources = nsources};
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	int64_t len = open_check(&q);
 	int r;
 
@@ -1234,7 +1234,7 @@ room_request(struct kvx_conn *c, uint16_t type, uint64_t room, const struct kvx_
 int64_t
 kvx_room_abort(struct kvx_conn *c, uint64_t room)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	int r = room_request(c, KVX_ENG_ROOM_ABORT, room, &rep);
 
 	if (r < 0)
@@ -1250,7 +1250,7 @@ kvx_room_abort(struct kvx_conn *c, uint64_t room)
 int
 kvx_room_close(struct kvx_conn *c, uint64_t room)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	int r = room_request(c, KVX_ENG_ROOM_CLOSE, room, &rep);
 
 	if (r < 0)
@@ -1322,7 +1322,7 @@ static int admin_single(struct kvx_conn *c, const char *cmd, char *out, size_t l
 int
 kvx_admin_text(struct kvx_conn *c, const char *cmd, char **out)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct kvx_eng_admin_at *m;
 	uint64_t off = 0, total = 0;
 	char *text = NULL;
@@ -1403,7 +1403,7 @@ kvx_admin(struct kvx_conn *c, const char *cmd, char *out, size_t len)
 static int
 admin_single(struct kvx_conn *c, const char *cmd, char *out, size_t len)
 {
-	const struct kvx_eng_reply *rep;
+	const struct kvx_eng_reply *rep = NULL;
 	struct kvx_eng_admin *m;
 	size_t n, cl;
 	int r;
