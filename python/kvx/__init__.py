@@ -343,6 +343,12 @@ class Conn:
         """Forget a finished room (kvx_room_close): ENOENT unknown, EBUSY still draining."""
         self._c.room_close(room)
 
+    def close_rooms(self, rooms: Sequence[int]) -> List[int]:
+        """Forget several finished rooms in one call (kvx_room_closev: one round trip to kvxd
+        for up to 64 of them).  Returns one status per room: 0, or -errno as close_room would
+        raise it (-ENOENT unknown, -EBUSY still draining).  A broken session raises kvx.Error."""
+        return self._c.room_closev(list(rooms))
+
     def admin(self, cmd: str) -> str:
         """An operator command ("rooms", "peers", "counters", ...): its reply text."""
         return self._c.admin(cmd)

@@ -867,6 +867,55 @@ Conn_room_close(ConnObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* room_closev(rooms) -> [status, ...]: kvx_room_closev, one status (0 or -errno) per room */
+static PyObject *
+Conn_room_closev(ConnObject *self, PyObject *arg)
+{
+	PyObject *seq = seq_get(arg, "rooms", 1, CHUNKV_MAX), *res = NULL;
+	uint64_t *rooms = NULL;
+	int *st = NULL;
+	Py_ssize_t n, i;
+	int r;
+
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	rooms = PyMem_Calloc((size_t)n, sizeof(*rooms));
+	st = PyMem_Calloc((size_t)n, sizeof(*st));
+	if (!rooms || !st) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (get_room(PySequence_Fast_GET_ITEM(seq, i), &rooms[i]) < 0)
+			goto out;
+	if (conn_enter(self) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS;
+	r = kvx_room_closev(self->c, rooms, (uint32_t)n, st);
+	Py_END_ALLOW_THREADS;
+	conn_leave(self);
+	if (r < 0) {
+		res = raise_errno(r, "kvx_room_closev", NULL);
+		goto out;
+	}
+	res = PyList_New(n);
+	for (i = 0; res && i < n; i++) {
+		PyObject *v = PyLong_FromLong(st[i]);
+
+		if (!v) {
+			Py_CLEAR(res);
+			break;
+		}
+		PyList_SET_ITEM(res, i, v);
+	}
+out:
+	PyMem_Free(rooms);
+	PyMem_Free(st);
+	Py_DECREF(seq);
+	return res;
+}
+
 /* event_read(max, timeout_ms) -> [(room, generation, state, error, reason), ...] */
 static PyObject *
 Conn_event_read(ConnObject *self, PyObject *args, PyObject *kwds)
@@ -981,6 +1030,8 @@ static PyMethodDef Conn_methods[] = {
 	{"room_abort", (PyCFunction)Conn_room_abort, METH_O,
 	 "room_abort(room) -> abort generation"},
 	{"room_close", (PyCFunction)Conn_room_close, METH_O, "room_close(room)"},
+	{"room_closev", (PyCFunction)Conn_room_closev, METH_O,
+	 "room_closev([room, ...]) -> [status, ...] (0 or -errno per room)"},
 	{"event_read", KWFN(Conn_event_read), METH_VARARGS | METH_KEYWORDS,
 	 "event_read(max, timeout_ms) -> [(room, generation, state, error, reason)]"},
 	{"admin", (PyCFunction)Conn_admin, METH_O, "admin(cmd) -> reply text"},

@@ -57,6 +57,20 @@ def test_close_room_errno(conn, fake, code):
     conn.close_room(12)  # the session is unharmed: another room closes fine
 
 
+def test_close_rooms_one_status_each(conn, fake):
+    fake.status[(ROOM_CLOSE, 11)] = -errno.EBUSY
+    fake.status[(ROOM_CLOSE, 13)] = -errno.ENOENT
+    rooms = [10, 11, 12, 13] + list(range(100, 200))  # more than one window of 64
+    st = conn.close_rooms(rooms)
+    assert st[:4] == [0, -errno.EBUSY, 0, -errno.ENOENT]
+    assert st[4:] == [0] * 100
+    conn.close_room(12)  # the session is unharmed
+    with pytest.raises(ValueError):
+        conn.close_rooms([])
+    with pytest.raises((ValueError, OverflowError)):
+        conn.close_rooms([-1])
+
+
 def test_abort_returns_generation_or_ealready(conn, fake):
     assert conn.abort(5) == fake.gen + 1
     fake.status[(ROOM_ABORT, 6)] = -errno.EALREADY
