@@ -163,10 +163,11 @@ struct kvx_room_req {
 };
 
 /* Decode: open n rooms (1..1024) in one call.  The requests go out together, up to 64 at a time
- * (one wake-up of kvxd for them), and then their replies are collected: a batch of opens costs
- * about one round trip to kvxd, not n.  gen[i] is room i's result as kvx_room_open_regions()
- * would return it (its generation, or -errno for that room alone).  Returns n; -EINVAL when a
- * room fails libkvx's own checks (nothing of the batch is sent); or the session's -errno
+ * (on rings, one wake-up of kvxd for them), and then their replies are collected: a batch costs
+ * about one round trip to kvxd per 64 rooms, not one per room.  gen[i] is room i's result as
+ * kvx_room_open_regions() would return it (its generation, or -errno for that room alone).  Returns
+ * n; -EINVAL when a room fails libkvx's own checks (nothing of the batch is sent); or the session's
+ * -errno
  * (-ECONNRESET, -ETIMEDOUT) part-way: gen[] holds the results that came, and that -errno for
  * the rooms that got no answer (each may or may not be open: kvx_room_close() tells). */
 int kvx_room_openv(struct kvx_conn *c, const struct kvx_room_req *rooms, uint32_t n, int64_t *gen);

@@ -356,7 +356,8 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
 	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
 	pump_ms(20);
-	assert_int_equal(atomic_load(&B.cores[0].st.wr_posted), 0);
+	for (int c = 0; c < B.ncores; c++)
+		assert_int_equal(atomic_load(&B.cores[c].st.wr_posted), 0);
 	assert_int_equal(A.ctr.acks_unknown, 1); /* a never asked: counted, dropped */
 }
 
@@ -418,12 +419,12 @@ test_full_inbox_loses_nothing(void **state)
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_DRAINING &&
 		   kvxd_room_state(p) == KVX_ROOM_FAILED);
 	stuff_inbox(&A, d); /* and the release will queue behind another one */
-	fake_vx_release(peer_of(&B, "a")->qpc[0]->qp, 10);
+	fake_vx_release(peer_of(&B, "a")->qpc[kvxd_lane(&B, p->pc.core, 0)]->qp, 10);
 	PUMP_UNTIL(kvxd_room_state(d) == KVX_ROOM_RELEASED);
 	assert_int_equal(A.ctr.releases, 1);
 	assert_int_equal(A.ctr.fences, 0);
-	assert_true(A.cores[0].ovf_queued > 0 && B.cores[0].ovf_queued > 0);
-	assert_int_equal(A.cores[0].ovf_len, 0);
+	assert_true(A.cores[d->pc.core].ovf_queued > 0 && B.cores[p->pc.core].ovf_queued > 0);
+	assert_int_equal(A.cores[d->pc.core].ovf_len, 0);
 }
 
 /* A room removed while its core's inbox is full: the ROOM_DROP queues behind the burst and
@@ -434,14 +435,15 @@ test_full_inbox_keeps_a_room_drop(void **state)
 {
 	struct kvxd_room *d = open_room(&A, 112, 2);
 	uint64_t freed = A.ctr.rooms_freed;
+	const int core = d->pc.core;
 
 	(void)state;
 	/* (no data is submitted: nothing writes into its pages) the inbox is full when the
 	 * room goes, so its ROOM_DROP has to wait behind the burst */
 	stuff_inbox(&A, d);
 	kvxd_room_remove(&A, d);
-	assert_true(A.cores[0].ovf_len > 0); /* queued, not dropped */
-	PUMP_UNTIL(A.ctr.rooms_freed == freed + 1 && A.cores[0].ovf_len == 0);
+	assert_true(A.cores[core].ovf_len > 0); /* queued, not dropped */
+	PUMP_UNTIL(A.ctr.rooms_freed == freed + 1 && A.cores[core].ovf_len == 0);
 	for (int i = 0; i < 100; i++)
 		pump_once();
 	assert_int_equal(A.ctr.rooms_freed, freed + 1); /* exactly once */

@@ -149,12 +149,14 @@ test_session_has_a_qp_on_every_rail(void **state)
 		struct kvxd_peer *p = peer_of(&N[i], i ? "a" : "b");
 
 		assert_int_equal(N[i].nrails, 2);
-		assert_int_equal(N[i].cores[0].nrails, 2);
-		for (int k = 0; k < 2; k++) {
-			assert_non_null(p->qpc[kvxd_lane(&N[i], 0, k)]);
-			assert_int_equal(p->qpc[kvxd_lane(&N[i], 0, k)]->rail, k);
-			assert_ptr_equal(N[i].cores[0].qpc_by_peer[p->idx][k],
-					 p->qpc[kvxd_lane(&N[i], 0, k)]);
+		for (int c = 0; c < N[i].ncores; c++) {
+			assert_int_equal(N[i].cores[c].nrails, 2);
+			for (int k = 0; k < 2; k++) {
+				assert_non_null(p->qpc[kvxd_lane(&N[i], c, k)]);
+				assert_int_equal(p->qpc[kvxd_lane(&N[i], c, k)]->rail, k);
+				assert_ptr_equal(N[i].cores[c].qpc_by_peer[p->idx][k],
+						 p->qpc[kvxd_lane(&N[i], c, k)]);
+			}
 		}
 	}
 	/* and a pool has a key on each rail */

@@ -3,6 +3,7 @@
 flight, several chunks each, scattered source and destination pages; events through
 Conn.events() and through asyncio (Conn.fileno())."""
 import asyncio
+import errno
 import random
 
 import kvx
@@ -70,8 +71,10 @@ def test_rooms_byte_exact(prefill, decode):
                 {r: kvx.State.SUCCESS for r in rooms}, (side, ends[side])
         for room, dst in rooms.items():
             assert check_room(dpool, room, dst) == 0, f"room {room}: pages differ"
-            decode.close_room(room)
-            prefill.close_room(room)
+        # every room closes on each side in one batch call, and only once
+        assert decode.close_rooms(list(rooms)) == [0] * nrooms
+        assert prefill.close_rooms(list(rooms)) == [0] * nrooms
+        assert decode.close_rooms(list(rooms)) == [-errno.ENOENT] * nrooms
         # nothing outside the rooms' pages was written: every page was some room's here
 
 
