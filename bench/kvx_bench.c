@@ -1001,6 +1001,13 @@ room_begin(struct bench *b, uint32_t s)
 	sl->fail_counted = sl->at_loss = false;
 	sl->t_released = 0;
 	b->active++;
+	if (b->prefill_lost) {
+		/* opened in a batch in which a chunk submission found the prefill connection gone:
+		 * followed on decode like the rooms in flight at the loss, its abort not made */
+		sl->at_loss = true;
+		sl->abort_at = ABORT_NONE;
+		b->rooms_at_loss++;
+	}
 
 	for (off = 0, j = 0; j < C; j++, off += n) {
 		if ((sl->abort_at == ABORT_AT_OPEN && j == 0) ||
