@@ -3,8 +3,9 @@
 # buffers, 8 rooms in flight, every destination byte verified by kvx-bench; then 64 more with
 # scattered (non-contiguous) destination pages and 4 chunks per room; then 64 with scattered
 # source pages and consecutive destination pages, which kvxd gathers into one WRITE per buffer
-# (scatter-gather entries on real verbs: exactly 4 WRs per room).  Afterwards no room is left in
-# either table and no WR is outstanding.
+# (scatter-gather entries on real verbs: exactly 4 WRs per room); then 64 with core rings, and 64
+# with kvx-bench's one call per room and chunk (--single) instead of its batches.  Afterwards no
+# room is left in either table and no WR is outstanding.
 . "$(dirname "$0")/lib.sh"
 
 kvxd_start prefill
@@ -47,6 +48,9 @@ check "$KVX_LOGDIR/core_rings.json" 64
 ev=$(($(metric decode events_core_total) - ev0))
 [ "$ev" -ge 64 ] || fail "64 rooms with core rings: only $ev events came through them"
 [ "$(metric decode events_core_claimed_total)" = 0 ] || fail "a core ring was full"
+# kvx-bench's other path: one call per room and per chunk (--single), instead of batches
+bench single.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096 --chunks 2 --single
+check "$KVX_LOGDIR/single.json" 64
 
 for n in prefill decode; do
 	left=$(ctl $n rooms | awk '/^rooms / { print $2 }')
