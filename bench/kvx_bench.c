@@ -976,7 +976,7 @@ room_prepare(struct bench *b, uint32_t s)
 	b->opened++;
 }
 
-/* Slot s's room is open on decode (generation gen): build its chunks for prefill (they go at
+/* Slot s's room is open on decode: build its chunks for prefill (they go at
  * the next chunks_flush), aborting on decode where planned.  Returns 0 or -errno (fatal). */
 static int
 room_begin(struct bench *b, uint32_t s)

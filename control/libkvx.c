@@ -6,7 +6,9 @@
  * One SOCK_SEQPACKET connection per struct kvx_conn.  Requests carry an increasing seq and wait
  * (bounded by req_timeout_ms) for the REPLY with the same seq; EVENTs that arrive meanwhile are
  * queued in arrival order and handed out later by kvx_event_read().  A REPLY whose seq belongs
- * to an earlier request (one that timed out) is dropped.
+ * to an earlier request (one that timed out) is dropped.  kvx_room_openv / kvx_room_closev send
+ * up to BATCH_WINDOW requests before they wait: the replies of that window are recorded by seq
+ * whenever they arrive (also while a send waits for room), the wait bounded the same way.
  *
  * The fd handed out by kvx_conn_fd() is an epoll fd over the socket and an eventfd that is
  * signalled while the queue holds events, so it is readable whenever kvx_event_read() has
@@ -1052,7 +1054,7 @@ kvx_room_open_regions(struct kvx_conn *c, uint64_t room, const struct kvx_region
 /*
  * A batch of n requests of one type (kvx_room_openv: opens, with their checked lengths in len;
  * kvx_room_closev: closes of rooms[i]), BATCH_WINDOW at a time: a window's requests go out
- * back to back (one wake-up of kvxd), then its replies are collected, whatever their order.
+ * back to back (on rings, one wake-up of kvxd), then its replies are collected, in any order.
  * res[i] gets request i's status, or its generation for an open.  Returns n, or the session's
  * -errno when a send or a wait failed: the requests not answered by then get it too.
  */
