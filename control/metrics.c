@@ -23,6 +23,7 @@
 #include "control/rooms.h"
 #include "core/fault.h"
 #include "core/hist.h"
+#include "core/mbox.h"
 
 struct lbl {
 	const char *k, *v;
@@ -534,6 +535,13 @@ core_counters(struct out *o, struct kvxd *d)
 			snprintf(core, sizeof(core), "%d", i);
 			sample(o, L({"core", core}), atomic_load_explicit(v, memory_order_relaxed));
 		}
+	}
+	family(o, "kvx_core_control_wakes_total", "counter",
+	       "times the core woke the parked control core (eventfd writes to its outbox)");
+	for (int i = 0; i < d->ncores; i++) {
+		snprintf(core, sizeof(core), "%d", i);
+		sample(o, L({"core", core}),
+		       d->cores[i].outbox ? kvx_mbox_wakes(d->cores[i].outbox) : 0);
 	}
 	/* what each rail (device) carried: a room's WRITEs are striped over every rail */
 	static const struct {

@@ -14,6 +14,7 @@ struct kvx_mbox {
 	/* producer line */
 	_Alignas(64) _Atomic uint32_t tail;
 	uint32_t head_cache;
+	_Atomic uint64_t wakes; /* eventfd writes (any thread reads it, relaxed) */
 	/* consumer line */
 	_Alignas(64) _Atomic uint32_t head;
 	_Atomic int parked;
@@ -84,8 +85,10 @@ wake(struct kvx_mbox *m)
 		KVX_WARN("eventfd write: %s", strerror(errno));
 }
 
-int
-kvx_mbox_put(struct kvx_mbox *m, const void *msg)
+/* Copy one message in; wake a parked consumer only when `loud`, or once the mailbox is half
+ * full (a quiet message never waits behind a consumer that cannot drain in time). */
+static int
+put(struct kvx_mbox *m, const void *msg, bool loud)
 {
 	uint32_t tail = atomic_load_explicit(&m->tail, memory_order_relaxed);
 
@@ -96,12 +99,40 @@ kvx_mbox_put(struct kvx_mbox *m, const void *msg)
 	}
 	memcpy(m->slots + (size_t)(tail & m->mask) * m->msg_size, msg, m->msg_size);
 	atomic_store_explicit(&m->tail, tail + 1, memory_order_seq_cst);
+	if (!loud) {
+		/* half full by the cached head: refresh it, and wake if that is still so */
+		if (tail + 1 - m->head_cache < (m->mask + 1) / 2)
+			return 0;
+		m->head_cache = atomic_load_explicit(&m->head, memory_order_acquire);
+		if (tail + 1 - m->head_cache < (m->mask + 1) / 2)
+			return 0;
+	}
 	/* one wake-up per park: the first message after the consumer parked takes the flag (the
 	 * consumer is woken and drains everything), the rest of a batch find it clear */
 	if (atomic_load_explicit(&m->parked, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&m->parked, 0, memory_order_seq_cst))
+	    atomic_exchange_explicit(&m->parked, 0, memory_order_seq_cst)) {
 		wake(m);
+		atomic_fetch_add_explicit(&m->wakes, 1, memory_order_relaxed);
+	}
 	return 0;
+}
+
+int
+kvx_mbox_put(struct kvx_mbox *m, const void *msg)
+{
+	return put(m, msg, true);
+}
+
+int
+kvx_mbox_put_quiet(struct kvx_mbox *m, const void *msg)
+{
+	return put(m, msg, false);
+}
+
+uint64_t
+kvx_mbox_wakes(const struct kvx_mbox *m)
+{
+	return atomic_load_explicit(&((struct kvx_mbox *)m)->wakes, memory_order_relaxed);
 }
 
 int

@@ -32,6 +32,10 @@ void kvx_mbox_destroy(struct kvx_mbox *m);
 
 /* Producer: copy one message in.  Returns 0, or -ENOBUFS when full (nothing written). */
 int kvx_mbox_put(struct kvx_mbox *m, const void *msg);
+/* Producer: the same, for a message nothing waits on (a give-back): it wakes a parked consumer
+ * only once the mailbox is half full, else it is taken at the consumer's next wake-up (its
+ * own timers bound when: the control core wakes at least every tick). */
+int kvx_mbox_put_quiet(struct kvx_mbox *m, const void *msg);
 /* Producer: free slots now (a lower bound). */
 uint32_t kvx_mbox_free_count(const struct kvx_mbox *m);
 
@@ -47,5 +51,7 @@ void kvx_mbox_park_prepare(struct kvx_mbox *m);
 void kvx_mbox_park_done(struct kvx_mbox *m, bool woken);
 /* Any thread: wake the consumer if it is parked (e.g. to stop it). */
 void kvx_mbox_kick(struct kvx_mbox *m);
+/* Any thread: eventfd writes that woke the consumer from a put so far (not kicks). */
+uint64_t kvx_mbox_wakes(const struct kvx_mbox *m);
 
 #endif /* KVX_CORE_MBOX_H */

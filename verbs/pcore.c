@@ -134,12 +134,16 @@ emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 	out_put(c, &m);
 }
 
+/* A chunk or a meta back to the control core to be freed: nothing waits on it, so it does not
+ * wake a parked control core (kvx_mbox_put_quiet); its next wake-up takes it.  The outbox is
+ * reserved like out_put's. */
 static void
 give_back(struct kvxd_core *c, uint32_t type, void *ptr)
 {
 	struct kvxd_msg m = {.type = type, .ptr = ptr};
 
-	out_put(c, &m);
+	if (kvx_mbox_put_quiet(c->outbox, &m))
+		stat_add(&c->st.outbox_full, 1); /* unreachable by construction; counted */
 }
 
 /* ---- rooms --------------------------------------------------------------------------------- */

@@ -126,6 +126,53 @@ test_one_wake_per_park(void **state)
 	kvx_mbox_destroy(m);
 }
 
+/* A quiet put (a give-back nothing waits on) leaves a parked consumer asleep until the mailbox
+ * is half full: then it wakes it, once; a loud put after quiet ones wakes it at once.  Every
+ * message is there for the next drain, in order. */
+static void
+test_quiet_put_wakes_only_half_full(void **state)
+{
+	struct kvx_mbox *m = kvx_mbox_create(16, sizeof(struct msg));
+	struct msg in = {0}, out[16];
+	uint64_t writes = 0;
+
+	(void)state;
+	kvx_mbox_park_prepare(m);
+	for (int i = 0; i < 7; i++) {
+		in.seq = (uint64_t)i;
+		assert_int_equal(kvx_mbox_put_quiet(m, &in), 0);
+	}
+	assert_false(fd_readable(kvx_mbox_fd(m))); /* 7 of 16: asleep, no syscall */
+	assert_int_equal(kvx_mbox_wakes(m), 0);
+	in.seq = 7;
+	assert_int_equal(kvx_mbox_put_quiet(m, &in), 0); /* 8 of 16: half full */
+	assert_int_equal(read(kvx_mbox_fd(m), &writes, sizeof(writes)), sizeof(writes));
+	assert_int_equal(writes, 1);
+	assert_int_equal(kvx_mbox_wakes(m), 1);
+	in.seq = 8;
+	assert_int_equal(kvx_mbox_put_quiet(m, &in), 0); /* woken already: no second write */
+	assert_false(fd_readable(kvx_mbox_fd(m)));
+	kvx_mbox_park_done(m, false);
+	assert_int_equal(kvx_mbox_get_burst(m, out, 16), 9);
+	for (int i = 0; i < 9; i++)
+		assert_int_equal(out[i].seq, (uint64_t)i);
+	/* quiet, then loud: the loud one wakes */
+	kvx_mbox_park_prepare(m);
+	assert_int_equal(kvx_mbox_put_quiet(m, &in), 0);
+	assert_false(fd_readable(kvx_mbox_fd(m)));
+	assert_int_equal(kvx_mbox_put(m, &in), 0);
+	assert_true(fd_readable(kvx_mbox_fd(m)));
+	assert_int_equal(kvx_mbox_wakes(m), 2);
+	kvx_mbox_park_done(m, true);
+	assert_int_equal(kvx_mbox_get_burst(m, out, 16), 2);
+	/* a busy consumer: a quiet put costs nothing either, and full is full */
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(kvx_mbox_put_quiet(m, &in), 0);
+	assert_int_equal(kvx_mbox_put_quiet(m, &in), -ENOBUFS);
+	assert_false(fd_readable(kvx_mbox_fd(m)));
+	kvx_mbox_destroy(m);
+}
+
 #define N_MSGS 200000
 
 struct race {
@@ -199,6 +246,7 @@ main(void)
 		cmocka_unit_test(test_order_and_capacity),
 		cmocka_unit_test(test_wake_only_when_parked),
 		cmocka_unit_test(test_one_wake_per_park),
+		cmocka_unit_test(test_quiet_put_wakes_only_half_full),
 		cmocka_unit_test(test_no_lost_wakeup),
 	};
 
