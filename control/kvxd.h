@@ -367,6 +367,8 @@ struct kvxd {
 	int next_pool_id;
 	uint32_t next_gen, next_token;
 	int epfd, tcp_fd, eng_fd, sig_fd;
+	int cpu_claim_fd[KVX_MAX_CORES]; /* held claims of our polling CPUs (verbs/topo.h) */
+	int n_cpu_claims;
 	/* the engine socket (kvxd_engine_listen): kvxd's own uid, the socket file's group and
 	 * identity (only that file is unlinked at exit), the admin group if configured */
 	uid_t self_uid;

@@ -78,6 +78,51 @@ signals_block(struct kvxd *d)
 	return d->sig_fd < 0 ? -errno : 0;
 }
 
+/* One polling CPU near dev for poll_cpus = auto, not one of taken[0..ntaken): the first (highest)
+ * that no other kvxd of this host has claimed (the claim is taken and held), else the first
+ * free of ours and shared with another kvxd, with a warning.  -1: none near dev is free of
+ * ours (unpinned); -errno: no CPU near dev at all. */
+static int
+pick_near(struct kvxd *d, const char *dev, const int *taken, int ntaken)
+{
+	int near[KVX_MAX_CORES],
+		shared = -1,
+		m = kvx_topo_pick_poll_cpus(dev, d->cfg.control_cpu, near, KVX_MAX_CORES);
+
+	if (m < 0)
+		return m;
+	for (int i = 0; i < m; i++) {
+		bool ours = false;
+		int fd;
+
+		for (int j = 0; j < ntaken; j++)
+			ours = ours || taken[j] == near[i];
+		if (ours)
+			continue;
+		if (shared < 0)
+			shared = near[i];
+		if (!d->cfg.cpu_claims[0])
+			return near[i];
+		fd = kvx_topo_claim_cpu(d->cfg.cpu_claims, near[i]);
+		if (fd >= 0) {
+			d->cpu_claim_fd[d->n_cpu_claims++] = fd;
+			return near[i];
+		}
+		if (fd != -EBUSY) {
+			KVX_WARN("[cores] cpu_claims %s: cannot claim cpu %d: %s; placing polling "
+				 "cores without claims",
+				 d->cfg.cpu_claims, near[i], strerror(-fd));
+			d->cfg.cpu_claims[0] = '\0';
+			return near[i];
+		}
+	}
+	if (shared >= 0)
+		KVX_WARN("every CPU near %s is claimed by another kvxd of this host (%s): polling "
+			 "on cpu %d too",
+			 dev, d->cfg.cpu_claims, shared);
+	return shared;
+}
+
 static int
 pick_cores(struct kvxd *d, int *cpus)
 {
@@ -90,24 +135,16 @@ pick_cores(struct kvxd *d, int *cpus)
 	/* One polling core by default: measured best on small machines (DESIGN.md 9).  With
 	 * several rails, one per rail, each on a CPU near its rail's device: on rxe a post does
 	 * the device's send work in the poster's thread, so one core for two rails moved 30 MB/s
-	 * where two moved 40 (the VM, 64 KiB rooms) */
-	if (d->cfg.n_rails == 1)
-		return kvx_topo_pick_poll_cpus(d->cfg.device, d->cfg.control_cpu, cpus, 1);
+	 * where two moved 40 (the VM, 64 KiB rooms).  Each on a CPU no other kvxd of this host
+	 * polls on, while there is one near the device: two test nodes on one 2-vCPU VM both on
+	 * cpu 1 moved 64 KiB rooms at 19 to 26 MB/s, on cpus 1 and 0 at 29 to 31 (README) */
 	for (int k = 0; k < d->cfg.n_rails; k++) {
-		int near[KVX_MAX_CORES],
-			m = kvx_topo_pick_poll_cpus(d->cfg.rails[k].device, d->cfg.control_cpu,
-						    near, KVX_MAX_CORES);
+		int cpu = pick_near(d, d->cfg.rails[k].device, cpus, n);
 
-		for (int i = 0; i < m; i++) {
-			bool taken = false;
-
-			for (int j = 0; j < n; j++)
-				taken = taken || cpus[j] == near[i];
-			if (!taken) {
-				cpus[n++] = near[i];
-				break;
-			}
-		}
+		if (cpu < 0 && d->cfg.n_rails == 1)
+			return cpu; /* no CPU near the device: refused, as before */
+		if (cpu >= 0)
+			cpus[n++] = cpu;
 	}
 	/* peers must have as many polling cores: one per rail whatever the machine, unpinned
 	 * when no free CPU is near the device */
@@ -337,6 +374,8 @@ err_fini_cores:
 	while (c-- > 0)
 		kvx_pcore_fini(&d->cores[c]);
 err_destroy_tables:
+	while (d->n_cpu_claims > 0) /* the cores are gone: another kvxd may poll there now */
+		close(d->cpu_claim_fd[--d->n_cpu_claims]);
 	if (d->by_token)
 		kvx_room_table_destroy(d->by_token);
 	if (d->by_id)

@@ -95,6 +95,7 @@ enum {
 	K_NODE_CONNECT,
 	K_CORES_POLL_CPUS,
 	K_CORES_IDLE_PARK_US,
+	K_CORES_CPU_CLAIMS,
 	K_RDMA_DEVICE,
 	K_RDMA_PORT,
 	K_RDMA_GID_INDEX,
@@ -434,6 +435,25 @@ parse_control_cpu(struct parse *p, const struct key *k, const char *value)
 	return 1;
 }
 
+/* "none", or the absolute path of the directory of this host's CPU claims (topo.h). */
+static int
+parse_cpu_claims(struct parse *p, const struct key *k, const char *value)
+{
+	size_t n = strlen(value);
+
+	if (strcmp(value, "none") == 0) {
+		p->cfg.cpu_claims[0] = '\0';
+		return 1;
+	}
+	if (value[0] != '/')
+		return key_fail(p, k->name, "'%s' is neither an absolute path nor \"none\"", value);
+	if (n >= sizeof(p->cfg.cpu_claims))
+		return key_fail(p, k->name, "path is %zu bytes, at most %zu allowed", n,
+				sizeof(p->cfg.cpu_claims) - 1);
+	snprintf(p->cfg.cpu_claims, sizeof(p->cfg.cpu_claims), "%s", value);
+	return 1;
+}
+
 static int
 parse_poll_cpus(struct parse *p, const struct key *k, const char *value)
 {
@@ -706,6 +726,7 @@ static const struct key keys[K_COUNT] = {
 	[K_NODE_CONNECT] = F(SECT_NODE, "connect", false, parse_connect, on_demand),
 	[K_CORES_POLL_CPUS] = F(SECT_CORES, "poll_cpus", false, parse_poll_cpus, poll_cpus),
 	[K_CORES_IDLE_PARK_US] = U(SECT_CORES, "idle_park_us", idle_park_us, 0, UINT32_MAX, NULL),
+	[K_CORES_CPU_CLAIMS] = F(SECT_CORES, "cpu_claims", false, parse_cpu_claims, cpu_claims),
 	[K_RDMA_DEVICE] = F(SECT_RDMA, "device", true, parse_name, device),
 	[K_RDMA_PORT] = U(SECT_RDMA, "port", port, 1, 255, NULL),
 	[K_RDMA_GID_INDEX] = U(SECT_RDMA, "gid_index", gid_index, 0, 255, NULL),
@@ -1016,6 +1037,7 @@ defaults(struct kvx_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->control_cpu = -1;
 	cfg->poll_cpus_auto = true;
+	snprintf(cfg->cpu_claims, sizeof(cfg->cpu_claims), "%s", KVX_CFG_CPU_CLAIMS_DEFAULT);
 	cfg->port = 1;
 	cfg->gid_index = 1;
 	cfg->sq_depth = 512;
@@ -1291,6 +1313,7 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		fprintf(f, "\n");
 	}
 	fprintf(f, "idle_park_us = %" PRIu32 "\n", cfg->idle_park_us);
+	print_kv(f, "cpu_claims", cfg->cpu_claims[0] ? cfg->cpu_claims : "none");
 
 	fprintf(f, "\n[rdma]\n");
 	print_kv(f, "device", cfg->device);

@@ -11,7 +11,9 @@
  *              on_demand a peer's session is set up when a room needs it, by either side, and
  *              closed after [timeouts] idle_ms without rooms)
  *   [cores]    poll_cpus ("auto" or a comma list of cpu ids, at most KVX_MAX_CORES; default auto),
- *              idle_park_us (0 = never park; default 0)
+ *              idle_park_us (0 = never park; default 0), cpu_claims (an absolute directory or
+ *              "none"; default /run/kvx: with poll_cpus = auto, the CPUs other kvxd of this
+ *              host poll on are claimed there and avoided, verbs/topo.h)
  *   [rdma]     device (R), port (1..255, default 1), gid_index (0..255, default 1),
  *              sq_depth (16..32768, default 512), rq_depth (16..32768, default 512),
  *              cq_depth (64..262144; default 2 x peers x (sq_depth + rq_depth), at least 4096;
@@ -68,6 +70,7 @@
 #define KVX_MAX_PEERS 256
 #define KVX_CFG_NAME_MAX 64
 #define KVX_CFG_PATH_MAX 108
+#define KVX_CFG_CPU_CLAIMS_DEFAULT "/run/kvx"
 #define KVX_CFG_ALLOW_FROM_MAX 8
 #define KVX_MAX_RAILS 4 /* RDMA devices per node: [rdma] and up to three [rail.N] */
 
@@ -118,6 +121,7 @@ struct kvx_config {
 	int poll_cpus[KVX_MAX_CORES];
 	int n_poll_cpus; /* >= 1 when !poll_cpus_auto */
 	uint32_t idle_park_us;
+	char cpu_claims[KVX_CFG_PATH_MAX]; /* empty: none */
 	/* [rdma] */
 	char device[KVX_CFG_NAME_MAX];
 	uint8_t port;

@@ -2,7 +2,12 @@
 #include "verbs/topo.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <hwloc.h>
 #include <hwloc/openfabrics-verbs.h>
@@ -58,4 +63,29 @@ kvx_topo_pick_poll_cpus(const char *devname, int control_cpu, int *out, int max)
 out_topo:
 	hwloc_topology_destroy(topo);
 	return rc;
+}
+
+int
+kvx_topo_claim_cpu(const char *dir, int cpu)
+{
+	char path[4096];
+	int fd, n;
+
+	if (cpu < 0)
+		return -EINVAL;
+	n = snprintf(path, sizeof(path), "%s/cpu%d.claim", dir, cpu);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno == EWOULDBLOCK ? EBUSY : errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
 }

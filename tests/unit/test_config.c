@@ -157,6 +157,7 @@ assert_config_equal(const struct kvx_config *a, const struct kvx_config *b)
 	for (i = 0; i < a->n_poll_cpus; i++)
 		assert_int_equal(a->poll_cpus[i], b->poll_cpus[i]);
 	assert_int_equal(a->idle_park_us, b->idle_park_us);
+	assert_string_equal(a->cpu_claims, b->cpu_claims);
 	assert_string_equal(a->device, b->device);
 	assert_int_equal(a->port, b->port);
 	assert_int_equal(a->gid_index, b->gid_index);
@@ -649,6 +650,30 @@ test_bad_poll_cpus(void **state)
 		expect_fail(text, MIN_LINES + 2, "[cores] poll_cpus: ");
 		expect_fail(text, MIN_LINES + 2, cases[i].msg);
 	}
+}
+
+/* [cores] cpu_claims: an absolute directory, "none" (no claims), default /run/kvx. */
+static void
+test_cpu_claims(void **state)
+{
+	struct kvx_config cfg;
+	char text[512], long_path[150];
+
+	(void)state;
+	load_ok(MIN_INI, &cfg);
+	assert_string_equal(cfg.cpu_claims, "/run/kvx");
+	load_ok(MIN_INI "[cores]\ncpu_claims = none\n", &cfg);
+	assert_string_equal(cfg.cpu_claims, "");
+	load_ok(MIN_INI "[cores]\ncpu_claims = /var/run/kvx-claims\n", &cfg);
+	assert_string_equal(cfg.cpu_claims, "/var/run/kvx-claims");
+	expect_fail(MIN_INI "[cores]\ncpu_claims = run/kvx\n", MIN_LINES + 2,
+		    "[cores] cpu_claims: 'run/kvx' is neither an absolute path nor \"none\"");
+	expect_fail(MIN_INI "[cores]\ncpu_claims =\n", MIN_LINES + 2, "[cores] cpu_claims: ");
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	snprintf(text, sizeof(text), MIN_INI "[cores]\ncpu_claims = %s\n", long_path);
+	expect_fail(text, MIN_LINES + 2, "path is 149 bytes, at most 107 allowed");
 }
 
 static void
@@ -1222,6 +1247,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_valid),
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_cpu_claims),
 		cmocka_unit_test(test_syntax_variants),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_limits_accepted),
