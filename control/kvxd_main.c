@@ -85,9 +85,11 @@ signals_block(struct kvxd *d)
 static int
 pick_near(struct kvxd *d, const char *dev, const int *taken, int ntaken)
 {
-	int near[KVX_MAX_CORES],
+	/* every CPU near dev is a candidate, not only the first few: a node may run more kvxd
+	 * than one kvxd has polling cores */
+	int near[CPU_SETSIZE],
 		shared = -1,
-		m = kvx_topo_pick_poll_cpus(dev, d->cfg.control_cpu, near, KVX_MAX_CORES);
+		m = kvx_topo_pick_poll_cpus(dev, d->cfg.control_cpu, near, CPU_SETSIZE);
 
 	if (m < 0)
 		return m;
