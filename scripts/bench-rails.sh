@@ -11,7 +11,7 @@
 #        at the same time: the sum of both MiB/s (perftest's own window: SECONDS/4 margins).
 # Units: 10^6 B/s on both sides (perftest's "MB/sec" is MiB/s and is converted).  Prints one line
 # per run pair and, last:
-#   bench: shape=64k-2rails kvx=X ref=Y unit=MBps ratio=MIN/MEDIAN/MAX
+#   bench: shape=64k-2rails inflight=N kvx=X ref=Y unit=MBps ratio=MIN/MEDIAN/MAX
 # After each pair, where the guest's CPU went in the middle of each run (cpu_window), in shares of
 # its two vCPUs: busy, softirq, and the threads of prefill's kvxd (polling cores: on rxe their
 # system time is the emulated NIC's send work; other threads), decode's, kvx-bench and
@@ -19,7 +19,8 @@
 # kvx and ref are the medians; each ratio is kvx / ref of one interleaved pair.  The runs' files
 # stay in BUILD_DIR/vm-logs/bench-rails/.  Exits 1 if a run failed.
 # Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3), KVX_BENCH_INFLIGHT
-# (kvx rooms in flight; 8).
+# (kvx rooms in flight; 64: each room is 4 WRITEs of 64 KiB, so 64 rooms keep 256 WRITEs
+# outstanding, as the two ib_write_bw do with their default send queue depth of 128 each).
 set -euo pipefail
 
 if [ "${1:-}" = --vm ]; then
@@ -121,7 +122,7 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 4 ]; then
 fi
 margin=$((secs / 4 * 1000))
 runs=${KVX_BENCH_RUNS:-3}
-inflight=${KVX_BENCH_INFLIGHT:-8}
+inflight=${KVX_BENCH_INFLIGHT:-64}
 if ! [[ "$inflight" =~ ^[1-9][0-9]*$ ]]; then
 	echo "bench-rails: KVX_BENCH_INFLIGHT must be a whole number of rooms, at least 1" >&2
 	exit 2
@@ -167,5 +168,5 @@ done
 read -r _ kmed _ < <(tr ' ' '\n' <<<"$kvxs" | grep . | stats)
 read -r _ rmed _ < <(tr ' ' '\n' <<<"$refs" | grep . | stats)
 read -r rmin rmedr rmax < <(tr ' ' '\n' <<<"$ratios" | grep . | stats)
-echo "bench: shape=64k-2rails kvx=$kmed ref=$rmed unit=MBps ratio=$rmin/$rmedr/$rmax"
+echo "bench: shape=64k-2rails inflight=$inflight kvx=$kmed ref=$rmed unit=MBps ratio=$rmin/$rmedr/$rmax"
 exit $status
