@@ -47,6 +47,7 @@ SHAPES='
 64k-gather   bw   65536    MBps    --inflight 8 --pages 16 --bufs 4 --scatter-src
 1m           bw   1048576  MBps    --inflight 8 --pages 256 --bufs 4
 1page        bw   4096     per_s   --inflight 32 --pages 1 --bufs 1
+1page-deep   bw   4096     per_s   --inflight 128 --pages 1 --bufs 1
 1page-single bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --single
 lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
 '
