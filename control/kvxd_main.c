@@ -316,6 +316,7 @@ main(int argc, char **argv)
 				    d->by_token);
 		if (rc)
 			goto err_fini_cores;
+		d->cores[c].clock_us = kvxd_now_us;
 	}
 	d->ncores = ncores;
 	kvxd_peer_init_all(d);

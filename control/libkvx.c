@@ -646,9 +646,8 @@ rings_free(struct kvx_conn *c)
 	c->ncevt = 0;
 }
 
-/* Ask kvxd for the session's rings (KVX_ENG_RINGS), with one core ring per polling core when
- * KVX_CORE_RINGS=1 is in the environment (opt-in until the submission side moves to the
- * polling cores too: alone, on a 2-vCPU guest, they measured no faster).  Returns 0 with the rings
+/* Ask kvxd for the session's rings (KVX_ENG_RINGS), with one core ring per polling core unless
+ * KVX_CORE_RINGS=0 is in the environment.  Returns 0 with the rings
  * in use, 0 on the socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or
  * -errno when the session broke. */
 static int
@@ -666,7 +665,7 @@ rings_setup(struct kvx_conn *c)
 	if (env && strcmp(env, "0") == 0)
 		return 0;
 	m = tx_msg(c, sizeof(*m));
-	if (cenv && strcmp(cenv, "1") == 0)
+	if (!cenv || strcmp(cenv, "0") != 0)
 		m->flags = KVX_ENG_RINGS_CORE;
 	c->want_fds = 3;
 	c->ngot_fds = 0;

@@ -70,7 +70,7 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		/* the end of a room is told exactly once (a late engine is told when it comes,
 		 * kvxd_room_tell); other states as they happen.  Nobody to tell: an orphan goes
 		 * once it is quiescent (see tick). */
-		kvxd_room_ended(d, r, m->state); /* the histograms, once */
+		kvxd_room_ended(d, r, m->state, m->at_us); /* the histograms, once */
 		if (r->pc.role == KVX_ROOM_PREFILL && kvx_room_state_terminal(m->state))
 			kvxd_room_meta_refuse_parked(d, r); /* waiting endpoints are told now */
 		if (m->told == KVXD_TOLD_CORE) { /* its core put it into the engine's core ring */

@@ -524,10 +524,10 @@ kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state)
 }
 
 void
-kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state)
+kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state, uint64_t at_us)
 {
 	int role = r->pc.role;
-	uint64_t now = kvxd_now_us();
+	uint64_t now = at_us ? at_us : kvxd_now_us();
 
 	if (r->end_seen || !kvxd_room_terminal_for_engine(r, state))
 		return;

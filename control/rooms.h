@@ -245,7 +245,7 @@ bool kvxd_room_terminal_for_engine(const struct kvxd_room *r, int state);
 /* Its core reported state: the first time it is the room's end for its engine
  * (kvxd_room_terminal_for_engine), the room's latency, and on SUCCESS its bytes, go into the
  * histograms (d->hist).  Later calls do nothing. */
-void kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state);
+void kvxd_room_ended(struct kvxd *d, struct kvxd_room *r, int state, uint64_t at_us);
 /* Tell a room's engine its terminal event unless it was told already (exactly once).  Returns
  * true when this call told it. */
 bool kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev);

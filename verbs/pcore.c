@@ -45,6 +45,15 @@ out_put(struct kvxd_core *c, const struct kvxd_msg *m)
 		stat_add(&c->st.outbox_full, 1); /* unreachable by construction; counted */
 }
 
+/* out_put without waking a parked control core: its next wake-up takes it (at most a tick
+ * away, or at once when the outbox is half full). */
+static void
+quiet_put(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	if (kvx_mbox_put_quiet(c->outbox, m))
+		stat_add(&c->st.outbox_full, 1); /* unreachable by construction; counted */
+}
+
 /* The engine of a ring this iteration put into is woken at its end (evq_notify). */
 static void
 evq_dirty(struct kvxd_core *c, struct kvx_pcore_evq *q)
@@ -119,6 +128,12 @@ tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 	return end ? KVXD_TOLD_CLAIM : KVXD_TOLD_SPILL;
 }
 
+/* The control core learns every state for its books.  One its engine heard already from the
+ * core ring (a state on the way, or SUCCESS) waits for the control core's next wake-up
+ * (quiet_put): nobody waits on it there, and the wake-up would be one more thread switch per
+ * room.  Anything else wakes it: an event it must send itself, and FAILED or RELEASED, which
+ * its abort and failure paths act on at once.  at_us keeps the room's latency honest when the
+ * control core takes the EVENT late. */
 static void
 emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
@@ -127,11 +142,16 @@ emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 			     .room_id = r->id,
 			     .gen = r->gen,
 			     .state = r->fsm.state,
-			     .error = r->error};
+			     .error = r->error,
+			     .at_us = c->clock_us ? c->clock_us() : 0};
+	int st = r->fsm.state;
 
 	memcpy(m.reason, r->reason, sizeof(m.reason));
 	m.told = tell_core(c, r);
-	out_put(c, &m);
+	if (m.told == KVXD_TOLD_CORE && st != KVX_ROOM_FAILED && st != KVX_ROOM_RELEASED)
+		quiet_put(c, &m);
+	else
+		out_put(c, &m);
 }
 
 /* A chunk or a meta back to the control core to be freed: nothing waits on it, so it does not
@@ -1131,8 +1151,8 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 	case KVXD_MSG_ROOM_DROP:
 		drop_pending(c, r);
 		drain_remove(c, r);
-		m->type = KVXD_MSG_ROOM_FREE;
-		out_put(c, m);
+		m->type = KVXD_MSG_ROOM_FREE; /* only memory to free: quiet */
+		quiet_put(c, m);
 		break;
 	default:
 		break;

@@ -269,6 +269,7 @@ struct kvxd_msg {
 	uint8_t rails_down;	     /* PEER_RAILS */
 	bool hold;		     /* PEER_RAILS */
 	uint8_t told;		     /* EVENT: enum kvxd_told */
+	uint64_t at_us; /* EVENT: when the core set the state (clock_us; 0: not stamped) */
 	char reason[KVXD_REASON_MAX];
 };
 
@@ -309,6 +310,9 @@ struct kvxd_core {
 	struct kvxd_chunk *dead_head, *dead_tail;
 	uint32_t idle_park_us;
 	uint64_t idle_since_ns;
+	/* the control core's clock (kvxd_now_us), set by it after init: an EVENT the control core
+	 * takes later than it happened still counts from when it happened.  NULL: not stamped. */
+	uint64_t (*clock_us)(void);
 	atomic_bool stop;
 	pthread_t thread;
 	bool running;

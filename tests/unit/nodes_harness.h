@@ -117,10 +117,12 @@ node_init(struct kvxd *d, const char *name)
 	snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", d->cfg.rails[0].device);
 	d->by_id = kvx_room_table_create(16);
 	d->by_token = kvx_room_table_create(16);
-	for (int c = 0; c < harness_cores; c++)
+	for (int c = 0; c < harness_cores; c++) {
 		assert_int_equal(kvx_pcore_init(&d->cores[c], c, -1, devs, d->nrails, &d->cfg,
 						d->by_id, d->by_token),
 				 0);
+		d->cores[c].clock_us = kvxd_now_us;
+	}
 	d->ncores = harness_cores;
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(d->epfd >= 0);

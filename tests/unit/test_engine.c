@@ -2150,6 +2150,92 @@ test_core_ring_keeps_an_aborted_room_in_order(void **state)
 	eng_close(&eb);
 }
 
+/* Every polling core of both nodes steps, and b's control core; a's control core does not: it
+ * stays parked, as in its epoll_wait. */
+static void
+step_all_but_a_control(void)
+{
+	for (int i = 0; i < nnodes; i++)
+		for (int c = 0; c < N[i].ncores; c++)
+			kvx_pcore_poll_once(&N[i].cores[c]);
+	kvxd_loop_once(&B, 0);
+}
+
+/* A decode room's SUCCESS, which its engine hears from the core ring, does not wake its parked
+ * control core: the EVENT waits in the outbox for the control core's next wake-up, which keeps
+ * its books then, with the room's latency counted from when the core set the state (mutant
+ * core_event_loud: every EVENT wakes it, one wake-up of the control core per room). */
+static void
+test_core_ring_success_wakes_no_control_core(void **state)
+{
+	static struct reng ra;
+	struct kvx_hist *lat = &A.hist.room_latency[KVX_ROOM_DECODE][KVXD_OUTCOME_SUCCESS];
+	struct kvxd_core *c = &A.cores[708 % A.ncores];
+	uint64_t wakes, seen0;
+	bool seen = false;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 708, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(708));
+	seen0 = lat->count;
+	eng_chunk(&eb, 708, pb, 4, 0);
+	kvx_mbox_park_prepare(c->outbox);
+	wakes = kvx_mbox_wakes(c->outbox);
+	for (int step = 0; step < MAX_STEPS && !seen; step++) {
+		step_all_but_a_control();
+		reng_read(&ra);
+		for (int i = 0; i < ra.nev; i++)
+			seen = seen ||
+			       (ra.ev[i].room == 708 && ra.ev[i].state == KVX_STATE_SUCCESS);
+	}
+	assert_true(seen);
+	assert_int_equal(kvx_mbox_wakes(c->outbox), wakes);
+	assert_false(kvx_mbox_empty(c->outbox)); /* the EVENT waits there */
+	assert_int_equal(lat->count, seen0);
+	kvx_mbox_park_done(c->outbox, false);
+	kvxd_loop_once(&A, 0); /* its next wake-up */
+	assert_int_equal(lat->count, seen0 + 1);
+	assert_int_equal(A.ctr.events_core, 2); /* WAITING_FOR_INPUT, SUCCESS */
+	assert_int_equal(A.ctr.events_duplicate, 0);
+	assert_int_equal(reng_count(&ra, 708, KVX_STATE_SUCCESS, -2), 1);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
+/* A decode room's FAILED wakes its parked control core at once, though its engine heard it
+ * from the core ring: the abort that follows is the control core's to drive (mutant
+ * core_failed_quiet). */
+static void
+test_core_ring_failure_wakes_the_control_core(void **state)
+{
+	static struct reng ra;
+	struct kvx_eng_room_close ab = {.room = 709};
+	struct kvxd_core *c = &A.cores[709 % A.ncores];
+	struct eng eb;
+	uint64_t wakes;
+	int pa, pb;
+
+	(void)state;
+	pair_with_core_rings(&ra, &eb, &pa, &pb);
+	assert_int_equal(reng_room_open(&ra, 709, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(709));
+	reng_send(&ra, KVX_ENG_ROOM_ABORT, &ab, sizeof(ab));
+	kvxd_loop_once(&A, 0); /* a's control core takes the abort: ROOM_ABORT to the room's core */
+	kvx_mbox_park_prepare(c->outbox);
+	wakes = kvx_mbox_wakes(c->outbox);
+	kvx_pcore_poll_once(c); /* FAILED, then DRAINING, into the core ring */
+	assert_int_equal(kvx_mbox_wakes(c->outbox), wakes + 1);
+	kvx_mbox_park_done(c->outbox, true);
+	reng_pump_until_event(&ra, 709, KVX_STATE_RELEASED);
+	assert_int_equal(reng_count(&ra, 709, KVX_STATE_FAILED, (int)(709 % A.ncores)), 1);
+	assert_int_equal(reng_count(&ra, 709, KVX_STATE_RELEASED, -2), 1);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
 #define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
 
 static uint64_t
@@ -2741,6 +2827,8 @@ main(void)
 		T(test_corrupt_core_ring_ends_only_its_session),
 		T(test_core_ring_outlives_no_session),
 		T(test_core_ring_keeps_an_aborted_room_in_order),
+		T(test_core_ring_success_wakes_no_control_core),
+		T(test_core_ring_failure_wakes_the_control_core),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_requests_sent_before_a_reset_are_taken),

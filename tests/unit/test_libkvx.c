@@ -1653,7 +1653,7 @@ test_admin_pages(void **state)
 /* ---- rings (KVX_ENG_RINGS) ---- */
 
 /* A connection on rings of size data bytes (0: kvxd's), with core_rings core rings offered
- * (libkvx asks for them with KVX_CORE_RINGS=1). */
+ * (libkvx asks for them unless KVX_CORE_RINGS=0; with 0 offered it does not ask). */
 static int
 setup_rings_with(void **state, uint64_t size, int core_rings)
 {
@@ -1667,7 +1667,7 @@ setup_rings_with(void **state, uint64_t size, int core_rings)
 	fx->f.ring_size = size;
 	fx->f.core_rings = core_rings;
 	pthread_mutex_unlock(&fx->f.mu);
-	if (core_rings && setenv("KVX_CORE_RINGS", "1", 1))
+	if (setenv("KVX_CORE_RINGS", core_rings ? "1" : "0", 1))
 		return -1;
 	fx->c = kvx_connect(fx->f.path);
 	unsetenv("KVX_CORE_RINGS");
@@ -1915,10 +1915,10 @@ test_core_ring_reply_is_a_protocol_error(void **state)
 	assert_int_equal(kvx_room_close(c, 12), -EPROTO);
 }
 
-/* Without KVX_CORE_RINGS=1 libkvx asks for the rings without core rings, with the header alone
- * (the request an older kvxd takes). */
+/* With nothing in the environment libkvx asks for core rings (the full request) and maps the
+ * ones kvxd offers (mutant core_rings_default_off: only with KVX_CORE_RINGS=1, as before). */
 static void
-test_core_rings_off_by_default(void **state)
+test_core_rings_on_by_default(void **state)
 {
 	struct fixture *fx = *state;
 
@@ -1928,6 +1928,29 @@ test_core_rings_off_by_default(void **state)
 	pthread_mutex_unlock(&fx->f.mu);
 	unsetenv("KVX_CORE_RINGS");
 	fx->c = kvx_connect(fx->f.path); /* nothing in the environment */
+	assert_non_null(fx->c);
+	assert_true(fx->c->rings);
+	assert_int_equal(fx->c->ncevt, 2);
+	pthread_mutex_lock(&fx->f.mu);
+	assert_int_equal(fx->f.rings_len, sizeof(struct kvx_eng_rings));
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_room_close(fx->c, 11), 0);
+}
+
+/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings, with the header alone (the
+ * request an older kvxd takes), whatever kvxd would offer (mutant core_rings_env_ignored). */
+static void
+test_core_rings_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.core_rings = 2;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(setenv("KVX_CORE_RINGS", "0", 1), 0);
+	fx->c = kvx_connect(fx->f.path);
+	unsetenv("KVX_CORE_RINGS");
 	assert_non_null(fx->c);
 	assert_true(fx->c->rings);
 	assert_int_equal(fx->c->ncevt, 0);
@@ -2348,7 +2371,9 @@ main(void)
 						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_ring_reply_is_a_protocol_error,
 						setup_core_rings, teardown),
-		cmocka_unit_test_setup_teardown(test_core_rings_off_by_default, setup_fake,
+		cmocka_unit_test_setup_teardown(test_core_rings_on_by_default, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_core_rings_off_by_environment, setup_fake,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,
 						teardown),

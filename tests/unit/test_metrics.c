@@ -648,12 +648,13 @@ test_room_end_counted_once(void **state)
 	(void)state;
 	assert_non_null(r);
 	fake_us += 20;
-	kvxd_room_ended(&A, r, KVX_ROOM_FAILED); /* decode: not its end yet */
+	kvxd_room_ended(&A, r, KVX_ROOM_FAILED, 0); /* decode: not its end yet */
 	assert_int_equal(A.hist.room_latency[0][1].count, was.room_latency[0][1].count);
-	kvxd_room_ended(&A, r, KVX_ROOM_SUCCESS);
-	kvxd_room_ended(&A, r, KVX_ROOM_SUCCESS);
+	/* its core set SUCCESS 8 µs before the control core took the EVENT: the room took 12 */
+	kvxd_room_ended(&A, r, KVX_ROOM_SUCCESS, fake_us - 8);
+	kvxd_room_ended(&A, r, KVX_ROOM_SUCCESS, 0);
 	assert_int_equal(A.hist.room_latency[0][0].count, was.room_latency[0][0].count + 1);
-	assert_int_equal(A.hist.room_latency[0][0].sum, was.room_latency[0][0].sum + 20);
+	assert_int_equal(A.hist.room_latency[0][0].sum, was.room_latency[0][0].sum + 12);
 	/* its bytes: 3 pages x 4096 B x 2 buffers */
 	assert_int_equal(A.hist.room_bytes[0].count, was.room_bytes[0].count + 1);
 	assert_int_equal(A.hist.room_bytes[0].sum, was.room_bytes[0].sum + 3 * 4096 * 2);

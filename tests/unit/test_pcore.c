@@ -327,6 +327,30 @@ test_immediate_from_another_session_not_credited(void **state)
 	assert_int_equal(atomic_load(&E.dc.core.st.imm_not_owner), 1);
 }
 
+/* A dropped room goes back to the control core (ROOM_FREE) without waking it where it is
+ * parked: only memory waits on it, and the control core's next wake-up takes it (mutant
+ * room_free_loud). */
+static void
+test_room_free_wakes_no_control_core(void **state)
+{
+	uint32_t dst[1] = {3};
+	struct kvx_pcore_room *d = decode_room(40, dst, 1);
+	struct kvxd_msg m = {.type = KVXD_MSG_ROOM_DROP, .room = d};
+	uint64_t wakes;
+
+	(void)state;
+	run(); /* its ROOM_OPEN */
+	kvx_mbox_park_prepare(E.dc.core.outbox);
+	wakes = kvx_mbox_wakes(E.dc.core.outbox);
+	assert_int_equal(kvx_pcore_send(&E.dc.core, &m), 0);
+	kvx_pcore_poll_once(&E.dc.core);
+	assert_int_equal(kvx_mbox_wakes(E.dc.core.outbox), wakes);
+	assert_false(kvx_mbox_empty(E.dc.core.outbox));
+	kvx_mbox_park_done(E.dc.core.outbox, false);
+	run();
+	assert_int_equal(count_msgs(KVXD_MSG_ROOM_FREE), 1);
+}
+
 int
 main(void)
 {
@@ -352,6 +376,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_immediate_from_another_peer_not_credited,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_room_free_wakes_no_control_core, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_immediate_from_another_session_not_credited,
 						setup, teardown),
 	};

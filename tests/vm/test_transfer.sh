@@ -41,7 +41,7 @@ bench gathered.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096
 check "$KVX_LOGDIR/gathered.json" 64
 wrs=$(($(metric prefill core_wr_posted_total) - wr0))
 [ "$wrs" = 256 ] || fail "64 gathered rooms x 4 buffers took $wrs WRs, not 256"
-# with core rings (opt-in): the decode rooms' events come from decode's polling core
+# with core rings (asked for explicitly here): the decode rooms' events come from decode's polling core
 ev0=$(metric decode events_core_total)
 KVX_CORE_RINGS=1 bench core_rings.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096
 check "$KVX_LOGDIR/core_rings.json" 64
