@@ -123,14 +123,29 @@ if [ "${1:-}" = --vm ]; then
 			else
 				cmd=(ib_write_bw -s "$bytes" -D "$secs")
 			fi
-			vm_log "$name: ref run $i: ${cmd[*]}"
-			# the reference: server on rxe1, client on rxe0 (rxe0 -> rxe1, like kvx)
-			start_bg "$name-ref$i-srv" "${cmd[@]}" -d rxe1 -x "$g1"
-			wait_for_port 18515 30 || fail "$name: ${cmd[0]} server does not listen"
-			start_bg "$name-ref$i-cli" "${cmd[@]}" -d rxe0 -x "$g0" 10.77.0.2
-			rc=0
-			wait_bg "$name-ref$i-cli" 120 || rc=$?
-			wait_bg "$name-ref$i-srv" 30 || fail "$name: ${cmd[0]} server did not end"
+			# the reference: server on rxe1, client on rxe0 (rxe0 -> rxe1, like kvx).  A run
+			# where either side fails (perftest on rxe now and then ends both without a
+			# figure) is run once more; a failed try's logs stay as NAME-refI-tTRY-*.log.
+			for try in 1 2; do
+				t=$name-ref$i-t$try
+				vm_log "$name: ref run $i (try $try): ${cmd[*]}"
+				start_bg "$t-srv" "${cmd[@]}" -d rxe1 -x "$g1"
+				wait_for_port 18515 30 || fail "$name: ${cmd[0]} server does not listen"
+				start_bg "$t-cli" "${cmd[@]}" -d rxe0 -x "$g0" 10.77.0.2
+				rc=0
+				srv=0
+				wait_bg "$t-cli" 120 || rc=$?
+				wait_bg "$t-srv" 30 || srv=$?
+				if [ "$rc" = 0 ] && [ "$srv" = 0 ]; then
+					mv "$KVX_LOGDIR/$t-srv.log" "$KVX_LOGDIR/$name-ref$i-srv.log"
+					mv "$KVX_LOGDIR/$t-cli.log" "$KVX_LOGDIR/$name-ref$i-cli.log"
+					break
+				fi
+				stop_bg "$t-cli" KILL
+				stop_bg "$t-srv" KILL
+				[ "$try" = 1 ] || fail "$name: ${cmd[0]} failed twice (client $rc, server $srv)"
+				vm_log "$name: ref run $i failed (client $rc, server $srv): once more"
+			done
 			echo "rc=$rc" >"$out.rc"
 		done
 	done
