@@ -159,6 +159,13 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
 }
 
+/* the clock kvxd gives its cores (kvxd_now_us: CLOCK_MONOTONIC in µs) */
+static uint64_t
+now_us(void)
+{
+	return now_ns() / 1000;
+}
+
 static int
 timed_post_write_chain(struct kvx_vx_qp *qp, const struct kvx_vx_write *w, int n, int *posted)
 {
@@ -683,6 +690,8 @@ run_setup(struct run *r)
 		return rc;
 	if ((rc = kvx_pcore_init(&r->dc.core, 1, -1, &r->dev, 1, &cfg, r->by_id, r->by_token)))
 		return rc;
+	/* the cores stamp a room's end with the control core's clock, as in kvxd */
+	r->pf.core.clock_us = r->dc.core.clock_us = now_us;
 	if ((rc = pool_init(r, &r->pf)) || (rc = pool_init(r, &r->dc)))
 		return rc;
 	if ((rc = connect_pair(r)))

@@ -142,11 +142,12 @@ emit_event(struct kvxd_core *c, struct kvx_pcore_room *r)
 			     .room_id = r->id,
 			     .gen = r->gen,
 			     .state = r->fsm.state,
-			     .error = r->error,
-			     .at_us = c->clock_us ? c->clock_us() : 0};
+			     .error = r->error};
 	int st = r->fsm.state;
 
 	memcpy(m.reason, r->reason, sizeof(m.reason));
+	if (c->clock_us && kvx_room_state_terminal(st)) /* the histograms take only ends */
+		m.at_us = c->clock_us();
 	m.told = tell_core(c, r);
 	if (m.told == KVXD_TOLD_CORE && st != KVX_ROOM_FAILED && st != KVX_ROOM_RELEASED)
 		quiet_put(c, &m);
