@@ -269,7 +269,7 @@ struct kvxd_msg {
 	uint8_t rails_down;	     /* PEER_RAILS */
 	bool hold;		     /* PEER_RAILS */
 	uint8_t told;		     /* EVENT: enum kvxd_told */
-	uint64_t at_us; /* EVENT: when the core set the state (clock_us; 0: not stamped) */
+	uint64_t at_us; /* EVENT of a room's end: when the core set it (clock_us); else 0 */
 	char reason[KVXD_REASON_MAX];
 };
 
