@@ -31,6 +31,7 @@ struct kvx_vx_cq {
 	struct kvx_vx_wc wc[FAKE_CQ_DEPTH];
 	uint32_t head, tail;
 	int fd;
+	bool armed; /* like ibv_req_notify_cq: the next completion signals fd, once */
 	struct kvx_vx_dev *dev;
 };
 
@@ -264,6 +265,10 @@ cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, u
 				.imm = imm,
 				.qpn = qpn,
 				.status_str = str[status < 5 ? status : 4]};
+	/* a device writes completions to memory; only an armed CQ raises an event */
+	if (!c->armed)
+		return;
+	c->armed = false;
 	if (write(c->fd, &one, sizeof(one)) < 0)
 		return;
 }
@@ -281,6 +286,7 @@ fcq_poll(struct kvx_vx_cq *c, struct kvx_vx_wc *wc, int max)
 static int
 fcq_arm(struct kvx_vx_cq *c)
 {
+	c->armed = true;
 	return 0;
 }
 
