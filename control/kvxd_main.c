@@ -290,7 +290,11 @@ main(int argc, char **argv)
 	if (rc)
 		goto err_fini_chunks;
 	rcu_register_thread();
-	set_thread_call_rcu_data(create_call_rcu_data(0, d->cfg.control_cpu));
+	/* URCU_CALL_RCU_RT: call_rcu() never wakes the worker; it looks every 10 ms and frees
+	 * all that came meanwhile after one grace period.  Without it, freeing a room woke the
+	 * worker (a futex) and ran a grace period of its own, whose end the polling cores'
+	 * quiescent states woke it for again: about one thread switch per room per node. */
+	set_thread_call_rcu_data(create_call_rcu_data(URCU_CALL_RCU_RT, d->cfg.control_cpu));
 
 	rc = open_rails(d);
 	if (rc)
