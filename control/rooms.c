@@ -351,9 +351,11 @@ kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
 	cds_list_add_tail(&r->eng_link, &e->rooms);
 	r->on_eng_list = true;
 	e->nrooms++;
-	/* a decode room's events go straight from its core into the engine's core ring
-	 * (before the room goes to its core: ROOM_OPEN publishes it) */
-	if (r->pc.role == KVX_ROOM_DECODE && r->pc.core < e->nevq)
+	/* a room's events go straight from its core into the engine's core ring: a decode
+	 * room's from the start (this is before ROOM_OPEN publishes it to its core); a prefill
+	 * room's from its engine's first chunk, unless its core put an event before that
+	 * (its ROOM_META came first: then they go by the control core, see tell_core) */
+	if (r->pc.core < e->nevq)
 		atomic_store_explicit(&r->pc.evq, e->evq[r->pc.core], memory_order_release);
 }
 

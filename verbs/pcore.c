@@ -84,13 +84,28 @@ evq_notify(struct kvxd_core *c)
 	}
 }
 
-/* A decode room's event straight into its engine's event ring on this core, when its session
- * has one: every event of the room goes there, in order (one producer), until one does not
- * fit (the engine does not read): from then on the room's events go through the control core
- * (evq_spilled), after what is in the core ring (libkvx reads its core rings first).  The
- * room's end (SUCCESS, RELEASED) is its one tell, won here (told) before it is put: the
- * control core, which still gets every EVENT for its own books, tells nothing more.  Returns
- * how it was told (enum kvxd_told). */
+/* A room's end for its engine: decode SUCCESS or RELEASED (its pages are the engine's again),
+ * prefill SUCCESS or FAILED (its writes are over). */
+static bool
+end_for_engine(const struct kvx_pcore_room *r)
+{
+	int st = r->fsm.state;
+
+	if (r->role == KVX_ROOM_PREFILL)
+		return st == KVX_ROOM_SUCCESS || st == KVX_ROOM_FAILED;
+	return st == KVX_ROOM_SUCCESS || st == KVX_ROOM_RELEASED;
+}
+
+/* A room's event straight into its engine's event ring on this core, when its session has one:
+ * every event of the room goes there, in order (one producer), until one cannot: from then on
+ * the room's events go through the control core (evq_spilled), after what is in the core ring
+ * (libkvx reads its core rings first).  One cannot when it does not fit (the engine does not
+ * read), and when the room has no ring: a prefill room whose engine has not claimed it yet (its
+ * ROOM_META came first), or one whose engine left.  Such an event goes to the control core, which
+ * may give it to an engine that claims the room after it was put, behind core ring events
+ * that came later: so none does.  The room's end (end_for_engine) is its one tell, won here
+ * (told) before it is put: the control core, which still gets every EVENT for its own books,
+ * tells nothing more.  Returns how it was told (enum kvxd_told). */
 static uint8_t
 tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
@@ -99,15 +114,19 @@ tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 					 .generation = r->gen,
 					 .state = r->fsm.state,
 					 .error = r->error}};
-	bool end = r->fsm.state == KVX_ROOM_SUCCESS || r->fsm.state == KVX_ROOM_RELEASED;
+	bool end = end_for_engine(r);
 	struct kvx_pcore_evq *q;
 	bool no = false;
 	int rc;
 
-	if (r->role != KVX_ROOM_DECODE || r->evq_spilled)
+	if (r->evq_spilled)
 		return KVXD_TOLD_NO;
 	q = atomic_load_explicit(&r->evq, memory_order_acquire);
-	if (!q || atomic_load_explicit(&q->broken, memory_order_relaxed))
+	if (!q) {
+		r->evq_spilled = true;
+		return KVXD_TOLD_NO;
+	}
+	if (atomic_load_explicit(&q->broken, memory_order_relaxed))
 		return KVXD_TOLD_NO;
 	if (end && !atomic_compare_exchange_strong(&r->told, &no, true))
 		return KVXD_TOLD_NO; /* told already: the control core counts the duplicate */

@@ -152,11 +152,11 @@ struct kvx_pcore_room {
 	uint16_t nsrc;
 	int src_peer[KVX_MAX_SOURCES]; /* decode: the peer of each source */
 	uint32_t meta_epoch[KVX_MAX_SOURCES];
-	struct kvx_pcore_evq *_Atomic evq; /* decode: its engine's event ring on this core */
+	struct kvx_pcore_evq *_Atomic evq; /* its engine's event ring on this core, if any */
 	atomic_bool told;
 	/* core */
 	struct kvx_room_fsm fsm;
-	bool evq_spilled; /* decode: an event did not fit evq: the rest go by the control core */
+	bool evq_spilled; /* an event could not go into evq: the rest go by the control core */
 	uint32_t gen;	  /* the generation its events carry: decode's open or abort generation,
 			   * prefill's from its ROOM_META */
 	_Atomic uint64_t wr_posted, wr_done;

@@ -2236,6 +2236,140 @@ test_core_ring_failure_wakes_the_control_core(void **state)
 	eng_close(&eb);
 }
 
+/* Prefill side of the core rings: b's engine on rings with core rings, a's on its socket. */
+static void
+pair_with_prefill_core_rings(struct eng *ea, struct reng *rb, int *pa, int *pb)
+{
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	reng_open_with(rb, &B, KVX_ENG_RINGS_CORE, pb);
+	assert_int_equal(rb->ncevt, B.ncores);
+	eng_connect(ea, &A);
+	assert_int_equal(eng_hello(ea, NULL), 0);
+	*pa = eng_pool_id(ea, 256, 16, 1);
+	assert_true(*pa > 0);
+}
+
+/* Prefill: one (last) chunk of room id, source pages 0..n-1, through the submission ring. */
+static void
+reng_chunk(struct reng *r, uint64_t id, int pool, uint32_t n)
+{
+	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
+	struct kvx_eng_chunk *m = (void *)buf;
+	uint32_t *pages = (uint32_t *)(m + 1);
+
+	assert_true(n <= 64);
+	memset(buf, 0, sizeof(buf));
+	m->room = id;
+	m->pool_id = pool;
+	m->npages = n;
+	m->last = 1;
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	assert_true(reng_send(r, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n) != 0);
+}
+
+/* The room's events in the order the engine read them: no state after its end, none twice,
+ * states in the order of the room's state machine. */
+static void
+assert_events_in_order(const struct reng *r, uint64_t id, int end)
+{
+	int last = -1, seen_end = 0;
+
+	for (int i = 0; i < r->nev; i++) {
+		if (r->ev[i].room != id)
+			continue;
+		assert_false(seen_end);
+		assert_true((int)r->ev[i].state > last);
+		last = r->ev[i].state;
+		seen_end = last == end;
+	}
+	assert_true(seen_end);
+}
+
+/* A prefill room whose engine claimed it (its first chunk) before its ROOM_META came: its events
+ * come out of its core's ring too, in order, and its SUCCESS is told once (mutant
+ * prefill_core_ring_off: a prefill room's events all go through the control core, as before).
+ * That an event its engine heard from the core ring does not wake the control core is the same
+ * code for both roles (test_core_ring_success_wakes_no_control_core). */
+static void
+test_core_ring_tells_prefill_events(void **state)
+{
+	static struct reng rb;
+	struct kvxd_room *r;
+	struct eng ea;
+	int pa, pb;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	reng_chunk(&rb, 730, pb, 4);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 730, 0, KVX_ROOM_PREFILL)) && r->engine_id >= 0);
+	assert_int_equal(eng_room_open(&ea, 730, pa, 4, NULL), 0);
+	reng_pump_until_event(&rb, 730, KVX_STATE_SUCCESS);
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	reng_read(&rb);
+	assert_int_equal(reng_count(&rb, 730, KVX_STATE_SUCCESS, (int)(730 % B.ncores)), 1);
+	for (int i = 0; i < rb.nev; i++) /* nothing through the event ring */
+		assert_false(rb.ev[i].room == 730 && rb.ev_ring[i] == -1);
+	assert_int_equal(reng_count(&rb, 730, KVX_STATE_SUCCESS, -2), 1);
+	assert_events_in_order(&rb, 730, KVX_STATE_SUCCESS);
+	assert_true(B.ctr.events_core >= 2); /* WAITING_FOR_INPUT, TRANSFERRING, SUCCESS */
+	assert_int_equal(B.ctr.events_duplicate, 0);
+	reng_close(&rb);
+	eng_close(&ea);
+}
+
+/* A prefill room whose core put an event before its engine claimed it (the ROOM_META came
+ * first; the control core had not taken that event yet when the engine's chunk attached the
+ * room): the control core hands that event to the engine late, so the room's later events must
+ * not overtake it through the core ring.  They go through the control core after it, and the
+ * engine reads WAITING_FOR_INPUT, then SUCCESS, once each (mutant prefill_spill_forgotten: the
+ * core ring takes the later ones, and SUCCESS is read before WAITING_FOR_INPUT). */
+static void
+test_core_ring_prefill_meta_first_keeps_order(void **state)
+{
+	static struct reng rb;
+	struct kvxd_core *c = &B.cores[731 % B.ncores];
+	struct kvxd_room *r;
+	struct eng ea;
+	int pa, pb;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 731, pa, 4, NULL), 0);
+	/* the ROOM_META to b's core, which puts WAITING_FOR_INPUT into its outbox: b's control
+	 * core does not take it yet */
+	PUMP_UNTIL((r = kvxd_room_find(&B, 731, 0, KVX_ROOM_PREFILL)) && !kvx_mbox_empty(c->inbox));
+	kvx_pcore_poll_once(c);
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
+	assert_false(kvx_mbox_empty(c->outbox));
+	/* the engine's chunk attaches the room (its outbox not drained first) */
+	reng_chunk(&rb, 731, pb, 4);
+	kvxd_engine_rings_poll(&B);
+	assert_true(r->engine_id >= 0);
+	/* the transfer: b's core posts, a's core sees the write land, b's core its completion */
+	for (int step = 0; step < MAX_STEPS && kvxd_room_state(r) != KVX_ROOM_SUCCESS; step++) {
+		for (int i = 0; i < nnodes; i++)
+			for (int k = 0; k < N[i].ncores; k++)
+				kvx_pcore_poll_once(&N[i].cores[k]);
+		kvxd_loop_once(&A, 0);
+	}
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+	reng_read(&rb); /* what the core rings hold comes first */
+	reng_pump_until_event(&rb, 731, KVX_STATE_SUCCESS);
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	reng_read(&rb);
+	assert_int_equal(reng_count(&rb, 731, KVX_STATE_WAITING_FOR_INPUT, -2), 1);
+	assert_int_equal(reng_count(&rb, 731, KVX_STATE_SUCCESS, -2), 1);
+	assert_events_in_order(&rb, 731, KVX_STATE_SUCCESS);
+	reng_close(&rb);
+	eng_close(&ea);
+}
+
 #define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
 
 static uint64_t
@@ -2829,6 +2963,8 @@ main(void)
 		T(test_core_ring_keeps_an_aborted_room_in_order),
 		T(test_core_ring_success_wakes_no_control_core),
 		T(test_core_ring_failure_wakes_the_control_core),
+		T(test_core_ring_tells_prefill_events),
+		T(test_core_ring_prefill_meta_first_keeps_order),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_requests_sent_before_a_reset_are_taken),
