@@ -94,11 +94,15 @@ kvxd_stream_flush(struct kvxd *d, struct kvxd_stream *s)
 	return 0;
 }
 
-/* Read what is there.  Returns 0, or -errno / -ECONNRESET on EOF. */
+/* Read what is there.  A read shorter than the room it had took all there was: the socket's
+ * epoll registration is level-triggered, so what comes later (or an EOF) is reported again, and
+ * a second recv() to hear EAGAIN would be one more syscall per wake-up.  Returns 0, or -errno /
+ * -ECONNRESET on EOF. */
 int
 kvxd_stream_fill(struct kvxd_stream *s)
 {
 	for (;;) {
+		size_t room;
 		ssize_t n;
 
 		if (s->rx_cap - s->rx_len < 4096) {
@@ -113,12 +117,15 @@ kvxd_stream_fill(struct kvxd_stream *s)
 			s->rx = nb;
 			s->rx_cap = cap;
 		}
-		n = recv(s->fd, s->rx + s->rx_len, s->rx_cap - s->rx_len, 0);
+		room = s->rx_cap - s->rx_len;
+		n = recv(s->fd, s->rx + s->rx_len, room, 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0)
 			return errno == EAGAIN ? 0 : -errno;
 		s->rx_len += n;
+		if ((size_t)n < room)
+			return 0;
 	}
 }
 
