@@ -556,7 +556,7 @@ kvxd_room_tell(struct kvxd *d, struct kvxd_room *r, const struct kvx_event *ev)
 {
 	bool no = false;
 
-	/* the room's one tell: this call or its core (a decode room's end into a core ring) */
+	/* the room's one tell: this call or its core (the room's end into a core ring) */
 	if (!atomic_compare_exchange_strong(&r->pc.told, &no, true)) {
 		d->ctr.events_duplicate++;
 		return false;

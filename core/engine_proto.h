@@ -76,11 +76,12 @@ struct kvx_eng_hello {
  * core of kvxd, after the event ring in the memfd, in core order, of the same size; the
  * memfd's size says how many: (2 + n) * kvx_shring_map_bytes(value), n <= KVX_ENG_CORE_RINGS_MAX
  * (a REPLY's status is never positive).  Each is produced by its polling core
- * alone and carries only EVENTs: those of the session's decode rooms on that core, told there
- * without the control core on the way, in order.  A room whose event does not fit its core
- * ring has that event and its later ones in the event ring instead, so an engine reads its
- * core rings before the event ring.  kvxd writes the same engine eventfd for all of them.  A
- * room's end is told exactly once, on one of the rings.
+ * alone and carries only EVENTs: those of the session's rooms on that core (a decode room's from
+ * its open, a prefill room's from the session's first chunk for it), told there without the
+ * control core on the way, in order.  A room whose event does not fit its core ring, or that
+ * had an event before the session claimed it, has that event and its later ones in the event
+ * ring instead, so an engine reads its core rings before the event ring.  kvxd writes the same
+ * engine eventfd for all of them.  A room's end is told exactly once, on one of the rings.
  */
 #define KVX_ENG_RINGS_CORE 1u
 #define KVX_ENG_CORE_RINGS_MAX 8 /* kvxd's KVX_MAX_CORES */

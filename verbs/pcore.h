@@ -98,12 +98,13 @@ struct kvxd_meta {
 
 /*
  * One engine session's event ring produced by one polling core (KVX_ENG_RINGS with core rings,
- * core/engine_proto.h): the core puts a decode room's events there itself, so the engine
- * hears them without the control core on the way.  The core is the ring's only producer.  The
- * control core makes it with the session, points the session's decode rooms of this core at
- * it (kvx_pcore_room.evq) before handing them over, clears those pointers when the engine
- * leaves, and frees it (and unmaps the ring) only after an RCU grace period: the core loads a
- * room's evq when it uses it and is done with it before its next quiescent state.
+ * core/engine_proto.h): the core puts a room's events there itself, so the engine hears them
+ * without the control core on the way.  The core is the ring's only producer.  The control
+ * core makes it with the session, points the session's rooms of this core at it
+ * (kvx_pcore_room.evq: a decode room before handing it over, a prefill room when the session's
+ * first chunk for it claims it, which may be after its core has it), clears those pointers when the
+ * engine leaves, and frees it (and unmaps the ring) only after an RCU grace period: the core loads
+ * a room's evq when it uses it and is done with it before its next quiescent state.
  */
 struct kvx_pcore_evq {
 	struct kvx_shring ring; /* core: the producer's side */
@@ -134,10 +135,13 @@ enum kvxd_told {
  *     SUCCESS or FAILED: after an acquire load that saw that state it may read them;
  *   - meta_epoch: the control core stores it with release before the ROOM_META that it binds
  *     goes out; the core loads it with acquire;
- *   - evq: the control core stores it (release) before the room goes to its core, and clears
- *     it when the room's engine leaves; the core loads it (acquire) once per use;
+ *   - evq: the control core stores it (release), for a decode room before the room goes to its
+ *     core, for a prefill room when its engine claims it (the core may have it already: an event
+ *     it puts while evq is NULL makes it send all later ones through the control core, see
+ *     tell_core), and clears it when the room's engine leaves; the core loads it (acquire) once
+ *     per use;
  *   - told: the room's end was told to its engine (exactly once).  Whoever tells it wins it
- *     first with a compare-and-swap: the core (a decode end into evq) or the control core
+ *     first with a compare-and-swap: the core (an end into evq) or the control core
  *     (kvxd_room_tell).  A claim that cannot be delivered is released with a store.
  */
 struct kvx_pcore_room {
