@@ -80,8 +80,11 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 			tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);
 		else if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
-		else
+		else if (!atomic_load(&r->pc.told))
 			kvxd_engine_send_event(d, r->engine_id, &ev);
+		/* else a state from before the room's end, which its engine heard already (a
+		 * prefill room's end told to an engine that claimed the room after its core put
+		 * this EVENT): never after the end */
 		kvxd_room_settle(d, r);
 		break;
 	}

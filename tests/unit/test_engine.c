@@ -2370,6 +2370,41 @@ test_core_ring_prefill_meta_first_keeps_order(void **state)
 	eng_close(&ea);
 }
 
+/* The same, when the room also failed before its engine's chunk came (its waiting timed out):
+ * the engine's chunk is told the end (FAILED) at once, and the WAITING_FOR_INPUT its core put
+ * before, which the control core takes only after that, is not handed to the engine after
+ * the end (mutant stale_state_after_end: the engine reads FAILED, then WAITING_FOR_INPUT). */
+static void
+test_prefill_state_from_before_the_end_is_not_told_after_it(void **state)
+{
+	static struct reng rb;
+	struct kvxd_core *c = &B.cores[732 % B.ncores];
+	struct kvxd_msg fail = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT};
+	struct kvxd_room *r;
+	struct eng ea;
+	int pa, pb;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 732, pa, 4, NULL), 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 732, 0, KVX_ROOM_PREFILL)) && !kvx_mbox_empty(c->inbox));
+	kvx_pcore_poll_once(c); /* WAITING_FOR_INPUT into the outbox */
+	fail.room = &r->pc;
+	snprintf(fail.reason, sizeof(fail.reason), "waited too long");
+	assert_int_equal(kvx_pcore_send(c, &fail), 0);
+	kvx_pcore_poll_once(c); /* FAILED into the outbox */
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_FAILED);
+	reng_chunk(&rb, 732, pb, 4);
+	kvxd_engine_rings_poll(&B); /* the chunk: the engine is told FAILED now */
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	reng_read(&rb);
+	assert_int_equal(reng_count(&rb, 732, KVX_STATE_FAILED, -2), 1);
+	assert_events_in_order(&rb, 732, KVX_STATE_FAILED);
+	reng_close(&rb);
+	eng_close(&ea);
+}
+
 #define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
 
 static uint64_t
@@ -2965,6 +3000,7 @@ main(void)
 		T(test_core_ring_failure_wakes_the_control_core),
 		T(test_core_ring_tells_prefill_events),
 		T(test_core_ring_prefill_meta_first_keeps_order),
+		T(test_prefill_state_from_before_the_end_is_not_told_after_it),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_requests_sent_before_a_reset_are_taken),
