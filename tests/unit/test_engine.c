@@ -470,16 +470,18 @@ eng_room_req(struct eng *e, uint16_t type, uint64_t id)
 /* Prefill: one chunk of room id: source pages src0.. (n of them) of pool, buffers [b0, b0 + nb)
  * (nb 0: every buffer), to region's destination pages dst_offset.., for a room that feeds ndest
  * decode endpoints (0: one). */
-static void
-eng_chunk_full(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
-	       uint32_t dst_offset, uint32_t b0, uint32_t nb, uint32_t ndest, bool last)
+#define CHUNK_BUF_WORDS ((sizeof(struct kvx_eng_chunk) + 64 * 4) / 8)
+
+/* A CHUNK of room id (source pages src0..src0+n-1, n <= 64) built in buf; returns its length. */
+static size_t
+chunk_msg(uint64_t *buf, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
+	  uint32_t dst_offset, uint32_t b0, uint32_t nb, uint32_t ndest, bool last)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
 	struct kvx_eng_chunk *m = (void *)buf;
 	uint32_t *pages = (uint32_t *)(m + 1);
 
 	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
+	memset(buf, 0, CHUNK_BUF_WORDS * 8);
 	m->room = id;
 	m->pool_id = pool;
 	m->npages = n;
@@ -491,7 +493,17 @@ eng_chunk_full(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t s
 	m->ndest = ndest;
 	for (uint32_t i = 0; i < n; i++)
 		pages[i] = src0 + i;
-	assert_true(eng_send(e, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n, -1) != 0);
+	return sizeof(*m) + 4 * n;
+}
+
+static void
+eng_chunk_full(struct eng *e, uint64_t id, uint32_t region, int pool, uint32_t src0, uint32_t n,
+	       uint32_t dst_offset, uint32_t b0, uint32_t nb, uint32_t ndest, bool last)
+{
+	uint64_t buf[CHUNK_BUF_WORDS];
+	size_t len = chunk_msg(buf, id, region, pool, src0, n, dst_offset, b0, nb, ndest, last);
+
+	assert_true(eng_send(e, KVX_ENG_CHUNK, buf, len, -1) != 0);
 }
 
 /* Prefill: one chunk of room id, source pages 0..n-1 to dst_offset, last or not. */
@@ -1897,21 +1909,28 @@ test_decode_engine_loss_propagates(void **state)
 
 /* ---- core rings: a decode room's SUCCESS from its polling core (KVX_ENG_RINGS_CORE) -------- */
 
-/* a (decode) and b (prefill) connected; a's engine on rings with core rings and a pool, b's
- * on the socket with a pool. */
+/* a (decode) and b (prefill) connected; the engine r of node rn on rings with core rings and
+ * a pool (rpool), the engine e of the other node on the socket with a pool (epool). */
 static void
-pair_with_core_rings(struct reng *ra, struct eng *eb, int *pa, int *pb)
+pair_ring_and_socket(struct kvxd *rn, struct reng *r, int *rpool, struct eng *e, int *epool)
 {
 	assert_int_equal(listen_on(&A), 0);
 	assert_int_equal(listen_on(&B), 0);
 	kvxd_peer_admin(&A, "b", "resume");
 	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
-	reng_open_with(ra, &A, KVX_ENG_RINGS_CORE, pa);
-	assert_int_equal(ra->ncevt, A.ncores);
-	eng_connect(eb, &B);
-	assert_int_equal(eng_hello(eb, NULL), 0);
-	*pb = eng_pool_id(eb, 256, 16, 1);
-	assert_true(*pb > 0);
+	reng_open_with(r, rn, KVX_ENG_RINGS_CORE, rpool);
+	assert_int_equal(r->ncevt, rn->ncores);
+	eng_connect(e, rn == &A ? &B : &A);
+	assert_int_equal(eng_hello(e, NULL), 0);
+	*epool = eng_pool_id(e, 256, 16, 1);
+	assert_true(*epool > 0);
+}
+
+/* a's (decode) engine on rings with core rings, b's (prefill) on the socket. */
+static void
+pair_with_core_rings(struct reng *ra, struct eng *eb, int *pa, int *pb)
+{
+	pair_ring_and_socket(&A, ra, pa, eb, pb);
 }
 
 /* Decode: open room id on pool with pages 0..n-1, source "b", through the rings. */
@@ -2240,35 +2259,17 @@ test_core_ring_failure_wakes_the_control_core(void **state)
 static void
 pair_with_prefill_core_rings(struct eng *ea, struct reng *rb, int *pa, int *pb)
 {
-	assert_int_equal(listen_on(&A), 0);
-	assert_int_equal(listen_on(&B), 0);
-	kvxd_peer_admin(&A, "b", "resume");
-	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
-	reng_open_with(rb, &B, KVX_ENG_RINGS_CORE, pb);
-	assert_int_equal(rb->ncevt, B.ncores);
-	eng_connect(ea, &A);
-	assert_int_equal(eng_hello(ea, NULL), 0);
-	*pa = eng_pool_id(ea, 256, 16, 1);
-	assert_true(*pa > 0);
+	pair_ring_and_socket(&B, rb, pb, ea, pa);
 }
 
 /* Prefill: one (last) chunk of room id, source pages 0..n-1, through the submission ring. */
 static void
 reng_chunk(struct reng *r, uint64_t id, int pool, uint32_t n)
 {
-	uint64_t buf[(sizeof(struct kvx_eng_chunk) + 64 * 4) / 8];
-	struct kvx_eng_chunk *m = (void *)buf;
-	uint32_t *pages = (uint32_t *)(m + 1);
+	uint64_t buf[CHUNK_BUF_WORDS];
+	size_t len = chunk_msg(buf, id, 0, pool, 0, n, 0, 0, 0, 0, true);
 
-	assert_true(n <= 64);
-	memset(buf, 0, sizeof(buf));
-	m->room = id;
-	m->pool_id = pool;
-	m->npages = n;
-	m->last = 1;
-	for (uint32_t i = 0; i < n; i++)
-		pages[i] = i;
-	assert_true(reng_send(r, KVX_ENG_CHUNK, m, sizeof(*m) + 4 * n) != 0);
+	assert_true(reng_send(r, KVX_ENG_CHUNK, buf, len) != 0);
 }
 
 /* The room's events in the order the engine read them: no state after its end, none twice,
