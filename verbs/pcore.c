@@ -951,8 +951,13 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		}
 		qpc_mark_errored(c, q);
 	}
-	qpc_check_quiesced(c, q);
+	/* The room first: its drain check drops q from its errored set while q is still this
+	 * core's.  The quiescence check may send QP_RETIRED, after which the control core frees q
+	 * at any moment; r is not on the drain list yet when this very completion failed it (the
+	 * flush of a retired connection's last WR, the earlier ones landed unsignalled), so the
+	 * recheck that comes before QP_RETIRED would not cover it. */
 	prefill_check_drained(c, r);
+	qpc_check_quiesced(c, q);
 }
 
 static void

@@ -348,9 +348,7 @@ flush_all(struct kvx_vx_qp *q)
 
 		cq_push(q->cq, w->wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
 	}
-	while (q->recv_head != q->recv_tail)
-		cq_push(q->cq, q->recv_ids[q->recv_head++ % 1024], KVX_VX_WC_FLUSH_ERR,
-			KVX_VX_WC_RECV, 0, q->qpn);
+	fake_vx_flush_recv(q);
 }
 
 static int
@@ -523,6 +521,14 @@ void
 fake_vx_flush(struct kvx_vx_qp *q)
 {
 	flush_all(q);
+}
+
+void
+fake_vx_flush_recv(struct kvx_vx_qp *q)
+{
+	while (q->recv_head != q->recv_tail)
+		cq_push(q->cq, q->recv_ids[q->recv_head++ % 1024], KVX_VX_WC_FLUSH_ERR,
+			KVX_VX_WC_RECV, 0, q->qpn);
 }
 
 static int

@@ -51,6 +51,9 @@ uint64_t fake_vx_send_cqes(void);
 void fake_vx_set_max_sge(uint32_t n);
 void fake_vx_defer_flush(bool on);
 void fake_vx_flush(struct kvx_vx_qp *qp);
+/* Its receive queue's flushes alone (rxe's responder and completer flush their queues each on
+ * its own: the receives may come before the writes). */
+void fake_vx_flush_recv(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */
 uint64_t fake_vx_writes_executed(void);
 bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);

@@ -18,9 +18,34 @@
 
 #include <cmocka.h>
 
+#include "core/mbox.h"
+
+/* The control core may free a retired QP as soon as its QP_RETIRED is in the outbox.  Every
+ * mailbox put of the polling core goes through this hook, which poisons that QP at once when
+ * poison_retired is set (test_retired_qp_not_read_after_its_last_flush). */
+static int put_hook(struct kvx_mbox *b, const void *msg);
+#define kvx_mbox_put(b, msg) put_hook(b, msg)
 #include "verbs/pcore.c"
+#undef kvx_mbox_put
 
 #include "pcore_harness.h"
+
+static bool poison_retired;
+static struct kvxd_qpc *poisoned, poisoned_was;
+
+static int
+put_hook(struct kvx_mbox *b, const void *msg)
+{
+	const struct kvxd_msg *m = msg;
+	int rc = kvx_mbox_put(b, msg);
+
+	if (rc == 0 && poison_retired && !poisoned && m->type == KVXD_MSG_QP_RETIRED) {
+		poisoned = m->qpc;
+		poisoned_was = *m->qpc;
+		memset(m->qpc, 0xa5, sizeof(*m->qpc)); /* freed and its memory reused */
+	}
+	return rc;
+}
 
 static int
 drained(struct kvx_pcore_room *r)
@@ -249,6 +274,52 @@ test_fan_out_drain_forgets_a_retired_qp(void **state)
 	fake_vx_defer_flush(false);
 }
 
+/* A connection replacement retires a QP (the control core moves it to ERR and sends
+ * QP_REMOVE) while a room's WRITEs are on it: the earlier ones landed unsignalled, its
+ * receives flushed first, and the flush of the room's last WR is the completion that both
+ * fails the room and makes the QP quiescent, so the core sends QP_RETIRED in that same
+ * completion.  The control core may free the QP from then on (the hook poisons it at once):
+ * the room's drain check must have dropped it before.  rooms_after_retire (the check after the
+ * QP_RETIRED) reads the freed QP, never sees it quiescent, and the room is never DRAINED: the
+ * use after free kvxd hit under ASan when a rail came back (test_rail_cut_unresolved). */
+static void
+test_retired_qp_not_read_after_its_last_flush(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1};
+	struct kvx_pcore_room *d = decode_room(35, dst, 1), *p = prefill_room(d, dst, 1);
+	struct kvxd_qpc *q = E.pf.qpc;
+	struct kvxd_msg rm = {.type = KVXD_MSG_QP_REMOVE, .qpc = q};
+
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_int_equal(outstanding(p), NB);
+	assert_int_equal(fake_vx_release(q->qp, NB - 1), NB - 1); /* unsignalled: no CQE */
+	run();
+	assert_int_equal(outstanding(p), NB);
+	/* the control core replaces the connection */
+	assert_int_equal(kvx_vx->qp_to_err(q->qp), 0);
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &rm), 0);
+	run();
+	fake_vx_flush_recv(q->qp);
+	run();
+	assert_int_equal(count_msgs(KVXD_MSG_QP_RETIRED), 0); /* its last WR is still out */
+	poison_retired = true;
+	fake_vx_flush(q->qp);
+	run();
+	poison_retired = false;
+	assert_int_equal(count_msgs(KVXD_MSG_QP_RETIRED), 1);
+	assert_ptr_equal(poisoned, q);
+	*q = poisoned_was; /* the harness frees it */
+	poisoned = NULL;
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(outstanding(p), 0);
+	assert_int_equal(drained(p), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
 /* A room that fails with more chunks waiting than the outbox holds (its metadata never came):
  * every chunk still goes back to the control core (CHUNK_FREE), in batches the outbox can
  * take, none dropped (dead_all_at_once: all at once, and the outbox overflows). */
@@ -372,6 +443,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fan_out_drain_forgets_a_retired_qp, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_retired_qp_not_read_after_its_last_flush,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_room_gives_every_chunk_back, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
