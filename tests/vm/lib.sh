@@ -13,6 +13,9 @@ mkdir -p "$KVX_LOGDIR"
 # name -> PID of what start_bg started, in start order
 declare -A BG_PID=()
 BG_NAMES=()
+# the kvxd nodes that must not end on their own: wait_until fails at once when one did (a crash
+# or an assertion), instead of polling a dead node's socket until its timeout
+declare -A BG_WATCH=()
 # How long stop_all and stop_bg give a process after SIGTERM before SIGKILL.
 : "${KVX_STOP_WAIT:=5}"
 
@@ -50,6 +53,7 @@ start_bg() {
 	"$@" >"$KVX_LOGDIR/$name.log" 2>&1 </dev/null &
 	BG_PID[$name]=$!
 	BG_NAMES+=("$name")
+	[ "$1" != "${KVXD:-}" ] || BG_WATCH[$name]=1
 	vm_log "started $name (pid $!): $*"
 }
 
@@ -75,14 +79,25 @@ none_running() {
 	return 0
 }
 
+# watched_alive: fails the test when a watched kvxd (BG_WATCH) ended on its own.
+watched_alive() {
+	local n pid
+	for n in "${!BG_WATCH[@]}"; do
+		pid=${BG_PID[$n]}
+		[ -z "$pid" ] || running "$pid" || fail "kvxd $n (pid $pid) ended on its own"
+	done
+}
+
 # wait_until TIMEOUT_S CMD...: poll CMD every 0.1 s until it succeeds (0) or
 # TIMEOUT_S seconds of wall time pass (1). Counted in wall time because the
-# emulated guest makes every poll slow.
+# emulated guest makes every poll slow.  A watched kvxd that ended on its own
+# fails the test at once.
 wait_until() {
 	local t=$1 end
 	shift
 	end=$((${EPOCHREALTIME/./} + t * 1000000))
 	until "$@"; do
+		watched_alive
 		((${EPOCHREALTIME/./} < end)) || return 1
 		sleep 0.1
 	done
@@ -107,6 +122,7 @@ wait_bg() {
 	local pid rc
 	pid=$(bg_pid "$1") || return 1
 	[ -n "$pid" ] || { vm_log "wait_bg: $1 was already reaped"; return 1; }
+	unset "BG_WATCH[$1]" # it is meant to end now
 	if ! wait_until "$2" not_running "$pid"; then
 		vm_log "$1 (pid $pid) still runs after $2 s"
 		return 124
@@ -123,6 +139,7 @@ wait_bg() {
 stop_bg() {
 	local pid
 	pid=$(bg_pid "$1") || return 1
+	unset "BG_WATCH[$1]"
 	[ -z "$pid" ] || stop_pids "${2:-TERM}" "$pid"
 	BG_PID[$1]=
 }
@@ -130,6 +147,7 @@ stop_bg() {
 # stop_all: stop everything start_bg started, and nothing else.
 stop_all() {
 	local n pids=()
+	BG_WATCH=()
 	for n in "${BG_NAMES[@]}"; do [ -z "${BG_PID[$n]}" ] || pids+=("${BG_PID[$n]}"); done
 	[ ${#pids[@]} -eq 0 ] || stop_pids TERM "${pids[@]}"
 }
@@ -145,9 +163,27 @@ wait_for_port() {
 	wait_until "$2" listening "$1" || { vm_log "nothing listens on TCP port $1 after $2 s"; return 1; }
 }
 
+# ended_report: each process start_bg started that ended before the test stopped it, with its
+# exit status (above 128: killed by signal status-128) and the sanitizer, assertion and stack
+# lines of its log.  Call it from the test's own shell: it reaps them.
+ended_report() {
+	local n pid rc
+	for n in "${BG_NAMES[@]}"; do
+		pid=${BG_PID[$n]}
+		[ -n "$pid" ] && ! running "$pid" || continue
+		wait "$pid"
+		rc=$?
+		BG_PID[$n]=
+		echo "----- $n (pid $pid) ended before the test stopped it: exit status $rc$( ((rc <= 128)) || echo " (signal $((rc - 128)))") -----"
+		grep -m 40 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|Assertion .* failed|SUMMARY: |^ +#[0-9]+ ' \
+			"$KVX_LOGDIR/$n.log"
+	done
+}
+
 on_exit() {
 	local rc=$? n
 	trap - EXIT
+	[ "$rc" -eq 0 ] || ended_report
 	stop_all
 	if [ "$rc" -ne 0 ]; then
 		for n in "${BG_NAMES[@]}"; do
