@@ -768,6 +768,15 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
 		return;
 	}
+	/* the room keeps the pool registered until it leaves: the chunk's own reference goes back
+	 * once its WRs are built, and an engine that unregisters the pool or goes away meanwhile
+	 * would pull it from under WRITEs still reading it */
+	if (kvxd_room_hold_pool(r, pool)) {
+		snprintf(why, sizeof(why), "a room's chunks read at most %d pools",
+			 KVXD_ROOM_SRC_POOLS);
+		chunk_refuse(d, e, m->room, -E2BIG, why);
+		return;
+	}
 	/* A room a decode endpoint aborted before its metadata came (a tombstone) is this
 	 * engine's room now: it waits for its owner's ROOM_META (the aborting endpoint's, of the
 	 * aborted generation, is refused) or times out like any room. */

@@ -40,9 +40,10 @@
  * needs the peer later sets up a new session). */
 #define KVXD_BYE_IDLE_ASK 2
 #define KVXD_BYE_IDLE 3
-/* on_demand: the answer to a HELLO when our CQs have no room for another session: the dialer
- * gives up quietly (nothing fails) and dials again later; we ask our longest idle session to
- * close meanwhile. */
+/* The answer to a dial we cannot take yet: on_demand, to a HELLO when our CQs have no room for
+ * another session (we ask our longest idle session to close meanwhile); and to an AUTH while
+ * our cores still flush the peer's last session (a planned replacement on a slow node).  The
+ * dialer gives up quietly (nothing fails) and dials again shortly. */
 #define KVXD_BYE_BUSY 4
 #define KVXD_MAX_LANES                                                            \
 	(KVX_MAX_CORES * KVX_MAX_RAILS) /* a session's QPs: one per core per rail \

@@ -1453,9 +1453,12 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 			return 0;
 		}
 		if (m->u.bye_reason == KVXD_BYE_BUSY && p->dialer && peer_in_setup(p)) {
-			/* no CQ room at the peer for now: dial again later, nothing failed */
+			/* no CQ room at the peer for now, or it still rolls back our last session:
+			 * dial again later, nothing failed */
 			p->quiet = true;
-			kvxd_peer_reset(d, p, "the peer has no room for another session yet");
+			kvxd_peer_reset(d, p,
+					"the peer is busy (no room for another session, or still "
+					"closing the last one): dialling again shortly");
 			p->retry_at_ms = kvxd_now_ms() + BUSY_RETRY_MS;
 			return 0;
 		}
@@ -1801,6 +1804,20 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 	return drain_frames(d, p);
 }
 
+/* BYE BUSY on a pending connection about to be dropped: its dialer gives up quietly (nothing
+ * fails) and dials again shortly. */
+static void
+pending_say_busy(struct kvxd *d, struct kvxd_pending *pc)
+{
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_BUSY};
+	uint8_t buf[64];
+	char why[64];
+	int n = kvx_wire_encode(&bye, buf, sizeof(buf), why, sizeof(why));
+
+	if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
+		kvxd_stream_flush(d, &pc->s);
+}
+
 /* HELLO on a pending connection: a configured, allowed peer that we do not dial, from one of
  * its addresses, speaking our version and our authentication mode.  Answer HELLO_ACK with our
  * nonce and MAC.  No peer state changes.  Returns 0, or -1 after counting and logging. */
@@ -1860,12 +1877,8 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	}
 	if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&
 	    !session_room(d, kvxd_now_ms())) {
-		struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_BUSY};
-
 		d->ctr.sessions_refused_busy++;
-		n = kvx_wire_encode(&bye, buf, sizeof(buf), why, sizeof(why));
-		if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
-			kvxd_stream_flush(d, &pc->s);
+		pending_say_busy(d, pc);
 		KVX_INFO("peer %s: dialled us; no CQ room for another session yet (BYE BUSY)",
 			 p->name);
 		return -1;
@@ -1982,8 +1995,13 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		}
 		kvxd_peer_reset(d, p, "superseded by a new authenticated session");
 		if (p->j.n && journal_rollback(d, p)) {
+			/* a planned replacement (a rail retried, QPs replaced) comes here when our
+			 * cores are still flushing the old QPs: BYE BUSY, and the dialer tries
+			 * again shortly without failing its rooms */
 			d->ctr.conn_refused_busy++;
-			KVX_INFO("peer %s: previous session still rolling back; refused for now",
+			pending_say_busy(d, pc);
+			KVX_INFO("peer %s: previous session still rolling back; refused for now "
+				 "(BYE BUSY)",
 				 p->name);
 			pending_drop(d, pc, true);
 			return;

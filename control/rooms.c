@@ -36,12 +36,27 @@ room_free(struct kvxd_room *r)
 		kvxd_pool_put(r->reg[i].pool);
 		free(r->reg[i].pages);
 	}
+	for (int i = 0; i < r->nsrc_pool; i++)
+		kvxd_pool_put(r->src_pool[i]);
 	for (int i = 0; i < r->pc.nmeta; i++)
 		free(r->pc.metas[i]);
 	for (int i = 0; i < r->nparked; i++)
 		free(r->parked[i]);
 	free(r->src_names);
 	free(r);
+}
+
+int
+kvxd_room_hold_pool(struct kvxd_room *r, struct kvxd_pool *p)
+{
+	for (int i = 0; i < r->nsrc_pool; i++)
+		if (r->src_pool[i] == p)
+			return 0;
+	if (r->nsrc_pool == KVXD_ROOM_SRC_POOLS)
+		return -E2BIG;
+	r->src_pool[r->nsrc_pool++] = p;
+	atomic_fetch_add(&p->refs, 1);
+	return 0;
 }
 
 static void

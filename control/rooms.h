@@ -77,6 +77,9 @@ struct kvxd_room_shape {
  * The control core's room.  Every field below pc is written and read by the control core only;
  * pc is the polling core's part (verbs/pcore.h), with its own ownership rules.
  */
+/* the pools one prefill room's chunks may read (kvxd_room_hold_pool) */
+#define KVXD_ROOM_SRC_POOLS (2 * KVX_MAX_REGIONS)
+
 struct kvxd_room {
 	struct kvx_pcore_room pc;
 	struct rcu_head rcu;
@@ -144,6 +147,10 @@ struct kvxd_room {
 	struct cds_list_head eng_link;
 	bool on_eng_list, engine_gone, last_submitted; /* told: pc.told */
 	uint64_t gone_ms;
+	/* prefill: the pools its chunks read, each referenced until the room is freed (a chunk's
+	 * own reference goes back once its core built its WRs, which may still be reading) */
+	struct kvxd_pool *src_pool[KVXD_ROOM_SRC_POOLS];
+	uint8_t nsrc_pool;
 };
 
 static inline struct kvxd_room *
@@ -169,6 +176,11 @@ kvxd_room_released(const struct kvxd_room *r)
 {
 	return r->ab_state == KVXD_ABORT_RELEASED;
 }
+
+/* Prefill: r holds a reference to pool p until it is freed (its WRITEs read p until every WR
+ * completed, and a room leaves only then).  0, or -E2BIG: r already reads KVXD_ROOM_SRC_POOLS
+ * other pools. */
+int kvxd_room_hold_pool(struct kvxd_room *r, struct kvxd_pool *p);
 
 /* The room with this id, engine rank and role, or NULL.  Valid until the end of the loop
  * iteration. */

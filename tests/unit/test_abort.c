@@ -602,6 +602,44 @@ test_per_peer_caps(void **state)
 	assert_null(room(&B, 107, KVX_ROOM_PREFILL));
 }
 
+/* The dialer of a session the acceptor still rolls back (its cores still wait for the old
+ * QPs' flushes: a planned replacement, a rail retried, on a slow node) is refused with BYE BUSY
+ * and dials again shortly: nothing counts as a failed setup, and the session comes back once
+ * the rollback ends (busy_refusal_silent: the connection is only closed, and the dialer counts
+ * a failed setup, which fails the rooms waiting for that peer). */
+static void
+test_redial_during_rollback_told_busy(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b"), *pb = peer_of(&B, "a");
+	struct kvx_vx_qp *old[KVXD_MAX_LANES] = {0}, *olda[KVXD_MAX_LANES] = {0};
+	uint64_t failures;
+
+	(void)open_room(&A, 130, 4);
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true); /* b's QPs to a keep their WRs until fake_vx_flush */
+	submit(130, 4);
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		old[l] = pb->qpc[l] ? pb->qpc[l]->qp : NULL;
+	for (int l = 0; l < A.ncores * A.nrails; l++)
+		olda[l] = pa->qpc[l] ? pa->qpc[l]->qp : NULL;
+	kvxd_peer_admin(&A, "b", "pause");
+	for (int l = 0; l < A.ncores * A.nrails; l++)
+		if (olda[l])
+			fake_vx_flush(olda[l]); /* a's rollback ends: only b's waits */
+	PUMP_UNTIL(pa->j.n == 0 && pb->state == KVXD_PEER_CLOSING && pb->j.n > 0);
+	fake_vx_defer_flush(false); /* from here QPs flush as they go to ERR: a's next ones too */
+	failures = pa->n_setup_failures;
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(B.ctr.conn_refused_busy >= 2); /* refused, and refused again after a retry */
+	assert_int_equal(pa->n_setup_failures, failures);
+	assert_true(pa->state != KVXD_PEER_READY);
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		if (old[l])
+			fake_vx_flush(old[l]);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_int_equal(pa->n_setup_failures, failures);
+}
+
 int
 main(void)
 {
@@ -629,6 +667,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_timeout_fail, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_redial_during_rollback_told_busy, setup,
 						teardown),
 	};
 	int rc;

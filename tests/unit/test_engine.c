@@ -1879,6 +1879,46 @@ test_prefill_engine_loss_propagates(void **state)
 	eng_close(&ea);
 }
 
+/* A prefill engine unregisters its pool while its room's WRITEs from it still fly: a chunk's
+ * own pool reference went back when its core built the WRs, so the room holds one until it
+ * leaves.  The pool stays registered (POOL_UNREG: -EBUSY) until every WR completed and the room
+ * left (pool_ref_chunk_only: the pool's MR was deregistered under the flying WRs, which then
+ * failed the room and the connection with it). */
+static void
+test_prefill_pool_kept_while_its_writes_fly(void **state)
+{
+	struct kvx_eng_room_close cl = {.room = 503};
+	struct kvxd_peer *p;
+	struct kvxd_room *r;
+	struct eng ea, eb;
+	int pa, pb, mrs, unreg = -EBUSY;
+
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 503, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(503));
+	fake_vx_hold(true);
+	eng_chunk(&eb, 503, pb, 4, 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 503, 0, KVX_ROOM_PREFILL)) &&
+		   atomic_load(&r->pc.wr_posted) > 0);
+	mrs = fake_vx_live().mr;
+	assert_int_equal(eng_pool_unreg(&eb, pb), -EBUSY);
+	assert_int_equal(fake_vx_live().mr, mrs);
+	fake_vx_hold(false);
+	p = peer_of(&B, "a");
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		if (p->qpc[l])
+			fake_vx_release(p->qpc[l]->qp, 100);
+	PUMP_UNTIL(eng_event(&eb, 503, KVX_STATE_SUCCESS));
+	assert_int_equal(fake_vx_live().mr, mrs);
+	assert_int_equal(eng_call(&eb, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1, NULL), 0);
+	/* the room is freed after a grace period; the call that succeeds is the last */
+	PUMP_UNTIL(unreg == 0 || (unreg = eng_pool_unreg(&eb, pb)) == 0);
+	assert_int_equal(fake_vx_live().mr, mrs - 1);
+	assert_non_null(eng_event(&ea, 503, KVX_STATE_SUCCESS));
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 /* The decode engine dies with a room open: the room is aborted and released (nothing can
  * write into its pages any more) and the pool unregistered once nothing points at it. */
 static void
@@ -2966,6 +3006,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefill_engine_told_once_after_early_abort,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_prefill_pool_kept_while_its_writes_fly, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_decode_engine_loss_propagates, setup,
 						teardown),
