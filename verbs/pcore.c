@@ -397,6 +397,14 @@ prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
 	if (room_outstanding(r) == 0 && qps_quiet) {
 		struct kvxd_msg m = {.type = KVXD_MSG_DRAINED, .room = r, .room_id = r->id};
 
+		if (c->drain_bulk && kvx_mbox_free_count(c->outbox) <= OUTBOX_RESERVE) {
+			/* one recheck may drain every room an errored QP held (up to a send
+			 * queue's worth per QP): their DRAINED go only beyond what this iteration
+			 * reserved, the rest at the next iterations, none into a full outbox (the
+			 * room is on the drain list; its QPs already left its set) */
+			c->drain_again = true;
+			return;
+		}
 		drain_remove(c, r);
 		r->drained_sent = true;
 		r->nerr_qpc = 0; /* the QPs may be retired and freed from here on */
@@ -414,10 +422,13 @@ drain_recheck(struct kvxd_core *c)
 {
 	struct kvx_pcore_room *r = c->drain_head, *next;
 
+	c->drain_again = false;
+	c->drain_bulk = true;
 	for (; r; r = next) {
 		next = r->drain_next;
 		prefill_check_drained(c, r);
 	}
+	c->drain_bulk = false;
 }
 
 /* ---- QP contexts --------------------------------------------------------------------------- */
@@ -1230,6 +1241,8 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 		stat_add(&c->st.outbox_full, 1);
 		return 0;
 	}
+	if (c->drain_again) /* rooms drained but not told yet: beyond the reserve */
+		drain_recheck(c);
 	/* KVXD_BATCH completions per iteration over all the rails' CQs (the outbox reserve counts
 	 * that many), starting at the next rail each time so that none starves */
 	for (int k = 0, budget = KVXD_BATCH; k < c->nrails && budget > 0; k++) {
@@ -1259,7 +1272,7 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 		work += dead_give_back(c, OUTBOX_RESERVE);
 	if (c->nevq_dirty)
 		evq_notify(c);
-	return work;
+	return work + (c->drain_again ? 1 : 0); /* not idle: rooms wait to be told */
 }
 
 /* Block until a completion or a message arrives (bounded).  Thread: the owning core. */

@@ -309,6 +309,9 @@ struct kvxd_core {
 	uint32_t stripe; /* the rail the next striped WR starts on (round robin) */
 	struct kvx_pcore_room *ready_head, *ready_tail;
 	struct kvx_pcore_room *drain_head; /* FAILED prefill rooms waiting to drain */
+	/* drain_recheck runs (its DRAINED use only the outbox beyond the iteration's reserve);
+	 * a drained room is still to be told (the next iteration rechecks) */
+	bool drain_bulk, drain_again;
 	/* chunks of failed or dropped rooms not yet given back (CHUNK_FREE): a room may hold any
 	 * number, so they go back a bounded batch per iteration, never past the outbox's room */
 	struct kvxd_chunk *dead_head, *dead_tail;

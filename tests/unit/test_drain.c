@@ -20,9 +20,9 @@
 
 #include "core/mbox.h"
 
-/* The control core may free a retired QP as soon as its QP_RETIRED is in the outbox.  Every
- * mailbox put of the polling core goes through this hook, which poisons that QP at once when
- * poison_retired is set (test_retired_qp_not_read_after_its_last_flush). */
+/* Every mailbox put of the polling core goes through this hook: it counts the puts a full
+ * mailbox refused, and (poison_retired) poisons a QP the moment its QP_RETIRED is in the outbox,
+ * as the control core may free it from then on (test_retired_qp_not_read_after_its_last_flush). */
 static int put_hook(struct kvx_mbox *b, const void *msg);
 #define kvx_mbox_put(b, msg) put_hook(b, msg)
 #include "verbs/pcore.c"
@@ -32,6 +32,7 @@ static int put_hook(struct kvx_mbox *b, const void *msg);
 
 static bool poison_retired;
 static struct kvxd_qpc *poisoned, poisoned_was;
+static int put_failures; /* puts a full mailbox refused (the message was lost) */
 
 static int
 put_hook(struct kvx_mbox *b, const void *msg)
@@ -39,6 +40,7 @@ put_hook(struct kvx_mbox *b, const void *msg)
 	const struct kvxd_msg *m = msg;
 	int rc = kvx_mbox_put(b, msg);
 
+	put_failures += rc != 0;
 	if (rc == 0 && poison_retired && !poisoned && m->type == KVXD_MSG_QP_RETIRED) {
 		poisoned = m->qpc;
 		poisoned_was = *m->qpc;
@@ -320,6 +322,61 @@ test_retired_qp_not_read_after_its_last_flush(void **state)
 	fake_vx_defer_flush(false);
 }
 
+/* An errored QP that becomes quiescent lets every room waiting for it drain at once (one
+ * recheck of the drain list): up to a send queue's worth of rooms per QP, more than the
+ * outbox reserve of an iteration.  Their DRAINED go only into the outbox beyond that reserve;
+ * the others are told at the next iterations, as the control core empties the outbox, each
+ * once (drain_unbounded: all at once, past the reserve, and past a full outbox's end at
+ * scale, where out_put would drop them). */
+#define DR_ROOMS 20
+#define DR_ROOM_LEFT 5 /* outbox slots beyond the reserve when the QP quiesces */
+
+static void
+test_drain_recheck_keeps_the_outbox_reserve(void **state)
+{
+	struct kvx_pcore_room *p[DR_ROOMS];
+	struct kvxd_msg filler = {.type = KVXD_MSG_PEER_IDLE, .peer = -1}, m;
+	int told = 0, fill;
+
+	put_failures = 0;
+	fake_vx_hold(true);
+	fake_vx_defer_flush(true);
+	for (int i = 0; i < DR_ROOMS; i++) {
+		uint32_t src[1] = {(uint32_t)i}, dst[1] = {(uint32_t)i};
+		struct kvx_pcore_room *d = decode_room(200 + (uint64_t)i, dst, 1);
+
+		p[i] = prefill_room(d, dst, 1);
+		submit(p[i], 0, src, 1, 0, true);
+	}
+	run();
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_RETRY_EXC_ERR), 0);
+	for (int i = 0; i < DR_ROOMS; i++)
+		abort_prefill(p[i]);
+	run(); /* every room FAILED, waiting for the QP's flush */
+	for (int i = 0; i < DR_ROOMS; i++)
+		assert_int_equal(drained(p[i]), 0);
+	/* the outbox as full as an iteration may start with, and DR_ROOM_LEFT more */
+	fill = (int)kvx_mbox_free_count(E.pf.core.outbox) - OUTBOX_RESERVE - DR_ROOM_LEFT;
+	for (int i = 0; i < fill; i++)
+		assert_int_equal(kvx_mbox_put(E.pf.core.outbox, &filler), 0);
+	fake_vx_flush(E.pf.qpc->qp);
+	for (int i = 0; i < 8; i++)
+		kvx_pcore_poll_once(&E.pf.core); /* what the outbox lets it do */
+	while (kvx_mbox_get_burst(E.pf.core.outbox, &m, 1) == 1) {
+		told += m.type == KVXD_MSG_DRAINED;
+		if (m.type != KVXD_MSG_PEER_IDLE)
+			E.out[E.nout++] = m;
+	}
+	assert_true(told >= 1);
+	assert_true(told <= DR_ROOM_LEFT);
+	assert_int_equal(put_failures, 0);
+	run(); /* the outbox empties: the rest are told */
+	for (int i = 0; i < DR_ROOMS; i++)
+		assert_int_equal(drained(p[i]), 1);
+	fake_vx_hold(false);
+	fake_vx_defer_flush(false);
+}
+
 /* A room that fails with more chunks waiting than the outbox holds (its metadata never came):
  * every chunk still goes back to the control core (CHUNK_FREE), in batches the outbox can
  * take, none dropped (dead_all_at_once: all at once, and the outbox overflows). */
@@ -445,6 +502,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_retired_qp_not_read_after_its_last_flush,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain_recheck_keeps_the_outbox_reserve, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_failed_room_gives_every_chunk_back, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_qp_does_not_delay_other_rooms, setup,
