@@ -772,8 +772,14 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	 * once its WRs are built, and an engine that unregisters the pool or goes away meanwhile
 	 * would pull it from under WRITEs still reading it */
 	if (kvxd_room_hold_pool(r, pool)) {
+		/* the room fails too: its other chunks must not make it a SUCCESS without this
+		 * one's pages */
+		struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .error = -E2BIG, .room = &r->pc};
+
 		snprintf(why, sizeof(why), "a room's chunks read at most %d pools",
 			 KVXD_ROOM_SRC_POOLS);
+		snprintf(f.reason, sizeof(f.reason), "chunk refused: %s", why);
+		kvx_pcore_send(&d->cores[r->pc.core], &f);
 		chunk_refuse(d, e, m->room, -E2BIG, why);
 		return;
 	}

@@ -73,13 +73,14 @@ struct kvxd_room_shape {
 	struct kvx_slice slice[KVX_MAX_SOURCES][KVX_MAX_REGIONS];
 };
 
+/* The pools one prefill room's chunks may read (kvxd_room_hold_pool): max_pools_per_engine's
+ * default.  A pool holds a room's layers as its buffers, so a room reads one pool per region. */
+#define KVXD_ROOM_SRC_POOLS 16
+
 /*
  * The control core's room.  Every field below pc is written and read by the control core only;
  * pc is the polling core's part (verbs/pcore.h), with its own ownership rules.
  */
-/* the pools one prefill room's chunks may read (kvxd_room_hold_pool) */
-#define KVXD_ROOM_SRC_POOLS (2 * KVX_MAX_REGIONS)
-
 struct kvxd_room {
 	struct kvx_pcore_room pc;
 	struct rcu_head rcu;
@@ -179,7 +180,7 @@ kvxd_room_released(const struct kvxd_room *r)
 
 /* Prefill: r holds a reference to pool p until it is freed (its WRITEs read p until every WR
  * completed, and a room leaves only then).  0, or -E2BIG: r already reads KVXD_ROOM_SRC_POOLS
- * other pools. */
+ * other pools.  Control core. */
 int kvxd_room_hold_pool(struct kvxd_room *r, struct kvxd_pool *p);
 
 /* The room with this id, engine rank and role, or NULL.  Valid until the end of the loop

@@ -1919,6 +1919,40 @@ test_prefill_pool_kept_while_its_writes_fly(void **state)
 	eng_close(&eb);
 }
 
+/* A room whose chunks name more pools than a room may hold references to: the chunk that names
+ * one too many is refused and the room fails, so that its other chunks (the last one after it)
+ * cannot make it a SUCCESS without that chunk's pages (e2big_room_goes_on: only the chunk is
+ * refused, and decode reports SUCCESS with a page never written). */
+static void
+test_room_reading_too_many_pools_fails(void **state)
+{
+	int pools[KVXD_ROOM_SRC_POOLS + 1], pa, pb, dst;
+	struct eng ea, eb;
+
+	A.cfg.max_pools_per_engine = B.cfg.max_pools_per_engine = KVXD_ROOM_SRC_POOLS + 2;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	dst = eng_pool_id(&ea, 256, KVXD_ROOM_SRC_POOLS + 2, 1);
+	pools[0] = pb;
+	for (int i = 1; i <= KVXD_ROOM_SRC_POOLS; i++) {
+		pools[i] = eng_pool_id(&eb, 256, 16, 1);
+		assert_true(pools[i] > 0);
+	}
+	assert_true(dst > 0);
+	assert_int_equal(eng_room_open(&ea, 504, dst, KVXD_ROOM_SRC_POOLS + 2, NULL), 0);
+	PUMP_UNTIL(prefill_known(504));
+	for (int i = 0; i <= KVXD_ROOM_SRC_POOLS; i++) /* page 0 of each pool to page i */
+		eng_chunk_full(&eb, 504, 0, pools[i], 0, 1, (uint32_t)i, 0, 0, 0, false);
+	/* the last chunk, from a pool the room holds */
+	eng_chunk_full(&eb, 504, 0, pools[0], 1, 1, KVXD_ROOM_SRC_POOLS + 1, 0, 0, 0, true);
+	PUMP_UNTIL(eng_event(&ea, 504, KVX_STATE_RELEASED) ||
+		   eng_event(&ea, 504, KVX_STATE_SUCCESS));
+	assert_null(eng_event(&ea, 504, KVX_STATE_SUCCESS));
+	assert_null(eng_event(&eb, 504, KVX_STATE_SUCCESS));
+	assert_non_null(eng_event(&eb, 504, KVX_STATE_FAILED));
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 /* The decode engine dies with a room open: the room is aborted and released (nothing can
  * write into its pages any more) and the pool unregistered once nothing points at it. */
 static void
@@ -3008,6 +3042,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_pool_kept_while_its_writes_fly, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_room_reading_too_many_pools_fails, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_decode_engine_loss_propagates, setup,
 						teardown),
