@@ -100,7 +100,8 @@ const char *kvx_node_name(const struct kvx_conn *c);
  * smaller than the geometry. */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
 /* Unregister a pool.  Returns 0; -EBUSY while a room or chunk still uses it (it stays
- * registered and usable); -ENOENT for a pool this engine does not have; -EIO when the NIC
+ * registered and usable; a prefill room uses the pools its chunks read until it is closed and
+ * has left, a grace period later); -ENOENT for a pool this engine does not have; -EIO when the NIC
  * refused to deregister it on some rail (the pool is gone for the engine all the same and no
  * longer counts toward its max_pools_per_engine; kvxd retries the deregistration, and its
  * pinned bytes count for the uid until then); or another -errno of the connection. */
@@ -217,7 +218,8 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to
  * the room's destination page dst_offset + i.  last marks this source's last chunk.  The call
  * is asynchronous: 0 means queued; failures arrive as a FAILED event (-EDQUOT when a new room
- * would pass max_rooms_per_engine, -ERANGE when dst_offset + npages passes KVX_MAX_ROOM_PAGES).
+ * would pass max_rooms_per_engine, -ERANGE when dst_offset + npages passes KVX_MAX_ROOM_PAGES,
+ * -E2BIG when the room's chunks would read more than 16 pools: the room fails as well).
  * The same as one kvx_chunk of region 0 and every buffer. */
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
