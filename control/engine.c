@@ -693,6 +693,95 @@ chunk_refuse(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int error, co
 	kvxd_engine_send_event(d, e->id, &ev);
 }
 
+/* A prefill room becomes this engine's, until it leaves (kvxd_room_engine_left).  A tombstone (a
+ * decode endpoint aborted the room before its metadata came) is an ordinary room again: it
+ * waits for its owner's ROOM_META (the aborting endpoint's, of the aborted generation, is
+ * refused) or times out like any room. */
+static void
+room_take(struct kvxd *d, struct kvxd_engine *e, struct kvxd_room *r)
+{
+	if (r->tombstone) {
+		kvxd_room_charge(d, r, -1, false);
+		r->tombstone = r->drained = false;
+	}
+	if (r->engine_id != e->id) {
+		r->engine_gone = false;
+		kvxd_room_attach_engine(e, r);
+	}
+}
+
+/* A prefill room that already ended (decode aborted it before its engine's first chunk, or it
+ * failed before any engine was there to hear it) is told to its engine now, once.  Returns
+ * whether it had ended. */
+static bool
+room_tell_if_ended(struct kvxd *d, struct kvxd_room *r)
+{
+	int st = kvxd_room_state(r);
+	struct kvx_event ev = {.room = r->pc.id,
+			       .generation = r->pc.gen,
+			       .state = (uint8_t)st,
+			       .error = st == KVX_ROOM_FAILED ? r->pc.error : 0};
+
+	if (!kvxd_room_terminal_for_engine(r, st))
+		return false;
+	snprintf(ev.reason, sizeof(ev.reason), "%s", r->pc.reason);
+	kvxd_room_tell(d, r, &ev);
+	return true;
+}
+
+/* A refused chunk fails its room.  The engine hears of the refusal only as an event, after
+ * it may have submitted the room's other chunks, its last one among them: had the room gone
+ * on, it could end a SUCCESS (on decode too) without this chunk's pages.  So the room fails
+ * through its core and its engine is told once, as the room's FAILED: a room of this engine,
+ * or of none yet (a room a ROOM_META made, a tombstone), which the engine takes here; a room
+ * not there yet is made, failed, so that the engine's later chunks of it find it ended (and
+ * decode's ROOM_META is answered FAILED).  Such rooms count against max_rooms_per_engine and
+ * may pass it by as many again; past that, or out of memory, kvxd cannot keep the room failed
+ * and closes the session instead: all its rooms fail, none with a hole.  Another engine's
+ * room, or an id no room can have, is left alone: the engine is told by an event. */
+static void
+chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int error, const char *why)
+{
+	struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .error = error};
+	struct kvxd_room *r;
+
+	d->ctr.chunks_refused++;
+	if (room > KVX_ROOM_ID_MAX) {
+		chunk_refuse(d, e, room, error, why);
+		return;
+	}
+	r = kvxd_room_find(d, room, e->rank, KVX_ROOM_PREFILL);
+	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
+		chunk_refuse(d, e, room, error, why);
+		return;
+	}
+	if ((!r || r->engine_id != e->id) &&
+	    e->nrooms >= 2 * (uint64_t)d->cfg.max_rooms_per_engine) {
+		kvxd_engine_doom(d, e,
+				 "a chunk was refused and the engine holds too many rooms to keep "
+				 "its room failed");
+		return;
+	}
+	if (!r)
+		r = kvxd_prefill_room_new(d, room, e->rank, -1);
+	if (!r) {
+		kvxd_engine_doom(
+			d, e, "a chunk was refused and there is no memory to keep its room failed");
+		return;
+	}
+	room_take(d, e, r);
+	r->refused = true;
+	KVX_INFO("engine %d: room %llu: chunk refused (%s): the room fails", e->id,
+		 (unsigned long long)room, why);
+	if (atomic_load(&r->pc.told) || room_tell_if_ended(d, r))
+		return; /* it ended already: its engine hears (heard) that end, once */
+	f.room = &r->pc;
+	snprintf(f.reason, sizeof(f.reason), "chunk refused: %s", why);
+	if (kvx_pcore_send(&d->cores[r->pc.core], &f))
+		kvxd_engine_doom(d, e,
+				 "a chunk was refused and there is no memory to fail its room");
+}
+
 static void
 chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *m, size_t len)
 {
@@ -708,19 +797,19 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
 	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
 		d->ctr.engine_bad++;
-		chunk_refuse(d, e, m->room, -EINVAL, "malformed");
+		chunk_refuse_room(d, e, m->room, -EINVAL, "malformed");
 		return;
 	}
 	if (m->ndest > KVX_MAX_DESTS) {
 		snprintf(why, sizeof(why), "%u decode endpoints: a room feeds at most %u", m->ndest,
 			 KVX_MAX_DESTS);
-		chunk_refuse(d, e, m->room, -EINVAL, why);
+		chunk_refuse_room(d, e, m->room, -EINVAL, why);
 		return;
 	}
 	if (m->region >= KVX_MAX_REGIONS) {
 		snprintf(why, sizeof(why), "region %u: a room has at most %u", m->region,
 			 KVX_MAX_REGIONS);
-		chunk_refuse(d, e, m->room, -EINVAL, why);
+		chunk_refuse_room(d, e, m->room, -EINVAL, why);
 		return;
 	}
 	/* no room has more destination pages (the room's own count is checked by its core,
@@ -728,17 +817,17 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	if ((uint64_t)m->dst_offset + m->npages > KVX_MAX_ROOM_PAGES) {
 		snprintf(why, sizeof(why), "destination pages %u+%u beyond the %u a room may have",
 			 m->dst_offset, m->npages, KVX_MAX_ROOM_PAGES);
-		chunk_refuse(d, e, m->room, -ERANGE, why);
+		chunk_refuse_room(d, e, m->room, -ERANGE, why);
 		return;
 	}
 	pool = pool_get(d, e, m->pool_id);
 	if (!pool) {
-		chunk_refuse(d, e, m->room, -ENOENT, "unknown pool");
+		chunk_refuse_room(d, e, m->room, -ENOENT, "unknown pool");
 		return;
 	}
 	for (uint32_t i = 0; i < m->npages; i++)
 		if (pages[i] >= pool->npages) {
-			chunk_refuse(d, e, m->room, -ERANGE, "source page beyond the pool");
+			chunk_refuse_room(d, e, m->room, -ERANGE, "source page beyond the pool");
 			return;
 		}
 	/* buffers [buf_first, buf_first + nbufs) of the pool; 0: to its last buffer */
@@ -747,7 +836,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	if (nbufs == 0 || (uint64_t)m->buf_first + nbufs > pool->nbufs) {
 		snprintf(why, sizeof(why), "buffers %u+%u beyond the pool's %u", m->buf_first,
 			 m->buf_count, pool->nbufs);
-		chunk_refuse(d, e, m->room, -ERANGE, why);
+		chunk_refuse_room(d, e, m->room, -ERANGE, why);
 		return;
 	}
 	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
@@ -759,41 +848,25 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		d->ctr.cap_rooms++;
 		snprintf(why, sizeof(why), "the engine has %u rooms: max_rooms_per_engine = %u",
 			 e->nrooms, d->cfg.max_rooms_per_engine);
-		chunk_refuse(d, e, m->room, -EDQUOT, why);
+		chunk_refuse_room(d, e, m->room, -EDQUOT, why);
 		return;
 	}
 	if (!r)
 		r = kvxd_prefill_room_new(d, m->room, e->rank, -1);
 	if (!r) {
-		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
+		chunk_refuse_room(d, e, m->room, -ENOMEM, "out of memory");
 		return;
 	}
 	/* the room keeps the pool registered until it leaves: the chunk's own reference goes back
 	 * once its WRs are built, and an engine that unregisters the pool or goes away meanwhile
 	 * would pull it from under WRITEs still reading it */
 	if (kvxd_room_hold_pool(r, pool)) {
-		/* the room fails too: its other chunks must not make it a SUCCESS without this
-		 * one's pages */
-		struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .error = -E2BIG, .room = &r->pc};
-
 		snprintf(why, sizeof(why), "a room's chunks read at most %d pools",
 			 KVXD_ROOM_SRC_POOLS);
-		snprintf(f.reason, sizeof(f.reason), "chunk refused: %s", why);
-		kvx_pcore_send(&d->cores[r->pc.core], &f);
-		chunk_refuse(d, e, m->room, -E2BIG, why);
+		chunk_refuse_room(d, e, m->room, -E2BIG, why);
 		return;
 	}
-	/* A room a decode endpoint aborted before its metadata came (a tombstone) is this
-	 * engine's room now: it waits for its owner's ROOM_META (the aborting endpoint's, of the
-	 * aborted generation, is refused) or times out like any room. */
-	if (r->tombstone) {
-		kvxd_room_charge(d, r, -1, false);
-		r->tombstone = r->drained = false;
-	}
-	if (r->engine_id != e->id) {
-		r->engine_gone = false;
-		kvxd_room_attach_engine(e, r); /* until the room leaves: kvxd_room_engine_left */
-	}
+	room_take(d, e, r);
 	if (m->last)
 		r->last_submitted = true;
 	if (!r->ndest) {
@@ -802,25 +875,10 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		r->ndest = (uint8_t)(m->ndest ? m->ndest : 1);
 		kvxd_room_meta_unpark(d, r);
 	}
-	{
-		/* a room that already ended (decode aborted it before this chunk, or it failed
-		 * before any engine was there to hear it): its engine is told now, once; the
-		 * chunk itself is skipped by its core */
-		int st = kvxd_room_state(r);
-
-		if (kvxd_room_terminal_for_engine(r, st)) {
-			struct kvx_event ev = {.room = r->pc.id,
-					       .generation = r->pc.gen,
-					       .state = (uint8_t)st,
-					       .error = st == KVX_ROOM_FAILED ? r->pc.error : 0};
-
-			snprintf(ev.reason, sizeof(ev.reason), "%s", r->pc.reason);
-			kvxd_room_tell(d, r, &ev);
-		}
-	}
+	room_tell_if_ended(d, r);	     /* the chunk itself is skipped by its core */
 	ch = kvxd_chunk_alloc(d, m->npages); /* no malloc once the cache is warm */
 	if (!ch) {
-		chunk_refuse(d, e, m->room, -ENOMEM, "out of memory");
+		chunk_refuse_room(d, e, m->room, -ENOMEM, "out of memory");
 		return;
 	}
 	*ch = (struct kvxd_chunk){.pool = pool,
@@ -839,7 +897,7 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	if (kvx_pcore_try_send(&d->cores[r->pc.core], &msg)) { /* back-pressure */
 		/* the chunk, and its pool reference */
 		kvxd_chunk_free(d, ch);
-		chunk_refuse(d, e, m->room, -EAGAIN, "polling core inbox full");
+		chunk_refuse_room(d, e, m->room, -EAGAIN, "polling core inbox full");
 		return;
 	}
 	r->bytes += (uint64_t)m->npages * pool->page_size * nbufs; /* the bytes histogram */
@@ -1320,7 +1378,9 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		break;
 	case KVX_ENG_CHUNK:
 		if (len < sizeof(struct kvx_eng_chunk)) {
+			/* it cannot name its room, which must not succeed without it */
 			d->ctr.engine_bad++;
+			kvxd_engine_doom(d, e, "a chunk too short to name its room");
 			break;
 		}
 		chunk_submit(d, e, (const void *)buf, len);

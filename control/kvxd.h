@@ -271,6 +271,7 @@ struct kvxd_engine {
 
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
+		chunks_refused, /* each fails its room (control/engine.c chunk_refuse_room) */
 		engine_rings, engine_ring_wakes, events_sent, events_dropped, events_core,
 		events_core_claimed, status_pushed, status_queued, status_dropped, status_evicted,
 		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced,

@@ -294,6 +294,7 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("peer_resets_total", "peer sessions torn down", c->peer_resets);
 	COUNTER("engine_msgs_total", "requests from engines", c->engine_msgs);
 	COUNTER("engine_bad_total", "malformed engine requests", c->engine_bad);
+	COUNTER("chunks_refused_total", "chunks refused (each fails its room)", c->chunks_refused);
 	COUNTER("events_sent_total", "events queued to engines", c->events_sent);
 	COUNTER("events_dropped_total", "events with no engine to take them", c->events_dropped);
 	COUNTER("events_core_total",

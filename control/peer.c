@@ -1318,7 +1318,8 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		return;
 	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
-	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone) {
+	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone &&
+	    !r->refused) {
 		kvxd_room_remove(d, r); /* an id reused for a new request */
 		r = NULL;
 		own = -1;

@@ -147,6 +147,9 @@ struct kvxd_room {
 	 * gone_ms); prefill: the engine submitted its last chunk */
 	struct cds_list_head eng_link;
 	bool on_eng_list, engine_gone, last_submitted; /* told: pc.told */
+	/* prefill: a chunk of it was refused (control/engine.c chunk_refuse_room): it stays
+	 * failed, never taken for a new request of the same id, until its engine closes it */
+	bool refused;
 	uint64_t gone_ms;
 	/* prefill: the pools its chunks read, each referenced until the room is freed (a chunk's
 	 * own reference goes back once its core built its WRs, which may still be reading) */

@@ -1,2 +1,2 @@
 # a room that ended before its engine came is never told to it
-s/^\t\t\tkvxd_room_tell(d, r, \&ev);$/\t\t\t(void)ev;/
+/^room_tell_if_ended(/,/^}/ s/^\tkvxd_room_tell(d, r, \&ev);$/\t(void)ev;/

@@ -533,6 +533,14 @@ eng_event(struct eng *e, uint64_t id, int st)
 	return NULL;
 }
 
+/* The same, once it came (a refused chunk's FAILED comes from its room's core). */
+static const struct kvx_event *
+eng_event_wait(struct eng *e, uint64_t id, int st)
+{
+	PUMP_UNTIL(eng_event(e, id, st));
+	return eng_event(e, id, st);
+}
+
 static int
 live_engines(struct kvxd *d)
 {
@@ -1658,8 +1666,9 @@ test_cap_rooms_per_engine_decode(void **state)
 	eng_close(&e);
 }
 
-/* Prefill: a chunk that would make the engine's rooms exceed the cap is refused (FAILED event);
- * a chunk to a room it already has is not; a room that ended and was closed frees its place. */
+/* Prefill: a chunk that would make the engine's rooms exceed the cap is refused (FAILED event),
+ * and its room kept failed (beyond the cap) until the engine closes it; a chunk to a room it
+ * already has is not; a room that ended and was closed frees its place. */
 static void
 test_cap_rooms_per_engine_prefill(void **state)
 {
@@ -1676,18 +1685,20 @@ test_cap_rooms_per_engine_prefill(void **state)
 	eng_chunk(&e, 10, pool, 2, 0);
 	eng_chunk(&e, 10, pool, 2, 2); /* the same room again: fine */
 	eng_chunk(&e, 11, pool, 2, 0);
-	ev = eng_event(&e, 11, KVX_STATE_FAILED);
+	ev = eng_event_wait(&e, 11, KVX_STATE_FAILED);
 	assert_non_null(ev);
 	assert_int_equal(ev->error, -EDQUOT);
 	assert_non_null(strstr(ev->reason, "max_rooms_per_engine"));
 	assert_null(eng_event(&e, 10, KVX_STATE_FAILED));
-	assert_null(kvxd_room_find(&B, 11, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(kvxd_room_state(kvxd_room_find(&B, 11, 0, KVX_ROOM_PREFILL)),
+			 KVX_ROOM_FAILED);
 	/* room 10 never gets its metadata: the waiting timeout fails it, the engine closes it */
 	fake_ms += B.cfg.waiting_ms + 200;
 	for (int i = 0; i < 20 && !eng_event(&e, 10, KVX_STATE_FAILED); i++)
 		pump_once();
 	assert_non_null(eng_event(&e, 10, KVX_STATE_FAILED));
 	assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_CLOSE, 10), 0);
+	assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_CLOSE, 11), 0);
 	e.nev = 0;
 	eng_chunk(&e, 11, pool, 2, 0);
 	assert_null(eng_event(&e, 11, KVX_STATE_FAILED));
@@ -1739,10 +1750,11 @@ test_pool_half_deregistered_not_taken(void **state)
 	assert_int_equal(eng_pool_unreg(&e, pool), -ENOENT); /* gone for the engine */
 	assert_int_equal(fake_vx_live().mr, mrs + 1);
 	eng_chunk(&e, 30, pool, 2, 0);
-	ev = eng_event(&e, 30, KVX_STATE_FAILED);
+	ev = eng_event_wait(&e, 30, KVX_STATE_FAILED);
 	assert_non_null(ev);
 	assert_int_equal(ev->error, -ENOENT);
-	assert_null(kvxd_room_find(&B, 30, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(kvxd_room_state(kvxd_room_find(&B, 30, 0, KVX_ROOM_PREFILL)),
+			 KVX_ROOM_FAILED); /* kept failed, see test_refused_chunk_fails_its_room */
 	assert_int_equal(fake_vx_live().mr, mrs + 1); /* rail 1 still registered */
 	/* nor is it the engine's any more: a new pool fits under a cap of one */
 	B.cfg.max_pools_per_engine = 1;
@@ -1757,7 +1769,8 @@ test_pool_half_deregistered_not_taken(void **state)
 	eng_close(&e);
 }
 
-/* A chunk whose destination range runs past what any room can hold is refused up front. */
+/* A chunk whose destination range runs past what any room can hold is refused up front (its
+ * room kept failed). */
 static void
 test_chunk_destination_range_checked(void **state)
 {
@@ -1770,15 +1783,17 @@ test_chunk_destination_range_checked(void **state)
 	assert_int_equal(eng_hello(&e, NULL), 0);
 	pool = eng_pool_id(&e, 256, 16, 1);
 	eng_chunk(&e, 20, pool, 2, UINT32_MAX);
-	ev = eng_event(&e, 20, KVX_STATE_FAILED);
+	ev = eng_event_wait(&e, 20, KVX_STATE_FAILED);
 	assert_non_null(ev);
 	assert_int_equal(ev->error, -ERANGE);
 	eng_chunk(&e, 21, pool, 2, KVX_MAX_ROOM_PAGES - 1);
-	ev = eng_event(&e, 21, KVX_STATE_FAILED);
+	ev = eng_event_wait(&e, 21, KVX_STATE_FAILED);
 	assert_non_null(ev);
 	assert_int_equal(ev->error, -ERANGE);
-	assert_null(kvxd_room_find(&B, 20, 0, KVX_ROOM_PREFILL));
-	assert_null(kvxd_room_find(&B, 21, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(kvxd_room_state(kvxd_room_find(&B, 20, 0, KVX_ROOM_PREFILL)),
+			 KVX_ROOM_FAILED);
+	assert_int_equal(kvxd_room_state(kvxd_room_find(&B, 21, 0, KVX_ROOM_PREFILL)),
+			 KVX_ROOM_FAILED);
 	eng_chunk(&e, 22, pool, 2, KVX_MAX_ROOM_PAGES - 2); /* the last two pages: fine */
 	assert_null(eng_event(&e, 22, KVX_STATE_FAILED));
 	eng_close(&e);
@@ -1949,8 +1964,142 @@ test_room_reading_too_many_pools_fails(void **state)
 	assert_null(eng_event(&ea, 504, KVX_STATE_SUCCESS));
 	assert_null(eng_event(&eb, 504, KVX_STATE_SUCCESS));
 	assert_non_null(eng_event(&eb, 504, KVX_STATE_FAILED));
+	assert_int_equal(count_events(&eb, 504, KVX_STATE_FAILED), 1); /* the room's, once */
 	eng_close(&ea);
 	eng_close(&eb);
+}
+
+/* Room id, one of whose chunks b refused, ends FAILED for b's engine (told once, with error
+ * unless 0) and RELEASED for a's, never SUCCESS on either side. */
+static void
+assert_refused_room_failed(struct eng *ea, struct eng *eb, uint64_t id, int error)
+{
+	PUMP_UNTIL(eng_event(ea, id, KVX_STATE_RELEASED) || eng_event(ea, id, KVX_STATE_SUCCESS));
+	assert_null(eng_event(ea, id, KVX_STATE_SUCCESS));
+	assert_null(eng_event(eb, id, KVX_STATE_SUCCESS));
+	assert_int_equal(count_events(eb, id, KVX_STATE_FAILED), 1);
+	if (error)
+		assert_int_equal(eng_event(eb, id, KVX_STATE_FAILED)->error, error);
+}
+
+/* A chunk kvxd refuses (here: a source page beyond the pool) fails its room.  The engine
+ * hears of the refusal only by an event, after it may have submitted the room's last chunk:
+ * before, the room went on, the prefill engine was told FAILED and then SUCCESS, and decode's
+ * engine SUCCESS with two pages never written. */
+static void
+test_refused_chunk_fails_its_room(void **state)
+{
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 520, pa, 6, NULL), 0);
+	PUMP_UNTIL(prefill_known(520));
+	eng_chunk_full(&eb, 520, 0, pb, 0, 2, 0, 0, 0, 0, false);
+	eng_chunk_full(&eb, 520, 0, pb, 15, 2, 2, 0, 0, 0, false); /* pages 15 and 16 of 16 */
+	eng_chunk_full(&eb, 520, 0, pb, 4, 2, 4, 0, 0, 0, true);
+	assert_refused_room_failed(&ea, &eb, 520, -ERANGE);
+	assert_int_equal(B.ctr.chunks_refused, 1);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* A chunk refused before its room is known here leaves the room failed: the engine's next
+ * chunks of it, and decode's ROOM_META, find it ended.  Before, no room was made, and the
+ * later chunks made one that succeeded without the refused chunk's pages. */
+static void
+test_refused_first_chunk_keeps_its_room_failed(void **state)
+{
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	eng_chunk_full(&eb, 521, 0, pb, 0, 2, 0, 0, 5, 0, false); /* 5 buffers of 1 */
+	PUMP_UNTIL(eng_event(&eb, 521, KVX_STATE_FAILED));
+	assert_int_equal(eng_room_open(&ea, 521, pa, 4, NULL), 0);
+	eng_chunk_full(&eb, 521, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	assert_refused_room_failed(&ea, &eb, 521, -ERANGE);
+	/* closed, the id is free again */
+	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 521), 0);
+	assert_null(kvxd_room_find(&B, 521, 0, KVX_ROOM_PREFILL));
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* A chunk refused for back-pressure (its polling core's inbox is full: -EAGAIN) fails its room
+ * like any refusal; the message that fails it waits in the core's overflow queue.  The room's
+ * later chunks, its last among them, cannot make it a SUCCESS. */
+static void
+test_chunk_refused_by_a_full_inbox_fails_its_room(void **state)
+{
+	uint64_t buf[CHUNK_BUF_WORDS];
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 522, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(522));
+	/* b's control core alone runs: its polling core's inbox (4096 messages) fills */
+	for (int i = 0; i < 200000 && B.ctr.chunks_refused == 0; i++) {
+		size_t len = chunk_msg(buf, 522, 0, pb, 0, 2, 0, 0, 0, 0, false);
+
+		(void)eng_send(&eb, KVX_ENG_CHUNK, buf, len, -1);
+		kvxd_loop_once(&B, 0);
+	}
+	assert_int_equal(B.ctr.chunks_refused, 1);
+	eng_chunk_full(&eb, 522, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	assert_refused_room_failed(&ea, &eb, 522, -EAGAIN);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* Rooms kept failed for refused chunks may pass max_rooms_per_engine by as many again; past
+ * that kvxd cannot keep one more and closes the session (its rooms fail, none with a hole). */
+static void
+test_refusals_past_twice_the_cap_close_the_session(void **state)
+{
+	struct eng e;
+	int pool;
+
+	(void)state;
+	B.cfg.max_rooms_per_engine = 2;
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	assert_true(pool > 0);
+	eng_chunk_x(&e, 40, pool, 2, 0, false);
+	eng_chunk_x(&e, 41, pool, 2, 0, false);
+	for (uint64_t id = 42; id < 44; id++) { /* over the cap: kept failed */
+		eng_chunk_x(&e, id, pool, 2, 0, false);
+		assert_non_null(eng_event_wait(&e, id, KVX_STATE_FAILED));
+		assert_int_equal(eng_event(&e, id, KVX_STATE_FAILED)->error, -EDQUOT);
+	}
+	assert_false(e.closed);
+	eng_chunk_x(&e, 44, pool, 2, 0, false);
+	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0);
+	PUMP_UNTIL(kvxd_room_state(kvxd_room_find(&B, 40, 0, KVX_ROOM_PREFILL)) == KVX_ROOM_FAILED);
+	assert_null(kvxd_room_find(&B, 44, 0, KVX_ROOM_PREFILL));
+	eng_close(&e);
+}
+
+/* A chunk too short to name its room cannot fail it: the session is closed instead. */
+static void
+test_truncated_chunk_closes_the_session(void **state)
+{
+	uint64_t buf[CHUNK_BUF_WORDS] = {0};
+	struct eng e;
+
+	(void)state;
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_true(eng_send(&e, KVX_ENG_CHUNK, buf, sizeof(struct kvx_eng_hdr) + 4, -1) != 0);
+	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0);
+	eng_close(&e);
 }
 
 /* The decode engine dies with a room open: the room is aborted and released (nothing can
@@ -3042,6 +3191,15 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_pool_kept_while_its_writes_fly, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_refused_chunk_fails_its_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_first_chunk_keeps_its_room_failed,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusals_past_twice_the_cap_close_the_session,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_chunk_closes_the_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_reading_too_many_pools_fails, setup,
 						teardown),
