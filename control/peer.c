@@ -1980,6 +1980,15 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			}
 			continue;
 		}
+		if (pc->peer < 0) {
+			/* its HELLO was left unanswered (crossing dials: ours goes on), so no peer
+			 * is bound to it and nothing is to be authenticated */
+			d->ctr.frames_bad++;
+			refuse_log(d, pc->addr,
+				   "AUTH on a connection whose HELLO was not answered");
+			pending_drop(d, pc, true);
+			return;
+		}
 		if (!pending_auth_ok(d, pc, m.u.auth_mac)) {
 			pending_drop(d, pc, true);
 			return;

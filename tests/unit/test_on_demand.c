@@ -7,7 +7,9 @@
  * sides in two steps (IDLE_ASK, IDLE), quietly: nothing fails, and a room that started while
  * the close was under way carries on over the next session; crossing dials end in one session.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -27,6 +30,7 @@
 #include "control/peer_io.h"
 #include "control/rooms.h"
 #include "core/fault.h"
+#include "core/wire.h"
 
 #include "nodes_harness.h"
 
@@ -340,6 +344,53 @@ test_crossing_dials_make_one_session(void **state)
 	assert_int_equal(fake_vx_live().qp, base.qp + 2 * harness_lanes());
 }
 
+/* A connection whose HELLO a node left unanswered (crossing dials: its own dial to that peer goes
+ * on) binds no peer: an AUTH on it is refused as a bad frame and changes nothing.  Before, the
+ * AUTH was checked against peers[-1] (pc->peer was never set) and, once its MAC verified, made
+ * that memory a session.  Only a's control core runs, so its dial to b waits for b's answer. */
+static void
+test_auth_on_an_unanswered_hello_refused(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, auth = {.type = KVX_WIRE_AUTH};
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint64_t bad = A.ctr.frames_bad, refused = A.ctr.conn_refused_auth;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	char err[160], c;
+	int fd, n, i;
+
+	(void)state;
+	open_from(&A, 1, &B, 4);
+	for (i = 0; i < 2000 && ab->state != KVXD_PEER_HELLO; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_HELLO); /* a's HELLO sent, b does not answer */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	hello.u.hello.version = KVX_WIRE_VERSION;
+	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
+	hello.u.hello.nonce = 7;
+	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 200; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(A.ctr.dial_collisions, 1); /* left unanswered */
+	assert_true(recv(fd, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000 && recv(fd, &c, 1, MSG_DONTWAIT) != 0; i++)
+		kvxd_loop_once(&A, 0);
+	assert_true(i < 2000); /* closed */
+	close(fd);
+	assert_int_equal(A.ctr.frames_bad, bad + 1);
+	assert_int_equal(A.ctr.conn_refused_auth, refused);
+	assert_int_equal(ab->state, KVXD_PEER_HELLO); /* a's own dial goes on */
+	assert_true(ab->dialer);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+}
+
 /* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
  * quietly and dials again), and b asks its idle session with a to close once a's room is done;
  * then c's room gets its session.  b never holds two sessions' QPs, and nothing fails. */
@@ -431,6 +482,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_ask_ignored_while_a_room_needs_the_session,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unasked_idle_is_a_loss, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_auth_on_an_unanswered_hello_refused, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
