@@ -104,13 +104,25 @@ release(struct kvxd *d, struct kvxd_room *r)
 			(unsigned long long)r->pc.id);
 }
 
+/* Are the QPs of every session a source was notified on and that ended (stale_mask) destroyed?
+ * Forgets those that are. */
+static bool
+stale_sessions_gone(const struct kvxd *d, struct kvxd_room *r)
+{
+	for (int i = 0; r->stale_mask && i < r->pc.nsrc; i++)
+		if ((r->stale_mask & (1u << i)) &&
+		    d->peers[r->pc.src_peer[i]].qp_sessions_ended >= r->stale_target[i])
+			r->stale_mask &= ~(1u << i);
+	return r->stale_mask == 0;
+}
+
 static void
 maybe_release(struct kvxd *d, struct kvxd_room *r)
 {
 	uint32_t need = notified_mask(r);
 
 	if ((r->ab_state == KVXD_ABORT_ARMED || r->ab_state == KVXD_ABORT_FENCING) &&
-	    ((r->ack_mask | r->fenced_mask) & need) == need)
+	    ((r->ack_mask | r->fenced_mask) & need) == need && stale_sessions_gone(d, r))
 		release(d, r);
 }
 
@@ -542,7 +554,11 @@ source_lost(struct kvxd *d, struct kvxd_room *r, int i, void *arg)
 			 w->p->last_error);
 		kvxd_decode_abort(d, r, -ECONNRESET, reason);
 	} else {
-		r->meta_sent_mask &= ~bit; /* sent again on the next session */
+		/* sent again on the next session; the session it went on may still place a write
+		 * until its QPs are destroyed: no release before that */
+		r->meta_sent_mask &= ~bit;
+		r->stale_mask |= bit;
+		r->stale_target[i] = w->p->qp_sessions_ended + (peer_has_qps(w->p) ? 1 : 0);
 	}
 }
 

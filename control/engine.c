@@ -844,6 +844,14 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
 	}
+	if (r && r->engine_id == e->id && r->engine_closed) {
+		/* the engine closed it (kvx_room_close said 0) and uses the id again while the
+		 * closed room still drains: that room is left alone, and the engine told at
+		 * once, to submit again shortly (its end was told already: no other event comes) */
+		chunk_refuse(d, e, m->room, -EBUSY,
+			     "the room's closed attempt still drains: submit again shortly");
+		return;
+	}
 	if ((!r || r->engine_id != e->id) && e->nrooms >= d->cfg.max_rooms_per_engine) {
 		d->ctr.cap_rooms++;
 		snprintf(why, sizeof(why), "the engine has %u rooms: max_rooms_per_engine = %u",
@@ -867,6 +875,12 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		return;
 	}
 	room_take(d, e, r);
+	if (r->last_submitted) {
+		/* after the room's last chunk, which decode's SUCCESS may follow at any time: its
+		 * WRITEs could land in pages decode's engine has back */
+		chunk_refuse_room(d, e, m->room, -EALREADY, "a chunk after the room's last");
+		return;
+	}
 	if (m->last)
 		r->last_submitted = true;
 	if (!r->ndest) {
@@ -875,7 +889,17 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		r->ndest = (uint8_t)(m->ndest ? m->ndest : 1);
 		kvxd_room_meta_unpark(d, r);
 	}
-	room_tell_if_ended(d, r);	     /* the chunk itself is skipped by its core */
+	room_tell_if_ended(d, r); /* the chunk itself is skipped by its core */
+	if (e->chunk_bytes + kvxd_chunk_bytes(m->npages) >
+	    ((uint64_t)d->cfg.max_chunk_mb_per_engine << 20)) {
+		/* its chunks wait in kvxd (for their room's metadata, a full send queue): held
+		 * without bound, they would be kvxd's memory */
+		snprintf(why, sizeof(why),
+			 "the engine's chunks in kvxd hold %u MiB: max_chunk_mb_per_engine",
+			 d->cfg.max_chunk_mb_per_engine);
+		chunk_refuse_room(d, e, m->room, -ENOBUFS, why);
+		return;
+	}
 	ch = kvxd_chunk_alloc(d, m->npages); /* no malloc once the cache is warm */
 	if (!ch) {
 		chunk_refuse_room(d, e, m->room, -ENOMEM, "out of memory");
@@ -889,7 +913,9 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 				  .buf_first = m->buf_first,
 				  .nbufs = nbufs,
 				  .ndest = m->ndest ? m->ndest : 1,
-				  .last = m->last != 0};
+				  .last = m->last != 0,
+				  .engine_id = e->id};
+	e->chunk_bytes += kvxd_chunk_bytes(m->npages); /* back in kvxd_chunk_free */
 	memcpy(ch->pages, pages, sizeof(uint32_t) * m->npages);
 	atomic_fetch_add(&pool->refs, 1);
 	msg.room = &r->pc;
@@ -1320,8 +1346,11 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 	text[0] = '\0';
 	if (len < sizeof(*h) || h->len != len) {
 		d->ctr.engine_bad++;
-		kvxd_engine_reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0,
-				  "bad message length");
+		if (len >= sizeof(*h) && h->type == KVX_ENG_CHUNK) /* its room must not succeed */
+			kvxd_engine_doom(d, e, "a chunk whose length is not its message's");
+		else
+			kvxd_engine_reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0,
+					  "bad message length");
 		goto out;
 	}
 	if (e->refused) {
@@ -1488,9 +1517,15 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 				memcpy(&fd, CMSG_DATA(c), sizeof(int));
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 			d->ctr.engine_bad++;
-			kvxd_engine_reply(d, e, 0, -EMSGSIZE, 0, "message too large");
 			if (fd >= 0)
 				close(fd);
+			if ((size_t)n >= sizeof(struct kvx_eng_hdr) &&
+			    ((const struct kvx_eng_hdr *)buf)->type == KVX_ENG_CHUNK) {
+				/* a chunk cut short: its room must not succeed without it */
+				kvxd_engine_doom(d, e, "a chunk larger than a message may be");
+				return;
+			}
+			kvxd_engine_reply(d, e, 0, -EMSGSIZE, 0, "message too large");
 			continue;
 		}
 		handle(d, e, buf, (size_t)n, fd);

@@ -114,6 +114,11 @@ kvxd_chunk_free(struct kvxd *d, struct kvxd_chunk *ch)
 {
 	if (!ch)
 		return;
+	for (int i = 0; ch->engine_id > 0 && i < d->engines_end; i++)
+		if (d->engines[i] && d->engines[i]->id == ch->engine_id) {
+			d->engines[i]->chunk_bytes -= kvxd_chunk_bytes(ch->npages);
+			break;
+		}
 	kvxd_pool_put(ch->pool);
 	kvx_slab_free(&d->chunks, ch);
 }

@@ -200,6 +200,7 @@ struct kvxd_peer {
 	 * new session of the peer starts by (re)sending these; decode drops duplicates. */
 	struct kvxd_status_entry *pend_status;
 	int npend_status, cap_status;
+	bool status_retry; /* an entry could not be sent on the live session: the tick retries */
 	uint64_t n_handshakes, n_setup_failures, n_resets;
 	uint64_t hs_start_us; /* when this setup left IDLE (the handshake histogram) */
 	/* what this peer's frames made us hold: rooms its ROOM_META created, tombstones its
@@ -245,6 +246,7 @@ struct kvxd_engine {
 	bool doomed;		/* closed at the end of this loop iteration */
 	bool reset_seen;	/* its socket said ECONNRESET: what it sent before is still read */
 	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
+	uint64_t chunk_bytes;	/* its chunks kvxd holds (max_chunk_mb_per_engine) */
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	/* KVX_ENG_ADMIN_AT: the text of the command being paged out (NULL: none) */
@@ -450,7 +452,14 @@ void kvxd_chunk_cache_fini(struct kvxd *d);
  * d->chunks.st.failed: the caller refuses the chunk with -ENOMEM). */
 struct kvxd_chunk *kvxd_chunk_alloc(struct kvxd *d, uint32_t npages);
 /* Give back a chunk kvxd_chunk_alloc() returned (NULL: nothing): its pool reference (ch->pool,
- * may be NULL) is dropped and its memory cached or freed. */
+ * may be NULL) is dropped, its bytes no longer charged to its engine (ch->engine_id, if that
+ * session is still there), and its memory cached or freed. */
 void kvxd_chunk_free(struct kvxd *d, struct kvxd_chunk *ch);
+/* What a chunk of npages pages counts against max_chunk_mb_per_engine. */
+static inline uint64_t
+kvxd_chunk_bytes(uint32_t npages)
+{
+	return sizeof(struct kvxd_chunk) + (uint64_t)npages * sizeof(uint32_t);
+}
 
 #endif /* KVX_CONTROL_KVXD_H */

@@ -720,7 +720,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->last_error[0] = '\0';
 	KVX_INFO("peer %s ready (epoch %u, %d QP%s)", p->name, p->epoch, d->ncores * d->nrails,
 		 d->ncores * d->nrails > 1 ? "s" : "");
-	kvxd_peer_flush_status(d, p);
+	p->status_retry = !kvxd_peer_flush_status(d, p);
 	kvxd_abort_resend_for_peer(d, p);
 	kvxd_rooms_send_meta(d, p);
 	return 0;
@@ -1176,6 +1176,8 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			kvxd_peer_reset(d, p, p->fence_why);
 			continue;
 		}
+		if (p->status_retry && p->state == KVXD_PEER_READY)
+			p->status_retry = !kvxd_peer_flush_status(d, p);
 		if (heartbeat(d, p, now))
 			continue;
 		if (p->deadline_ms && now >= p->deadline_ms && p->state != KVXD_PEER_READY &&
@@ -1319,8 +1321,11 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
 	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone &&
-	    !r->refused) {
-		kvxd_room_remove(d, r); /* an id reused for a new request */
+	    !r->refused && (own >= 0 || r->engine_closed || r->engine_gone)) {
+		/* an id reused for a new request: by the room's own endpoint, or by another once
+		 * the room's engine let it go (until then its late chunks are the room's, never
+		 * another endpoint's new room's, which would be written with them) */
+		kvxd_room_remove(d, r);
 		r = NULL;
 		own = -1;
 	}

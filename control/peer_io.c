@@ -202,10 +202,12 @@ status_evict_sent(struct kvxd *d, struct kvxd_peer *p)
 
 /*
  * Never dropped: at STATUS_QUEUE_MAX entries the oldest one already sent on the current session
- * makes room; when none is (the peer is down), the queue grows.  That growth is bounded: an
- * entry is the failure of a room this peer owns, a peer owns at most max_rooms_per_peer rooms,
- * and without a session it sends no ROOM_META, so it cannot make new ones while it is down.
- * Only an allocation failure loses one (logged, counted as status_dropped).
+ * makes room; when none is, the queue grows.  That growth is bounded: while the peer is down it
+ * sends no ROOM_META, so it can make no new entry (failures of rooms it owns, refusals of its
+ * metadata); a live peer whose entries cannot be sent (it stopped reading: 64 MiB of our frames
+ * wait) has its session fenced at the next tick, and is down from then.  An entry that could not
+ * be sent on the live session is sent again by the tick.  Only an allocation failure loses one
+ * (logged, counted as status_dropped).
  */
 void
 kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_status *st)
@@ -214,8 +216,10 @@ kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire
 	struct kvxd_status_entry *e;
 
 	status_prune(d, p, now);
-	if (p->npend_status >= STATUS_QUEUE_MAX)
-		status_evict_sent(d, p);
+	if (p->npend_status >= STATUS_QUEUE_MAX && !status_evict_sent(d, p) &&
+	    p->state == KVXD_PEER_READY)
+		kvxd_peer_fence_request(d, p,
+					"it does not read: 4096 failure pushes could not be sent");
 	if (p->npend_status == p->cap_status) {
 		int cap = p->cap_status ? 2 * p->cap_status : 64;
 		void *nb = realloc(p->pend_status, sizeof(*p->pend_status) * (size_t)cap);
@@ -233,19 +237,20 @@ kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire
 	e = &p->pend_status[p->npend_status++];
 	*e = (struct kvxd_status_entry){.st = *st, .queued_ms = now};
 	d->ctr.status_queued++;
-	if (p->state == KVXD_PEER_READY)
-		status_send(d, p, e);
+	if (p->state == KVXD_PEER_READY && (p->status_retry || status_send(d, p, e)))
+		p->status_retry = true; /* in order: after the ones before it */
 }
 
 /* A new session: send every failure of the last waiting_ms again, in order. */
-void
+bool
 kvxd_peer_flush_status(struct kvxd *d, struct kvxd_peer *p)
 {
 	status_prune(d, p, kvxd_now_ms());
 	for (int i = 0; i < p->npend_status; i++)
 		if (p->pend_status[i].sent_epoch != p->epoch &&
 		    status_send(d, p, &p->pend_status[i]))
-			break;
+			return false;
+	return true;
 }
 
 void

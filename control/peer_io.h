@@ -31,8 +31,9 @@ int kvxd_peer_send(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_ms
  * session sends it again (decode drops duplicates). */
 void kvxd_peer_push_status(struct kvxd *d, struct kvxd_peer *p,
 			   const struct kvx_wire_room_status *st);
-/* A new session: send every kept ROOM_STATUS not sent on it yet, in order. */
-void kvxd_peer_flush_status(struct kvxd *d, struct kvxd_peer *p);
+/* A new session, or the tick after a send failed on the live one: send every kept ROOM_STATUS
+ * not sent on it yet, in order.  Returns whether all went. */
+bool kvxd_peer_flush_status(struct kvxd *d, struct kvxd_peer *p);
 
 /* Ask the peer layer to fence the peer's QPs (error state, then destroy, through its journal)
  * because a room got no ABORT_ACK in time.  Acted on by kvxd_peer_tick() in this loop

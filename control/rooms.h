@@ -132,6 +132,11 @@ struct kvxd_room {
 	uint64_t abort_ms, release_deadline_ms;
 	uint64_t abort_us; /* the abort-to-release histogram's start */
 	uint64_t fence_target[KVX_MAX_SOURCES];
+	/* decode: sources notified on a session that ended without failing (a replaced
+	 * connection) whose QPs may not be destroyed yet: one could still place a write, so no
+	 * release before peers[].qp_sessions_ended reaches stale_target[i] (DESIGN.md 5, rule 6) */
+	uint32_t stale_mask;
+	uint64_t stale_target[KVX_MAX_SOURCES];
 	/* prefill ACK targets: one per decode endpoint, each with its generation, kept until
 	 * acknowledged, even past an engine's close */
 	struct {

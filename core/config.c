@@ -113,6 +113,7 @@ enum {
 	K_ENGINE_MAX_POOLS_PER_ENGINE,
 	K_ENGINE_MAX_ROOMS_PER_ENGINE,
 	K_ENGINE_MAX_PINNED_MB_PER_UID,
+	K_ENGINE_MAX_CHUNK_MB_PER_ENGINE,
 	K_ENGINE_REPLY_QUEUE_KB,
 	K_TIMEOUTS_HANDSHAKE_MS,
 	K_TIMEOUTS_WAITING_MS,
@@ -748,6 +749,8 @@ static const struct key keys[K_COUNT] = {
 		U(SECT_ENGINE, "max_rooms_per_engine", max_rooms_per_engine, 1, 1048576, NULL),
 	[K_ENGINE_MAX_PINNED_MB_PER_UID] =
 		U(SECT_ENGINE, "max_pinned_mb_per_uid", max_pinned_mb_per_uid, 1, 16777216, NULL),
+	[K_ENGINE_MAX_CHUNK_MB_PER_ENGINE] =
+		U(SECT_ENGINE, "max_chunk_mb_per_engine", max_chunk_mb_per_engine, 1, 65536, NULL),
 	[K_ENGINE_REPLY_QUEUE_KB] =
 		U(SECT_ENGINE, "reply_queue_kb", reply_queue_kb, 64, 65536, NULL),
 	[K_TIMEOUTS_HANDSHAKE_MS] =
@@ -1058,6 +1061,7 @@ defaults(struct kvx_config *cfg)
 	cfg->max_pools_per_engine = 16;
 	cfg->max_rooms_per_engine = 65536;
 	cfg->max_pinned_mb_per_uid = 65536;
+	cfg->max_chunk_mb_per_engine = 256;
 	cfg->reply_queue_kb = 1024;
 	cfg->auth = KVX_AUTH_HMAC_SHA256;
 	cfg->pending_ms = 2000;
@@ -1338,6 +1342,7 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 		cfg->max_sessions_per_uid, cfg->max_pools_per_engine);
 	fprintf(f, "max_rooms_per_engine = %" PRIu32 "\nmax_pinned_mb_per_uid = %" PRIu32 "\n",
 		cfg->max_rooms_per_engine, cfg->max_pinned_mb_per_uid);
+	fprintf(f, "max_chunk_mb_per_engine = %" PRIu32 "\n", cfg->max_chunk_mb_per_engine);
 	fprintf(f, "reply_queue_kb = %" PRIu32 "\n", cfg->reply_queue_kb);
 
 	fprintf(f, "\n[timeouts]\n");

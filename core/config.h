@@ -29,6 +29,8 @@
  *              none: root and kvxd's own uid only), max_sessions_per_uid (1..1024, default 16),
  *              max_pools_per_engine (1..256, default 16), max_rooms_per_engine (1..1048576,
  *              default 65536), max_pinned_mb_per_uid (1..16777216 MiB, default 65536),
+ *              max_chunk_mb_per_engine (1..65536 MiB: an engine's chunks kvxd holds, waiting or
+ *              posting; default 256),
  *              reply_queue_kb (64..65536: what an engine that does not read may have queued
  *              before it is disconnected; default 1024)
  *   [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default 5000),
@@ -137,6 +139,7 @@ struct kvx_config {
 	mode_t socket_mode;
 	char admin_group[KVX_CFG_NAME_MAX]; /* empty: none */
 	uint32_t max_sessions_per_uid, max_pools_per_engine, max_rooms_per_engine;
+	uint32_t max_chunk_mb_per_engine;
 	uint32_t max_pinned_mb_per_uid, reply_queue_kb;
 	/* [timeouts] */
 	uint32_t handshake_ms, waiting_ms, release_ms, heartbeat_ms, heartbeat_misses;

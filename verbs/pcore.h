@@ -70,6 +70,7 @@ struct kvxd_chunk {
 	uint32_t region, buf_first, nbufs;
 	uint32_t ndest; /* decode endpoints the room feeds (1..KVXD_MAX_TARGETS) */
 	bool last;
+	int engine_id; /* the session it is charged to (max_chunk_mb_per_engine); 0: none */
 	uint32_t pages[];
 };
 

@@ -211,8 +211,9 @@ struct kvx_chunk {
  * n when all were queued, or -errno: for a chunk libkvx refused locally none of the batch was
  * sent (-EINVAL); -ECONNRESET (kvxd went away) or -ETIMEDOUT (kvxd took nothing for the
  * request timeout) part-way: the chunks before it may have been queued (resubmitting them
- * rewrites the same pages; a room whose last chunk went fails or succeeds as usual).  A chunk
- * kvxd refuses fails its room, as for kvx_chunk_submit(). */
+ * rewrites the same pages; a room whose last chunk went fails or succeeds as usual, and a chunk
+ * resubmitted after it is refused).  A chunk kvxd refuses fails its room, as for
+ * kvx_chunk_submit(). */
 int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n);
 
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to
@@ -222,8 +223,10 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
  * event carries the refusal (-EDQUOT when a new room would pass max_rooms_per_engine, -ERANGE
  * when dst_offset + npages passes KVX_MAX_ROOM_PAGES or a page or buffer is beyond the pool,
  * -ENOENT an unknown pool, -E2BIG when the room's chunks would read more than 16 pools, -EAGAIN
- * when kvxd's polling core is full).  A room not known yet is kept failed until it is closed.  Only
- * a chunk for another engine's room (-EPERM) leaves that room alone.  The same as one
+ * when kvxd's polling core is full, -EALREADY for a chunk after the room's last: decode may
+ * have its pages back).  A room not known yet is kept failed until it is closed.  Two refusals
+ * leave the room alone: a chunk for another engine's room (-EPERM), and one for a room this
+ * engine closed while its writes still drain (-EBUSY: submit again shortly).  The same as one
  * kvx_chunk of region 0 and every buffer. */
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);

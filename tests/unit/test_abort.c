@@ -143,6 +143,28 @@ test_abort_waits_for_drain_then_releases(void **state)
 	assert_int_equal(A.ctr.fences, 0);
 }
 
+/* A replaced connection (not a failure) re-issues a room to the peer's next session.  The room
+ * aborted before that: its source was notified on the old session, whose QPs a's cores still
+ * hand back, and a QP is only sure to place nothing once destroyed (DESIGN.md 5, rule 6).  The
+ * pages are released once they are, not before (before: at once, as if never notified). */
+static void
+test_abort_after_replacement_waits_for_the_old_qps(void **state)
+{
+	struct kvxd_room *d = open_room(&A, 107, 2);
+	struct kvxd_peer *ab = peer_of(&A, "b");
+	uint64_t ended = ab->qp_sessions_ended;
+
+	(void)state;
+	ab->replacing = true;
+	kvxd_peer_reset(&A, ab, "replaced (test)"); /* its cores have not handed the QPs back */
+	assert_true(ab->qp_sessions_ended == ended);
+	assert_true(kvxd_decode_abort(&A, d, -ECANCELED, "test") > 0);
+	assert_false(kvxd_room_released(d));
+	PUMP_UNTIL(kvxd_room_released(d));
+	assert_true(ab->qp_sessions_ended > ended); /* released once they were destroyed */
+	assert_int_equal(A.ctr.releases, 1);
+}
+
 static void
 test_stale_generation_ack_never_releases(void **state)
 {
@@ -321,6 +343,35 @@ test_second_endpoint_cannot_take_a_room(void **state)
 	submit(105, 2);
 	PUMP_UNTIL(kvxd_room_state(da) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], mem[1], 2 * PS);
+	for (int i = 0; i < 2 * PS; i++)
+		assert_int_equal(mem[2][i], 0); /* c's pages were never written */
+}
+
+/* A room that ended before its engine came (a aborted it: drained and acknowledged) is not
+ * taken by another endpoint's ROOM_META for the same id: c is told the room ended, and b's
+ * engine's late chunk goes to a's failed room (skipped), never to c.  Before, c's ROOM_META
+ * removed the room and made its own, and the chunk was written into c's pages. */
+static void
+test_other_endpoint_cannot_take_an_ended_room(void **state)
+{
+	struct kvxd_room *da = open_room(&A, 106, 2), *dc, *pb = room(&B, 106, KVX_ROOM_PREFILL);
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[2] = {0, 1};
+
+	(void)state;
+	assert_true(kvxd_decode_abort(&A, da, -ECANCELED, "test") > 0);
+	PUMP_UNTIL(kvxd_room_released(da));
+	assert_int_equal(kvxd_room_state(pb), KVX_ROOM_FAILED);
+	assert_true(kvxd_room_quiescent(pb));
+	assert_true(kvxd_decode_room_open(&C, -1, 106, &pool[2], pages, 2, names, 1) > 0);
+	dc = room(&C, 106, KVX_ROOM_DECODE);
+	PUMP_UNTIL(kvxd_room_released(dc) || kvxd_room_state(dc) == KVX_ROOM_SUCCESS);
+	assert_true(kvxd_room_released(dc));
+	assert_ptr_equal(room(&B, 106, KVX_ROOM_PREFILL), pb); /* a's, still */
+	memset(mem[1], 0x3c, 2 * PS);
+	submit(106, 2); /* b's engine comes late */
+	for (int i = 0; i < 200; i++)
+		pump_once();
 	for (int i = 0; i < 2 * PS; i++)
 		assert_int_equal(mem[2][i], 0); /* c's pages were never written */
 }
@@ -523,6 +574,57 @@ test_status_queue_never_drops(void **state)
 	assert_int_equal(B.ctr.status_dropped, 0);
 }
 
+/* The peer's send buffer full but for 200 bytes (64 MiB is the most it holds). */
+static void
+fill_tx(struct kvxd_peer *p)
+{
+	static uint8_t blob[64 << 10];
+	size_t want = (64u << 20) - 200;
+
+	while (p->s.tx_len - p->s.tx_off < want) {
+		size_t n = want - (p->s.tx_len - p->s.tx_off);
+
+		assert_int_equal(
+			kvxd_stream_queue(&p->s, blob, n < sizeof(blob) ? n : sizeof(blob)), 0);
+	}
+}
+
+/* A failure push that could not be sent on a live session (our send buffer for the peer is full)
+ * is sent again once it drains, on the same session (before: only a new session sent it, and
+ * decode waited for its timeout).  A peer that does not read at all, so that 4096 pushes wait
+ * unsent, has its session fenced (before: the queue grew without bound for as long as it sent
+ * ROOM_METAs to refuse); the pushes are kept and go on its next session. */
+static void
+test_status_unsent_retried_and_deaf_peer_fenced(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&B, "a");
+	uint64_t pushed = B.ctr.status_pushed, resets = pa->n_resets;
+
+	(void)state;
+	/* b's buffer for a all but full, as if a had stopped reading */
+	fill_tx(pa);
+	push_statuses(&B, pa, 930000, 20);
+	assert_true(B.ctr.status_pushed < pushed + 20); /* some did not fit */
+	assert_true(pa->status_retry);
+	pa->s.tx_off = pa->s.tx_len = 0; /* a reads again (the blob is not a's to see) */
+	pump_once();
+	fake_ms += 30;
+	pump_once();
+	assert_int_equal(B.ctr.status_pushed, pushed + 20); /* the same session */
+	assert_false(pa->status_retry);
+	assert_int_equal(pa->n_resets, resets);
+	/* now a reads nothing: past 4096 unsent, its session is fenced */
+	fill_tx(pa);
+	push_statuses(&B, pa, 940000, 5000);
+	assert_true(pa->fence_req);
+	assert_true(pa->npend_status <= 5000);
+	pump_once();
+	assert_int_equal(pa->n_resets, resets + 1);
+	assert_int_equal(B.ctr.status_dropped, 0);
+	/* its next session gets them all */
+	PUMP_UNTIL(pa->state == KVXD_PEER_READY && B.ctr.status_pushed == pushed + 5020);
+}
+
 /* The decode abort's one transition function: NONE -> ARMED -> (FENCING ->) RELEASED, nothing
  * else; a refused transition leaves the state as it was and is counted. */
 static void
@@ -654,6 +756,10 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_release_timeout_fences_before_release, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_abort_after_replacement_waits_for_the_old_qps,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_endpoint_cannot_take_an_ended_room,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_endpoint_cannot_take_a_room, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_per_peer_caps, setup, teardown),
@@ -661,6 +767,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_inbox_loses_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_room_drop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_queue_never_drops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_unsent_retried_and_deaf_peer_fenced,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_transitions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_wakes_for_a_room_deadline, setup,
 						teardown),

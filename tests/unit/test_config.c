@@ -932,6 +932,7 @@ test_print_every_key(void **state)
 		"max_pools_per_engine = 16\n",
 		"max_rooms_per_engine = 65536\n",
 		"max_pinned_mb_per_uid = 65536\n",
+		"max_chunk_mb_per_engine = 256\n",
 		"reply_queue_kb = 1024\n",
 		"[timeouts]\n",
 		"handshake_ms = 5000\n",

@@ -90,6 +90,7 @@ engine_cfg(struct kvxd *d)
 	d->cfg.max_pools_per_engine = 16;
 	d->cfg.max_rooms_per_engine = 65536;
 	d->cfg.max_pinned_mb_per_uid = 65536;
+	d->cfg.max_chunk_mb_per_engine = 256;
 	d->cfg.reply_queue_kb = 1024;
 }
 
@@ -1682,7 +1683,7 @@ test_cap_rooms_per_engine_prefill(void **state)
 	assert_int_equal(eng_hello(&e, NULL), 0);
 	pool = eng_pool_id(&e, 256, 16, 1);
 	assert_true(pool > 0);
-	eng_chunk(&e, 10, pool, 2, 0);
+	eng_chunk_x(&e, 10, pool, 2, 0, false);
 	eng_chunk(&e, 10, pool, 2, 2); /* the same room again: fine */
 	eng_chunk(&e, 11, pool, 2, 0);
 	ev = eng_event_wait(&e, 11, KVX_STATE_FAILED);
@@ -1936,7 +1937,7 @@ test_prefill_pool_kept_while_its_writes_fly(void **state)
 
 /* A room whose chunks name more pools than a room may hold references to: the chunk that names
  * one too many is refused and the room fails, so that its other chunks (the last one after it)
- * cannot make it a SUCCESS without that chunk's pages (e2big_room_goes_on: only the chunk is
+ * cannot make it a SUCCESS without that chunk's pages (refused_chunk_alone: only the chunk is
  * refused, and decode reports SUCCESS with a page never written). */
 static void
 test_room_reading_too_many_pools_fails(void **state)
@@ -2056,6 +2057,123 @@ test_chunk_refused_by_a_full_inbox_fails_its_room(void **state)
 	eng_close(&eb);
 }
 
+/* A chunk after its room's last is refused (the room fails, unless it ended): decode's SUCCESS
+ * may follow the last chunk's WRITE_WITH_IMM at any time, and a later chunk's WRITEs would land
+ * in pages decode's engine has back.  Before, the core queued it behind the last chunk and
+ * posted it after the immediate. */
+static void
+test_chunk_after_the_last_refused(void **state)
+{
+	struct kvxd_pool *dp = NULL;
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		if (A.pools[i] && A.pools[i]->id == pa)
+			dp = A.pools[i];
+	assert_non_null(dp);
+	memset(dp->base, 0xee, dp->len);
+	assert_int_equal(eng_room_open(&ea, 523, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(523));
+	eng_chunk_full(&eb, 523, 0, pb, 0, 2, 0, 0, 0, 0, true);
+	eng_chunk_full(&eb, 523, 0, pb, 2, 2, 2, 0, 0, 0, false);
+	PUMP_UNTIL(eng_event(&ea, 523, KVX_STATE_RELEASED) ||
+		   eng_event(&ea, 523, KVX_STATE_SUCCESS));
+	for (int i = 0; i < 200; i++)
+		pump_once();
+	for (size_t k = 2 * 256; k < 4 * 256; k++) /* the room's pages 2 and 3: never written */
+		assert_int_equal(dp->base[k], 0xee);
+	assert_int_equal(B.ctr.chunks_refused, 1);
+	PUMP_UNTIL(eng_event(&eb, 523, KVX_STATE_SUCCESS) || eng_event(&eb, 523, KVX_STATE_FAILED));
+	assert_int_equal(count_events(&eb, 523, KVX_STATE_SUCCESS) +
+				 count_events(&eb, 523, KVX_STATE_FAILED),
+			 1);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* The engine closed a FAILED prefill room (close said 0) while its WRITEs still drain, and
+ * submits the same id again: it is told at once (-EBUSY: submit again shortly), and the draining
+ * room is left alone.  Before, the chunk was skipped and the engine never heard of it. */
+static void
+test_chunk_for_a_closed_draining_room_told_busy(void **state)
+{
+	struct kvx_eng_room_close cl = {.room = 524};
+	const struct kvx_event *ev;
+	struct kvxd_room *r;
+	struct kvxd_peer *p;
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 524, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(524));
+	fake_vx_hold(true);
+	eng_chunk(&eb, 524, pb, 4, 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL)) &&
+		   atomic_load(&r->pc.wr_posted) > 0);
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_ABORT, 524), 0);
+	PUMP_UNTIL(eng_event(&eb, 524, KVX_STATE_FAILED));
+	assert_int_equal(eng_call(&eb, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1, NULL), 0);
+	assert_true(kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL)->engine_closed);
+	eb.nev = 0;
+	eng_chunk(&eb, 524, pb, 4, 0);
+	ev = eng_event_wait(&eb, 524, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EBUSY);
+	fake_vx_hold(false);
+	p = peer_of(&B, "a");
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		if (p->qpc[l])
+			fake_vx_release(p->qpc[l]->qp, 100);
+	PUMP_UNTIL(eng_event(&ea, 524, KVX_STATE_RELEASED));
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* The chunks kvxd holds for one engine are bounded (max_chunk_mb_per_engine): a room whose
+ * ROOM_META never comes keeps its chunks waiting in its core, and an engine could have kvxd
+ * hold any number of them.  The chunk past the bound is refused (-ENOBUFS) and fails its room,
+ * which gives its chunks back; the charge goes back with them. */
+static void
+test_chunks_held_per_engine_bounded(void **state)
+{
+	uint64_t buf[CHUNK_BUF_WORDS];
+	struct kvxd_engine *be = NULL;
+	struct eng e;
+	int pool, sent = 0;
+
+	(void)state;
+	B.cfg.max_chunk_mb_per_engine = 1;
+	assert_int_equal(listen_on(&B), 0);
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 64, 1);
+	assert_true(pool > 0);
+	for (int i = 0; i < B.engines_end; i++)
+		if (B.engines[i])
+			be = B.engines[i];
+	assert_non_null(be);
+	/* 64-page chunks of a room with no metadata: about 3,400 fit in 1 MiB */
+	for (int i = 0; i < 200000 && sent < 4000; i++) {
+		size_t len = chunk_msg(buf, 70, 0, pool, 0, 64, 0, 0, 0, 0, false);
+
+		if (eng_send(&e, KVX_ENG_CHUNK, buf, len, -1))
+			sent++;
+		else
+			pump_once();
+		assert_true(be->chunk_bytes <= (1u << 20));
+	}
+	assert_int_equal(sent, 4000);
+	assert_non_null(eng_event_wait(&e, 70, KVX_STATE_FAILED));
+	assert_int_equal(eng_event(&e, 70, KVX_STATE_FAILED)->error, -ENOBUFS);
+	assert_true(B.ctr.chunks_refused >= 1);
+	PUMP_UNTIL(be->chunk_bytes == 0); /* the failed room gave its chunks back */
+	eng_close(&e);
+}
+
 /* Rooms kept failed for refused chunks may pass max_rooms_per_engine by as many again; past
  * that kvxd cannot keep one more and closes the session (its rooms fail, none with a hole). */
 static void
@@ -2086,18 +2204,31 @@ test_refusals_past_twice_the_cap_close_the_session(void **state)
 	eng_close(&e);
 }
 
-/* A chunk too short to name its room cannot fail it: the session is closed instead. */
+/* A chunk too short to name its room, or whose header length is not its message's, cannot
+ * fail its room (which must not succeed without it): the session is closed instead. */
 static void
 test_truncated_chunk_closes_the_session(void **state)
 {
 	uint64_t buf[CHUNK_BUF_WORDS] = {0};
+	struct kvx_eng_hdr *h = (void *)buf;
 	struct eng e;
+	size_t len;
+	int pool;
 
 	(void)state;
 	assert_int_equal(listen_on(&B), 0);
 	eng_connect(&e, &B);
 	assert_int_equal(eng_hello(&e, NULL), 0);
 	assert_true(eng_send(&e, KVX_ENG_CHUNK, buf, sizeof(struct kvx_eng_hdr) + 4, -1) != 0);
+	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0);
+	eng_close(&e);
+	/* nor can a chunk whose header says another length than its message has */
+	eng_connect(&e, &B);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	len = chunk_msg(buf, 25, 0, pool, 0, 2, 0, 0, 0, 0, false);
+	*h = (struct kvx_eng_hdr){.type = KVX_ENG_CHUNK, .len = (uint32_t)len + 4, .seq = 99};
+	assert_int_equal(send(e.fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
 	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0);
 	eng_close(&e);
 }
@@ -3197,6 +3328,11 @@ main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_for_a_closed_draining_room_told_busy,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunks_held_per_engine_bounded, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_past_twice_the_cap_close_the_session,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_chunk_closes_the_session, setup,
