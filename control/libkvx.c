@@ -55,7 +55,7 @@
 #define REQ_TIMEOUT_MS 10000
 #define PAGE_SIZE_MAX (16u << 20)
 #define EVQ_INIT 64
-#define EVQ_MAX (1u << 20)  /* events queued and not yet read: beyond this, -ENOBUFS */
+#define EVQ_MAX (1u << 20)  /* events queued and not yet read: beyond this the session ends */
 #define RX_FDS_MAX 8	    /* fds kvxd sends (only with the RINGS reply); any others are closed */
 #define RING_FULL_WAIT_MS 1 /* the submission ring is full: look again after this */
 
@@ -83,6 +83,7 @@ struct kvx_conn {
 	uint64_t seq;	     /* last sequence number used */
 	struct kvx_event *q; /* ring of queued events */
 	uint32_t q_cap;
+	uint32_t q_max; /* EVQ_MAX */
 	uint32_t q_head;
 	uint32_t q_len;
 	char node[KVX_NAME_MAX];
@@ -202,8 +203,14 @@ evq_push(struct kvx_conn *c, const struct kvx_event *ev)
 		struct kvx_event *nq;
 		uint32_t i;
 
-		if (c->q_cap >= EVQ_MAX)
-			return -ENOBUFS;
+		if (c->q_cap >= c->q_max) {
+			/* an event came that cannot be kept: rather than lose it (a room's end
+			 * among them), the session ends, loudly: every call fails from now on,
+			 * and kvxd sees it go (its rooms take the engine-loss path) */
+			shutdown(c->fd, SHUT_RDWR);
+			c->err = -ENOBUFS;
+			return c->err;
+		}
 		nq = malloc(ncap * sizeof(*nq));
 		if (!nq)
 			return -ENOMEM;
@@ -775,6 +782,7 @@ kvx_connect_rank(const char *path, uint32_t rank)
 		return NULL;
 	c->sub_efd = c->evt_efd = -1;
 	c->rank = rank;
+	c->q_max = EVQ_MAX;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		r = -errno;

@@ -247,7 +247,9 @@ int64_t kvx_room_abort(struct kvx_conn *c, uint64_t room);
 int kvx_room_close(struct kvx_conn *c, uint64_t room);
 
 /* Read up to max events; waits up to timeout_ms (-1: forever, 0: poll).  Returns how many
- * (0..max) or -errno (-ECONNRESET when kvxd went away). */
+ * (0..max) or -errno (-ECONNRESET when kvxd went away).  libkvx keeps up to 2^20 events unread
+ * (they arrive while any call waits for its reply); one more ends the session rather than be
+ * lost: every call then fails with -ENOBUFS, and kvxd treats the engine as gone. */
 int kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms);
 
 /* The fd to wait on (readable when events may be ready), for an engine's own event loop. */
