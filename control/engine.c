@@ -751,7 +751,11 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		return;
 	}
 	r = kvxd_room_find(d, room, e->rank, KVX_ROOM_PREFILL);
-	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
+	if (r && ((r->engine_id >= 0 && r->engine_id != e->id) || r->engine_closed ||
+		  atomic_load(&r->pc.told))) {
+		/* another engine's room, or one whose end its engine was told (the engine closed
+		 * it, or went away, and this chunk is of a new attempt with the same id): that
+		 * room is left alone, and this engine is told of the refusal by an event */
 		chunk_refuse(d, e, room, error, why);
 		return;
 	}

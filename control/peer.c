@@ -1329,6 +1329,15 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		r = NULL;
 		own = -1;
 	}
+	if (r && r->refused && own >= 0 && r->owner[own].gen != rm->gen &&
+	    kvx_room_state_terminal(kvxd_room_state(r))) {
+		/* its own endpoint reuses the id while the room, failed for a refused chunk,
+		 * waits for its engine's close: told at once rather than left to time out */
+		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
+			    "the room failed here (a chunk was refused) and its engine has not "
+			    "closed it yet");
+		return;
+	}
 	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
 	    r->tomb_gen == rm->gen) {
 		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */

@@ -211,9 +211,9 @@ struct kvx_chunk {
  * n when all were queued, or -errno: for a chunk libkvx refused locally none of the batch was
  * sent (-EINVAL); -ECONNRESET (kvxd went away) or -ETIMEDOUT (kvxd took nothing for the
  * request timeout) part-way: the chunks before it may have been queued (resubmitting them
- * rewrites the same pages; a room whose last chunk went fails or succeeds as usual, and a chunk
- * resubmitted after it is refused).  A chunk kvxd refuses fails its room, as for
- * kvx_chunk_submit(). */
+ * rewrites the same pages; a chunk resubmitted after its room's last chunk went is refused and
+ * fails the room unless it has ended: resubmit only the chunks that did not go).  A chunk
+ * kvxd refuses fails its room, as for kvx_chunk_submit(). */
 int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32_t n);
 
 /* Prefill: submit one chunk of a room.  src_pages[i] of pool_id (every buffer) is written to

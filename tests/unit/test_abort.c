@@ -165,6 +165,31 @@ test_abort_after_replacement_waits_for_the_old_qps(void **state)
 	assert_int_equal(A.ctr.releases, 1);
 }
 
+/* A room failed on the source for a refused chunk stays there until its engine closes it.  Its
+ * own endpoint reusing the id meanwhile (a new generation) is told at once that the room failed
+ * there; before, its metadata was dropped and the new room waited for its timeout. */
+static void
+test_reuse_of_a_refused_room_told_at_once(void **state)
+{
+	struct kvxd_room *da = open_room(&A, 108, 2), *pb = room(&B, 108, KVX_ROOM_PREFILL);
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[2] = {0, 1};
+	uint64_t refused = B.ctr.meta_refused_owner;
+
+	(void)state;
+	pb->refused = true; /* as control/engine.c chunk_refuse_room leaves it */
+	assert_true(kvxd_decode_abort(&A, da, -ECANCELED, "test") > 0);
+	PUMP_UNTIL(kvxd_room_released(da));
+	kvxd_room_remove(&A, da);
+	pump_once();
+	assert_true(kvxd_decode_room_open(&A, -1, 108, &pool[0], pages, 2, names, 1) > 0);
+	da = room(&A, 108, KVX_ROOM_DECODE);
+	PUMP_UNTIL(kvxd_room_released(da));
+	assert_int_equal(B.ctr.meta_refused_owner, refused + 1);
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	assert_ptr_equal(room(&B, 108, KVX_ROOM_PREFILL), pb); /* still the engine's */
+}
+
 static void
 test_stale_generation_ack_never_releases(void **state)
 {
@@ -755,6 +780,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_refused_doorbell_flushes_at_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_release_timeout_fences_before_release, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reuse_of_a_refused_room_told_at_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_after_replacement_waits_for_the_old_qps,
 						setup, teardown),

@@ -2123,6 +2123,12 @@ test_chunk_for_a_closed_draining_room_told_busy(void **state)
 	eng_chunk(&eb, 524, pb, 4, 0);
 	ev = eng_event_wait(&eb, 524, KVX_STATE_FAILED);
 	assert_int_equal(ev->error, -EBUSY);
+	/* and a chunk of the new attempt that is refused for itself is told as well (it was
+	 * not: the closed room's end had been told, and the refusal went nowhere) */
+	eb.nev = 0;
+	eng_chunk(&eb, 524, 999, 4, 0); /* no such pool */
+	ev = eng_event_wait(&eb, 524, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -ENOENT);
 	fake_vx_hold(false);
 	p = peer_of(&B, "a");
 	for (int l = 0; l < B.ncores * B.nrails; l++)
