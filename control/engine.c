@@ -738,7 +738,9 @@ room_tell_if_ended(struct kvxd *d, struct kvxd_room *r)
  * decode's ROOM_META is answered FAILED).  Such rooms count against max_rooms_per_engine and
  * may pass it by as many again; past that, or out of memory, kvxd cannot keep the room failed
  * and closes the session instead: all its rooms fail, none with a hole.  Another engine's
- * room, or an id no room can have, is left alone: the engine is told by an event. */
+ * room, a room whose end its engine was told (it closed the room, or an earlier session of its
+ * rank had it: this chunk is of a new attempt), or an id no room can have, is left alone: the
+ * engine is told by an event. */
 static void
 chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int error, const char *why)
 {
