@@ -114,6 +114,8 @@ kvxd_chunk_free(struct kvxd *d, struct kvxd_chunk *ch)
 {
 	if (!ch)
 		return;
+	/* its engine's charge back (kvxd_engine_by_id's scan: control/engine_io.c is a layer
+	 * above this file) */
 	for (int i = 0; ch->engine_id > 0 && i < d->engines_end; i++)
 		if (d->engines[i] && d->engines[i]->id == ch->engine_id) {
 			d->engines[i]->chunk_bytes -= kvxd_chunk_bytes(ch->npages);
