@@ -280,6 +280,10 @@ class KVSender(_Room):
         self._aux: Optional[int] = None
         self._layers_done = 0
         self._layer_start = 0
+        # the pages whose every buffer went (one byte each) and how many: the chunk that
+        # completes the last of them is the room's last, whatever order the slices come in
+        self._done = bytearray()
+        self._ndone = 0
         mgr._register(bootstrap_room, self)
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
@@ -290,6 +294,8 @@ class KVSender(_Room):
         self._num = num_kv_indices
         self._aux = aux_index if self.mgr.prefill_sends_aux() else None
         self._layers_done = 0
+        self._done = bytearray(num_kv_indices)
+        self._ndone = 0
         # kvx takes chunks before the decode side's metadata arrives: input is welcome now
         self._state = KVPoll.WaitingForInput
 
@@ -297,9 +303,9 @@ class KVSender(_Room):
              layers: Optional[Sequence[int]] = None) -> None:
         """One chunk: kv_indices (pages of the pool) go to the room's pages index_slice (by
         default, right after the previous chunk), in every buffer, or, layer by layer, in the
-        buffers layers = (first, count) of the pool.  The chunk that reaches num_kv_indices in
-        the pool's last buffer is the last (with the aux item, when there is one).  Failures
-        show in poll()."""
+        buffers layers = (first, count) of the pool.  The chunk after which every page of the
+        room went, in the pool's last buffer, is the last (with the aux item, when there is
+        one), in whatever order the slices come.  Failures show in poll()."""
         if self._num is None:
             raise RuntimeError("send() before init()")
         if self._state in (KVPoll.Success, KVPoll.Failed):
@@ -323,7 +329,15 @@ class KVSender(_Room):
             raise ValueError(f"index_slice {index_slice} does not hold {n} pages")
         if start < 0 or start + n > self._num:
             raise ValueError(f"pages {start}..{start + n} pass num_kv_indices {self._num}")
-        last = start + n == self._num and b0 + nb == self.mgr.args.nbufs
+        if self._ndone == self._num:
+            raise ValueError("every page of the room was sent: its last chunk went")
+        # pages this chunk completes (its buffers reach the pool's last one): the last chunk is
+        # the one after which every page is complete (slices may come in any order; kvxd fails
+        # a room that gets a chunk after its last)
+        newly = 0
+        if b0 + nb == self.mgr.args.nbufs:
+            newly = n - sum(self._done[start:start + n])
+        last = self._ndone + newly == self._num
         chunks = [kvx.Chunk(self.room, self._chunk, self.mgr.pool, _pages(kv_indices), start,
                             last and self._aux is None, region=0, buf_first=b0,
                             buf_count=nb, ndest=self.ndest)]
@@ -339,6 +353,9 @@ class KVSender(_Room):
                 self.mgr._rooms.pop(self.room, None)
             return
         self._chunk += len(chunks)
+        if newly:
+            self._done[start:start + n] = b"\x01" * n
+            self._ndone += newly
         if layers is not None:
             self._layer_start = start
             self._layers_done += nb

@@ -130,6 +130,24 @@ def test_sender_chunks(fake):
         assert wait_for(s, KVPoll.Success)
 
 
+def test_sender_last_after_every_page_in_any_order(fake):
+    """Slices out of order: the slice that reaches num_kv_indices is not the last while pages
+    before it are missing (kvxd would fail the room at the next chunk); the chunk that
+    completes the room is, even when it overlaps pages already sent; nothing goes after it."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        s = KVSender(m, "decode", 4, [0], 0)
+        s.init(6)
+        s.send([14, 15], index_slice=slice(4, 6))  # the end first
+        s.send([10, 11, 12], index_slice=slice(0, 3))
+        s.send([12, 13], index_slice=slice(2, 4))  # page 2 again, page 3 completes
+        with pytest.raises(ValueError):
+            s.send([10], index_slice=slice(0, 1))  # the room's last chunk went
+        m.conn.close_room(99)  # a round trip: the chunks arrived before it
+        chunks = [r for t, r in fake.requests if t == CHUNK]
+        assert [(c["chunk_index"], c["dst_offset"], c["last"]) for c in chunks] == [
+            (0, 4, 0), (1, 0, 0), (2, 2, 1)]
+
+
 def test_sender_failure_carries_reason(fake):
     with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
         s = KVSender(m, "decode", 3)
