@@ -97,7 +97,9 @@ struct kvxd_pending {
 	struct kvx_wire_hello hello; /* the initiator's HELLO, once received */
 	int peer;		     /* -1 until HELLO named one */
 	bool dead;		     /* dropped: on d->pending_dead until the loop iteration ends */
-	uint64_t nonce_a;	     /* ours, in HELLO_ACK */
+	bool yielded; /* authenticated, but our own dial to its peer won (crossing dials): what it
+		       * sends is ignored until the peer closes it, giving its dial up */
+	uint64_t nonce_a; /* ours, in HELLO_ACK */
 };
 
 enum kvxd_journal_kind {

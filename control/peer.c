@@ -1035,7 +1035,7 @@ pending_of(const struct kvxd *d, const struct kvxd_peer *p)
 
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		if (pc->peer == p->idx)
+		if (pc->peer == p->idx && !pc->yielded)
 			return true;
 	}
 	return false;
@@ -1064,7 +1064,7 @@ sessions_live(const struct kvxd *d)
 		n += d->peers[i].state != KVXD_PEER_IDLE || d->peers[i].j.n > 0;
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		n += pc->peer >= 0;
+		n += pc->peer >= 0 && !pc->yielded;
 	}
 	return n;
 }
@@ -1877,11 +1877,11 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	}
 	if (d->cfg.on_demand && p->initiator && p->dialer && p->state == KVXD_PEER_CONNECTING) {
 		/* crossing dials, ours not even connected (the peer may be unreachable this way):
-		 * give it up, quietly, and answer the peer's */
-		d->ctr.dial_collisions++;
-		p->quiet = true;
-		kvxd_peer_reset(d, p,
-				"crossing dials: ours had not connected; answering the peer's");
+		 * answer the peer's.  Ours is given up (quietly) only once the peer's AUTH
+		 * verifies: anyone at the peer's address can send this HELLO, and giving ours up
+		 * here let it cancel every dial of ours that had not connected yet. */
+		KVX_INFO("peer %s: dialled us while our dial has not connected: answering",
+			 p->name);
 	} else if (d->cfg.on_demand && p->initiator && p->dialer && peer_in_setup(p)) {
 		/* crossing dials: ours wins (our name sorts first).  This one is left unanswered
 		 * (it expires after pending_ms): the peer gives its own dial up, without failing
@@ -1967,6 +1967,12 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		return;
 	}
 	rc = kvxd_stream_fill(&pc->s);
+	if (pc->yielded) { /* its peer gives this dial up: read and drop until it closes */
+		pc->s.rx_len = 0;
+		if (rc)
+			pending_drop(d, pc, true);
+		return;
+	}
 	while (off < pc->s.rx_len) {
 		struct kvx_wire_msg m;
 		struct kvxd_peer *p;
@@ -2011,9 +2017,23 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		 * replaces its QPs) once the old one is rolled back; until then the peer is
 		 * refused and dials again */
 		p = &d->peers[pc->peer];
+		if (d->cfg.on_demand && p->dialer && p->initiator &&
+		    p->state == KVXD_PEER_QP_EXCHANGE) {
+			/* crossing dials, each answered by the other side (ours had not connected
+			 * when the peer's HELLO came): ours wins, our name sorts first.  We sent
+			 * our AUTH when we entered QP_EXCHANGE, so the peer gives its own dial up
+			 * (quietly) when it reaches it, and closes this connection; until then what
+			 * comes on it is ignored.  Had ours not been answered yet, no AUTH of ours
+			 * is on the way, and ours gives up below. */
+			d->ctr.dial_collisions++;
+			pc->yielded = true;
+			KVX_INFO("peer %s: both dials answered: ours goes on", p->name);
+			off = pc->s.rx_len;
+			break;
+		}
 		if (d->cfg.on_demand && p->dialer && peer_in_setup(p)) {
-			/* crossing dials: the peer's wins (its name sorts first); ours gives up
-			 * without failing anything */
+			/* crossing dials: the peer's wins (its name sorts first, or ours had not
+			 * been answered); ours gives up without failing anything */
 			d->ctr.dial_collisions++;
 			p->quiet = true;
 		}

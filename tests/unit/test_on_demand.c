@@ -391,6 +391,141 @@ test_auth_on_an_unanswered_hello_refused(void **state)
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 }
 
+/* A HELLO in b's name while a's dial to b has not connected yet is answered (the peer may be
+ * unreachable the way a dials), but a's dial is given up only once that connection's AUTH
+ * verifies: anyone at b's address can send a HELLO, and one cancelled every dial of a's that
+ * had not connected (DESIGN 3: nothing about a session changes before the peer proved itself).
+ * b's listener is left with a full accept queue (b's control core does not run), so a's SYN
+ * goes unanswered and its dial stays CONNECTING. */
+static void
+test_unauthenticated_hello_leaves_our_dial(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO};
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint64_t resets = A.ctr.peer_resets, fails = ab->n_setup_failures;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	int fill[24], fd, n, i;
+	char err[160], c;
+
+	(void)state;
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(A.cfg.peers[ab->idx].addr.port); /* b's listener */
+	for (i = 0; i < 24; i++) { /* its backlog is 16: the queue fills, later SYNs drop */
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fill[i] >= 0);
+		assert_true(connect(fill[i], (struct sockaddr *)&to, sizeof(to)) == 0 ||
+			    errno == EINPROGRESS);
+	}
+	usleep(20000);
+	open_from(&A, 1, &B, 4);
+	for (i = 0; i < 2000 && ab->state != KVXD_PEER_CONNECTING; i++)
+		kvxd_loop_once(&A, 0);
+	for (i = 0; i < 50; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* its SYN went unanswered */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	hello.u.hello.version = KVX_WIRE_VERSION;
+	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
+	hello.u.hello.nonce = 7;
+	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000 && recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
+		kvxd_loop_once(&A, 0);
+	assert_true(i < 2000); /* answered: HELLO_ACK */
+	for (i = 0; i < 50; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* a's dial goes on */
+	assert_true(ab->dialer);
+	assert_int_equal(A.ctr.peer_resets, resets);
+	assert_int_equal(ab->n_setup_failures, fails);
+	close(fd); /* no AUTH: the connection is dropped, nothing else changes */
+	for (i = 0; i < 50; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING);
+	for (i = 0; i < 24; i++)
+		close(fill[i]);
+}
+
+/* Crossing dials that each side answered: a's dial (a's name sorts first) goes on and b's
+ * connection, although its AUTH verifies, is left alone (b gives its dial up when a's AUTH
+ * reaches it, and closes it); what comes on it meanwhile is ignored.  Before, a gave its own
+ * dial up here while b gave up its own on a's AUTH: both sessions ended.  The test plays b's
+ * dial and puts a's in the state it has once b answered it. */
+static void
+test_both_dials_answered_ours_goes_on(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, ack, auth = {.type = KVX_WIRE_AUTH};
+	struct kvx_wire_msg hb = {.type = KVX_WIRE_HEARTBEAT};
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint64_t resets = A.ctr.peer_resets, bad = A.ctr.frames_bad, coll = A.ctr.dial_collisions;
+	struct kvx_auth_transcript t;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	size_t got = 0;
+	int fd, n, i;
+	char err[160], c;
+
+	(void)state;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	hello.u.hello.version = KVX_WIRE_VERSION;
+	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
+	hello.u.hello.nonce = 7;
+	hello.u.hello.session = 3;
+	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000; i++) {
+		ssize_t k = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+
+		got += k > 0 ? (size_t)k : 0;
+		n = kvx_wire_decode(buf, got, &ack, err, sizeof(err));
+		if (n)
+			break;
+		kvxd_loop_once(&A, 0);
+	}
+	assert_true(n > 0);
+	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
+	/* a's own dial to b, answered by b meanwhile */
+	ab->dialer = true;
+	ab->state = KVXD_PEER_QP_EXCHANGE;
+	t = (struct kvx_auth_transcript){.version = KVX_WIRE_VERSION,
+					 .features_i = hello.u.hello.features,
+					 .features_a = ack.u.hello.features,
+					 .name_i = "b",
+					 .name_a = "a",
+					 .nonce_i = 7,
+					 .nonce_a = ack.u.hello.nonce,
+					 .session = 3};
+	assert_int_equal(kvx_auth_mac(&B.auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
+	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	n = kvx_wire_encode(&hb, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n); /* what b's dial sends next */
+	for (i = 0; i < 200; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(A.ctr.dial_collisions, coll + 1);
+	assert_int_equal(ab->state, KVXD_PEER_QP_EXCHANGE); /* ours goes on */
+	assert_int_equal(A.ctr.peer_resets, resets);
+	assert_int_equal(A.ctr.frames_bad, bad);
+	assert_true(recv(fd, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN); /* left open */
+	assert_int_equal(A.npending, 1);
+	close(fd); /* b gave its dial up */
+	for (i = 0; i < 2000 && A.npending; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(A.npending, 0);
+	ab->state = KVXD_PEER_IDLE;
+	ab->dialer = false;
+}
+
 /* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
  * quietly and dials again), and b asks its idle session with a to close once a's room is done;
  * then c's room gets its session.  b never holds two sessions' QPs, and nothing fails. */
@@ -483,6 +618,10 @@ main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unasked_idle_is_a_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_on_an_unanswered_hello_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unauthenticated_hello_leaves_our_dial, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_both_dials_answered_ours_goes_on, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
