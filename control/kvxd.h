@@ -99,7 +99,8 @@ struct kvxd_pending {
 	bool dead;		     /* dropped: on d->pending_dead until the loop iteration ends */
 	bool yielded; /* authenticated, but our own dial to its peer won (crossing dials): what it
 		       * sends is ignored until the peer closes it, giving its dial up */
-	uint64_t nonce_a; /* ours, in HELLO_ACK */
+	uint64_t nonce_a;     /* ours, in HELLO_ACK */
+	uint64_t answered_ms; /* when we sent HELLO_ACK (kvxd_now_ms) */
 };
 
 enum kvxd_journal_kind {

@@ -1027,15 +1027,23 @@ idle_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 		p->idle_asked_ms = now;
 }
 
-/* A pending connection of p's got past HELLO: it may become p's session (we answered it). */
+/* on_demand: how long a pending connection we answered keeps us from dialling its peer.  The
+ * peer's AUTH comes one round trip after our HELLO_ACK; anyone at the peer's address can send a
+ * HELLO and never authenticate, and would otherwise hold our dials off for as long as it keeps
+ * opening connections.  Dialling anyway only makes the dials cross, which AUTH settles. */
+#define PENDING_AUTH_WAIT_MS 250
+
+/* A pending connection of p's got past HELLO lately: it may become p's session (we answered it,
+ * its AUTH is due). */
 static bool
-pending_of(const struct kvxd *d, const struct kvxd_peer *p)
+pending_of(const struct kvxd *d, const struct kvxd_peer *p, uint64_t now)
 {
 	const struct kvxd_pending *pc;
 
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		if (pc->peer == p->idx && !pc->yielded)
+		if (pc->peer == p->idx && !pc->yielded &&
+		    now < pc->answered_ms + PENDING_AUTH_WAIT_MS)
 			return true;
 	}
 	return false;
@@ -1106,7 +1114,7 @@ dial_due(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 	/* a room waits for p; or p's last session failed: new rooms from it fail at once until
 	 * it is back, so no room would ever ask for it */
 	p->want = kvxd_rooms_need_peer(d, p) || p->lost;
-	if (!p->want || pending_of(d, p))
+	if (!p->want || pending_of(d, p, now))
 		return false;
 	if (!session_room(d, now)) { /* waits for a session to close */
 		d->ctr.sessions_cq_waits++;
@@ -1921,6 +1929,7 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	n = kvx_wire_encode(&m, buf, sizeof(buf), why, sizeof(why));
 	if (n < 0 || kvxd_stream_queue(&pc->s, buf, (size_t)n) || kvxd_stream_flush(d, &pc->s))
 		return -1;
+	pc->answered_ms = kvxd_now_ms();
 	d->ctr.frames_tx++;
 	return 0;
 }

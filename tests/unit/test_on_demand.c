@@ -451,6 +451,48 @@ test_unauthenticated_hello_leaves_our_dial(void **state)
 		close(fill[i]);
 }
 
+/* A connection in b's name whose HELLO a answered holds a's own dial to b off only while its
+ * AUTH is due (a round trip): one that never authenticates, which anyone at b's address can
+ * open again and again, no longer keeps a from dialling b until it expires. */
+static void
+test_unauthenticated_hello_holds_our_dial_briefly(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO};
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	int fd, n, i;
+	char err[160], c;
+
+	(void)state;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	hello.u.hello.version = KVX_WIRE_VERSION;
+	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
+	hello.u.hello.nonce = 7;
+	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000 && recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
+		kvxd_loop_once(&A, 0);
+	assert_true(i < 2000); /* answered: its AUTH is due */
+	open_from(&A, 1, &B, 4);
+	for (i = 0; i < 100; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_IDLE); /* b's own dial may be on its way */
+	fake_ms += 300; /* no AUTH: a dials b itself, the connection still open */
+	for (i = 0; i < 2000 && ab->state == KVXD_PEER_IDLE; i++)
+		kvxd_loop_once(&A, 0);
+	assert_true(ab->dialer);
+	assert_int_not_equal(ab->state, KVXD_PEER_IDLE);
+	assert_int_equal(A.npending, 1);
+	close(fd);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+}
+
 /* Crossing dials that each side answered: a's dial (a's name sorts first) goes on and b's
  * connection, although its AUTH verifies, is left alone (b gives its dial up when a's AUTH
  * reaches it, and closes it); what comes on it meanwhile is ignored.  Before, a gave its own
@@ -621,6 +663,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unauthenticated_hello_leaves_our_dial, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_unauthenticated_hello_holds_our_dial_briefly,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_both_dials_answered_ours_goes_on, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
