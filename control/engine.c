@@ -693,6 +693,45 @@ chunk_refuse(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int error, co
 	kvxd_engine_send_event(d, e->id, &ev);
 }
 
+/* The ids of attempts a chunk of which was refused against the engine's own ended room
+ * (struct kvxd_engine.busy_ids): linear, short (it empties as the engine closes them). */
+static bool
+busy_has(const struct kvxd_engine *e, uint64_t id)
+{
+	for (uint32_t i = 0; i < e->nbusy; i++)
+		if (e->busy_ids[i] == id)
+			return true;
+	return false;
+}
+
+/* Returns false when the engine has KVXD_BUSY_IDS_MAX of them already (then its session is
+ * doomed: it neither closes the rooms it is told failed nor lets them go). */
+static bool
+busy_add(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
+{
+	if (busy_has(e, id))
+		return true;
+	if (e->nbusy == KVXD_BUSY_IDS_MAX) {
+		kvxd_engine_doom(
+			d, e,
+			"256 rooms had chunks refused against a closed attempt of theirs and "
+			"were not closed: the engine goes on without closing failed rooms");
+		return false;
+	}
+	e->busy_ids[e->nbusy++] = id;
+	return true;
+}
+
+static void
+busy_del(struct kvxd_engine *e, uint64_t id)
+{
+	for (uint32_t i = 0; i < e->nbusy; i++)
+		if (e->busy_ids[i] == id) {
+			e->busy_ids[i] = e->busy_ids[--e->nbusy];
+			return;
+		}
+}
+
 /* A prefill room becomes this engine's, until it leaves (kvxd_room_engine_left).  A tombstone (a
  * decode endpoint aborted the room before its metadata came) is an ordinary room again: it
  * waits for its owner's ROOM_META (the aborting endpoint's, of the aborted generation, is
@@ -757,7 +796,11 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		  atomic_load(&r->pc.told))) {
 		/* another engine's room, or one whose end its engine was told (the engine closed
 		 * it, or went away, and this chunk is of a new attempt with the same id): that
-		 * room is left alone, and this engine is told of the refusal by an event */
+		 * room is left alone, and this engine is told of the refusal by an event.  The
+		 * new attempt fails: its next chunk, once that room is gone, fails the room it
+		 * opens (busy_ids) */
+		if ((r->engine_id == e->id || r->engine_id < 0) && !busy_add(d, e, room))
+			return;
 		chunk_refuse(d, e, room, error, why);
 		return;
 	}
@@ -853,9 +896,20 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	if (r && r->engine_id == e->id && r->engine_closed) {
 		/* the engine closed it (kvx_room_close said 0) and uses the id again while the
 		 * closed room still drains: that room is left alone, and the engine told at
-		 * once, to submit again shortly (its end was told already: no other event comes) */
-		chunk_refuse(d, e, m->room, -EBUSY,
-			     "the room's closed attempt still drains: submit again shortly");
+		 * once (its end was told already: no other event comes).  The new attempt
+		 * fails as a whole: its next chunk once that room is gone fails the room it
+		 * opens, until the engine closes the id (a later chunk alone could otherwise
+		 * make a room that succeeds without this one's pages) */
+		if (busy_add(d, e, m->room))
+			chunk_refuse(d, e, m->room, -EBUSY,
+				     "the room's closed attempt still drains: close the room and "
+				     "submit it again");
+		return;
+	}
+	if (e->nbusy && (!r || r->engine_id != e->id) && busy_has(e, m->room)) {
+		chunk_refuse_room(d, e, m->room, -EBUSY,
+				  "an earlier chunk of this attempt was refused (the room's closed "
+				  "attempt still drained): close the room and submit it again");
 		return;
 	}
 	if ((!r || r->engine_id != e->id) && e->nrooms >= d->cfg.max_rooms_per_engine) {
@@ -939,6 +993,8 @@ static int
 room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 {
 	int found = 0;
+
+	busy_del(e, id); /* the attempt a refusal failed ends with its close */
 
 	for (int role = KVX_ROOM_DECODE; role <= KVX_ROOM_PREFILL; role++) {
 		struct kvxd_room *r = kvxd_room_find(d, id, e->rank, role);

@@ -230,6 +230,8 @@ struct kvxd_outmsg {
  * its rooms told nothing more) at the end of the loop iteration by kvxd_engine_reap(), so no
  * caller ever holds a freed engine.
  */
+#define KVXD_BUSY_IDS_MAX 256 /* struct kvxd_engine.busy_ids */
+
 struct kvxd_engine {
 	int id;
 	int fd;
@@ -250,6 +252,11 @@ struct kvxd_engine {
 	bool reset_seen;	/* its socket said ECONNRESET: what it sent before is still read */
 	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
 	uint64_t chunk_bytes;	/* its chunks kvxd holds (max_chunk_mb_per_engine) */
+	/* ids of attempts a chunk of which was refused against this engine's own ended room of
+	 * that id (it closed it while it drained, or its end was told): the attempt's next chunk,
+	 * once that room is gone, fails the room it opens.  Cleared by the engine's close. */
+	uint64_t busy_ids[KVXD_BUSY_IDS_MAX];
+	uint32_t nbusy;
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
 	struct kvxd_outmsg *outq_head, *outq_tail;
 	/* KVX_ENG_ADMIN_AT: the text of the command being paged out (NULL: none) */

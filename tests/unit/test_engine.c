@@ -2095,8 +2095,11 @@ test_chunk_after_the_last_refused(void **state)
 }
 
 /* The engine closed a FAILED prefill room (close said 0) while its WRITEs still drain, and
- * submits the same id again: it is told at once (-EBUSY: submit again shortly), and the draining
- * room is left alone.  Before, the chunk was skipped and the engine never heard of it. */
+ * submits the same id again: it is told at once (-EBUSY), and the draining room is left alone.
+ * Before, the chunk was skipped and the engine never heard of it.  The new attempt fails as a
+ * whole: once the draining room is gone, its next chunk fails the room it opens (before, that
+ * room went on and could succeed without the refused chunk's pages), until the engine closes
+ * the id. */
 static void
 test_chunk_for_a_closed_draining_room_told_busy(void **state)
 {
@@ -2135,6 +2138,27 @@ test_chunk_for_a_closed_draining_room_told_busy(void **state)
 		if (p->qpc[l])
 			fake_vx_release(p->qpc[l]->qp, 100);
 	PUMP_UNTIL(eng_event(&ea, 524, KVX_STATE_RELEASED));
+	/* the closed attempt is gone: the refused attempt's next chunk (its last, say) fails the
+	 * room it opens, rather than make one that could succeed without the refused pages */
+	PUMP_UNTIL(!kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL));
+	eb.nev = 0;
+	eng_chunk_x(&eb, 524, pb, 4, 4, true);
+	ev = eng_event_wait(&eb, 524, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EBUSY);
+	r = kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL);
+	assert_non_null(r);
+	assert_true(r->refused);
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_FAILED);
+	/* its close ends that attempt: the next one is taken */
+	assert_int_equal(eng_call(&eb, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1, NULL), 0);
+	PUMP_UNTIL(!kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL));
+	eb.nev = 0;
+	eng_chunk(&eb, 524, pb, 4, 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL)) && r->engine_id >= 0);
+	pump_ms(5);
+	assert_false(r->refused);
+	assert_false(kvx_room_state_terminal(kvxd_room_state(r)));
+	assert_null(eng_event(&eb, 524, KVX_STATE_FAILED));
 	eng_close(&ea);
 	eng_close(&eb);
 }
