@@ -193,7 +193,9 @@ struct kvxd_peer {
 	bool rail_hold;
 	uint32_t rail_idle_cores;
 	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;
-	uint64_t nonce_i, session;	 /* initiator: the HELLO of the handshake in progress */
+	uint64_t dial_held_ms;	   /* on_demand: since when a pending connection of its holds our
+				    * dial off (0: none; dial_due) */
+	uint64_t nonce_i, session; /* initiator: the HELLO of the handshake in progress */
 	uint64_t last_rx_ms, next_hb_ms; /* READY: the last frame from it; our next HEARTBEAT */
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
 	uint64_t qp_sessions_ended; /* sessions whose every QP was destroyed (fences wait on it) */

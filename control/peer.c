@@ -714,6 +714,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->deadline_ms = 0;
 	p->busy_ms = p->last_rx_ms; /* on_demand: idle_ms counts from here */
 	p->ready_ms = p->last_rx_ms;
+	p->dial_held_ms = 0;
 	p->idle_asked_ms = 0;
 	p->try_once = false;
 	p->n_handshakes++;
@@ -976,6 +977,7 @@ dial(struct kvxd *d, struct kvxd_peer *p)
 		return;
 	p->last_error[0] = '\0';
 	p->deadline_ms = kvxd_now_ms() + d->cfg.handshake_ms;
+	p->dial_held_ms = 0;
 	peer_set_state(d, p, KVXD_PEER_CONNECTING);
 	rc = dial_acquire(d, p);
 	if (rc)
@@ -1027,23 +1029,22 @@ idle_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 		p->idle_asked_ms = now;
 }
 
-/* on_demand: how long a pending connection we answered keeps us from dialling its peer.  The
- * peer's AUTH comes one round trip after our HELLO_ACK; anyone at the peer's address can send a
- * HELLO and never authenticate, and would otherwise hold our dials off for as long as it keeps
- * opening connections.  Dialling anyway only makes the dials cross, which AUTH settles. */
+/* on_demand: how long pending connections we answered may keep us from dialling their peer,
+ * in all, each time a room wants it.  The peer's AUTH comes one round trip after our HELLO_ACK;
+ * anyone at the peer's address can send a HELLO and never authenticate, and would otherwise
+ * hold our dials off for as long as it keeps opening connections.  Dialling anyway only makes
+ * the dials cross, which AUTH settles. */
 #define PENDING_AUTH_WAIT_MS 250
 
-/* A pending connection of p's got past HELLO lately: it may become p's session (we answered it,
- * its AUTH is due). */
+/* A pending connection of p's got past HELLO: it may become p's session (we answered it). */
 static bool
-pending_of(const struct kvxd *d, const struct kvxd_peer *p, uint64_t now)
+pending_of(const struct kvxd *d, const struct kvxd_peer *p)
 {
 	const struct kvxd_pending *pc;
 
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		if (pc->peer == p->idx && !pc->yielded &&
-		    now < pc->answered_ms + PENDING_AUTH_WAIT_MS)
+		if (pc->peer == p->idx && !pc->yielded)
 			return true;
 	}
 	return false;
@@ -1114,8 +1115,14 @@ dial_due(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 	/* a room waits for p; or p's last session failed: new rooms from it fail at once until
 	 * it is back, so no room would ever ask for it */
 	p->want = kvxd_rooms_need_peer(d, p) || p->lost;
-	if (!p->want || pending_of(d, p, now))
+	if (!p->want)
 		return false;
+	if (pending_of(d, p)) { /* the peer dials us: wait for its AUTH, a while */
+		if (!p->dial_held_ms)
+			p->dial_held_ms = now;
+		if (now < p->dial_held_ms + PENDING_AUTH_WAIT_MS)
+			return false;
+	}
 	if (!session_room(d, now)) { /* waits for a session to close */
 		d->ctr.sessions_cq_waits++;
 		p->retry_at_ms = now + RECONNECT_MS;
@@ -1784,8 +1791,11 @@ pending_expire(struct kvxd *d, uint64_t now)
 	{
 		if (now < pc->deadline_ms)
 			continue;
-		d->ctr.pending_expired++;
-		refuse_log(d, pc->addr, "did not authenticate within %u ms", d->cfg.pending_ms);
+		if (!pc->yielded) { /* a yielded one authenticated: its peer was to close it */
+			d->ctr.pending_expired++;
+			refuse_log(d, pc->addr, "did not authenticate within %u ms",
+				   d->cfg.pending_ms);
+		}
 		pending_drop(d, pc, true);
 	}
 }
@@ -1888,8 +1898,8 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 		 * answer the peer's.  Ours is given up (quietly) only once the peer's AUTH
 		 * verifies: anyone at the peer's address can send this HELLO, and giving ours up
 		 * here let it cancel every dial of ours that had not connected yet. */
-		KVX_INFO("peer %s: dialled us while our dial has not connected: answering",
-			 p->name);
+		KVX_DEBUG("peer %s: dialled us while our dial has not connected: answering",
+			  p->name);
 	} else if (d->cfg.on_demand && p->initiator && p->dialer && peer_in_setup(p)) {
 		/* crossing dials: ours wins (our name sorts first).  This one is left unanswered
 		 * (it expires after pending_ms): the peer gives its own dial up, without failing
@@ -2027,13 +2037,16 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		 * refused and dials again */
 		p = &d->peers[pc->peer];
 		if (d->cfg.on_demand && p->dialer && p->initiator &&
-		    p->state == KVXD_PEER_QP_EXCHANGE) {
+		    (p->state == KVXD_PEER_QP_EXCHANGE ||
+		     (p->state == KVXD_PEER_READY && p->ready_ms >= pc->answered_ms))) {
 			/* crossing dials, each answered by the other side (ours had not connected
 			 * when the peer's HELLO came): ours wins, our name sorts first.  We sent
 			 * our AUTH when we entered QP_EXCHANGE, so the peer gives its own dial up
 			 * (quietly) when it reaches it, and closes this connection; until then what
 			 * comes on it is ignored.  Had ours not been answered yet, no AUTH of ours
-			 * is on the way, and ours gives up below. */
+			 * is on the way, and ours gives up below.  Ours may even be READY already
+			 * (this AUTH came late): a session that became READY after we answered
+			 * this connection is that dial of ours, not one the peer restarted from */
 			d->ctr.dial_collisions++;
 			pc->yielded = true;
 			KVX_INFO("peer %s: both dials answered: ours goes on", p->name);

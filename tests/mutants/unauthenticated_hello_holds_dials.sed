@@ -1,3 +1,3 @@
-# a pending connection whose HELLO we answered holds our dial to its peer off until it expires,
-# authenticated or not (anyone at the peer's address keeps us from dialling it)
-/^pending_of(/,/^}/ s/^\t\t    now < pc->answered_ms + PENDING_AUTH_WAIT_MS)$/\t\t    (now || 1))/
+# pending connections whose HELLO we answered hold our dial to their peer off for as long as
+# one is open, authenticated or not (anyone at the peer's address keeps us from dialling it)
+/^dial_due(/,/^}/ s/^\t\tif (now < p->dial_held_ms + PENDING_AUTH_WAIT_MS)$/\t\tif (now || 1)/

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -444,16 +445,17 @@ test_unauthenticated_hello_leaves_our_dial(void **state)
 	assert_int_equal(A.ctr.peer_resets, resets);
 	assert_int_equal(ab->n_setup_failures, fails);
 	close(fd); /* no AUTH: the connection is dropped, nothing else changes */
-	for (i = 0; i < 50; i++)
+	for (i = 0; i < 2000 && A.npending; i++)
 		kvxd_loop_once(&A, 0);
+	assert_int_equal(A.npending, 0);
 	assert_int_equal(ab->state, KVXD_PEER_CONNECTING);
 	for (i = 0; i < 24; i++)
 		close(fill[i]);
 }
 
-/* A connection in b's name whose HELLO a answered holds a's own dial to b off only while its
- * AUTH is due (a round trip): one that never authenticates, which anyone at b's address can
- * open again and again, no longer keeps a from dialling b until it expires. */
+/* Connections in b's name whose HELLO a answered hold a's own dial to b off for 250 ms in all,
+ * while an AUTH is due: ones that never authenticate, which anyone at b's address can open one
+ * after another, no longer keep a from dialling b for as long as one is open. */
 static void
 test_unauthenticated_hello_holds_our_dial_briefly(void **state)
 {
@@ -461,35 +463,44 @@ test_unauthenticated_hello_holds_our_dial_briefly(void **state)
 	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO};
 	struct sockaddr_in to = {.sin_family = AF_INET};
 	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	int fd, n, i;
+	int fd[2], n, i, k;
 	char err[160], c;
 
 	(void)state;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
 	hello.u.hello.version = KVX_WIRE_VERSION;
 	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
 	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
 	hello.u.hello.nonce = 7;
 	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
-	for (i = 0; i < 2000 && recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
-		kvxd_loop_once(&A, 0);
-	assert_true(i < 2000); /* answered: its AUTH is due */
-	open_from(&A, 1, &B, 4);
+	for (k = 0; k < 2; k++) {
+		fd[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fd[k] >= 0);
+		assert_int_equal(connect(fd[k], (struct sockaddr *)&to, sizeof(to)), 0);
+		assert_int_equal(send(fd[k], buf, n, MSG_NOSIGNAL), n);
+		for (i = 0; i < 2000 && recv(fd[k], &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
+			kvxd_loop_once(&A, 0);
+		assert_true(i < 2000); /* answered: its AUTH is due */
+		if (k == 0) {
+			open_from(&A, 1, &B, 4);
+			for (i = 0; i < 100; i++)
+				kvxd_loop_once(&A, 0);
+			assert_int_equal(ab->state, KVXD_PEER_IDLE); /* b may be dialling us */
+			fake_ms += 200; /* the next one comes before the first one's AUTH is late */
+		}
+	}
 	for (i = 0; i < 100; i++)
 		kvxd_loop_once(&A, 0);
-	assert_int_equal(ab->state, KVXD_PEER_IDLE); /* b's own dial may be on its way */
-	fake_ms += 300; /* no AUTH: a dials b itself, the connection still open */
+	assert_int_equal(ab->state, KVXD_PEER_IDLE);
+	fake_ms += 100; /* no AUTH in 250 ms: a dials b itself, both connections still open */
 	for (i = 0; i < 2000 && ab->state == KVXD_PEER_IDLE; i++)
 		kvxd_loop_once(&A, 0);
 	assert_true(ab->dialer);
 	assert_int_not_equal(ab->state, KVXD_PEER_IDLE);
-	assert_int_equal(A.npending, 1);
-	close(fd);
+	assert_int_equal(A.npending, 2);
+	close(fd[0]);
+	close(fd[1]);
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 }
 
@@ -499,7 +510,7 @@ test_unauthenticated_hello_holds_our_dial_briefly(void **state)
  * dial up here while b gave up its own on a's AUTH: both sessions ended.  The test plays b's
  * dial and puts a's in the state it has once b answered it. */
 static void
-test_both_dials_answered_ours_goes_on(void **state)
+both_dials_answered(int ours)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
 	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, ack, auth = {.type = KVX_WIRE_AUTH};
@@ -509,12 +520,13 @@ test_both_dials_answered_ours_goes_on(void **state)
 	struct kvx_auth_transcript t;
 	uint8_t buf[KVX_WIRE_FRAME_MAX];
 	size_t got = 0;
-	int fd, n, i;
+	int fd, n, i, one = 1;
 	char err[160], c;
 
-	(void)state;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
+	/* each frame goes at once (Nagle would hold the HEARTBEAT for the AUTH's ACK) */
+	assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
 	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
@@ -536,9 +548,11 @@ test_both_dials_answered_ours_goes_on(void **state)
 	}
 	assert_true(n > 0);
 	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
-	/* a's own dial to b, answered by b meanwhile */
+	/* a's own dial to b, answered by b meanwhile (or even READY before b's AUTH came) */
 	ab->dialer = true;
-	ab->state = KVXD_PEER_QP_EXCHANGE;
+	ab->state = ours;
+	ab->ready_ms = ab->last_rx_ms = kvxd_now_ms();
+	ab->next_hb_ms = ab->ready_ms + 1000000; /* no heartbeat: it has no socket */
 	t = (struct kvx_auth_transcript){.version = KVX_WIRE_VERSION,
 					 .features_i = hello.u.hello.features,
 					 .features_a = ack.u.hello.features,
@@ -550,12 +564,14 @@ test_both_dials_answered_ours_goes_on(void **state)
 	assert_int_equal(kvx_auth_mac(&B.auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
 	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
 	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 200; i++)
+		kvxd_loop_once(&A, 0);
 	n = kvx_wire_encode(&hb, buf, sizeof(buf), err, sizeof(err));
 	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n); /* what b's dial sends next */
 	for (i = 0; i < 200; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(A.ctr.dial_collisions, coll + 1);
-	assert_int_equal(ab->state, KVXD_PEER_QP_EXCHANGE); /* ours goes on */
+	assert_int_equal(ab->state, ours); /* ours goes on */
 	assert_int_equal(A.ctr.peer_resets, resets);
 	assert_int_equal(A.ctr.frames_bad, bad);
 	assert_true(recv(fd, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN); /* left open */
@@ -566,6 +582,23 @@ test_both_dials_answered_ours_goes_on(void **state)
 	assert_int_equal(A.npending, 0);
 	ab->state = KVXD_PEER_IDLE;
 	ab->dialer = false;
+}
+
+static void
+test_both_dials_answered_ours_goes_on(void **state)
+{
+	(void)state;
+	both_dials_answered(KVXD_PEER_QP_EXCHANGE);
+}
+
+/* The peer's AUTH came only once ours was READY (its segment was resent, say): our session,
+ * READY since we answered that connection, is that dial of ours and is kept.  Before, the AUTH
+ * replaced it as if the peer had restarted, and its rooms failed. */
+static void
+test_late_auth_of_a_crossing_dial_leaves_our_session(void **state)
+{
+	(void)state;
+	both_dials_answered(KVXD_PEER_READY);
 }
 
 /* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
@@ -667,6 +700,8 @@ main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_both_dials_answered_ours_goes_on, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_late_auth_of_a_crossing_dial_leaves_our_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
