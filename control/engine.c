@@ -799,7 +799,7 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		 * room is left alone, and this engine is told of the refusal by an event.  The
 		 * new attempt fails: its next chunk, once that room is gone, fails the room it
 		 * opens (busy_ids) */
-		if ((r->engine_id == e->id || r->engine_id < 0) && !busy_add(d, e, room))
+		if (!busy_add(d, e, room))
 			return;
 		chunk_refuse(d, e, room, error, why);
 		return;
@@ -890,13 +890,16 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	}
 	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
 	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
-		chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
+		/* its attempt fails as a whole once that engine lets the room go (busy_ids) */
+		if (busy_add(d, e, m->room))
+			chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
 		return;
 	}
-	if (r && r->engine_id == e->id && r->engine_closed) {
-		/* the engine closed it (kvx_room_close said 0) and uses the id again while the
-		 * closed room still drains: that room is left alone, and the engine told at
-		 * once (its end was told already: no other event comes).  The new attempt
+	if (r && (r->engine_id == e->id || r->engine_id < 0) && r->engine_closed) {
+		/* the engine closed it (kvx_room_close said 0), or an earlier session of its
+		 * rank went away with it, and uses the id again while that room still drains:
+		 * the room is left alone, and the engine told at once (its end was told or is
+		 * not this session's: no other event comes).  The new attempt
 		 * fails as a whole: its next chunk once that room is gone fails the room it
 		 * opens, until the engine closes the id (a later chunk alone could otherwise
 		 * make a room that succeeds without this one's pages) */
@@ -990,11 +993,9 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 }
 
 static int
-room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
+room_close_rooms(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 {
 	int found = 0;
-
-	busy_del(e, id); /* the attempt a refusal failed ends with its close */
 
 	for (int role = KVX_ROOM_DECODE; role <= KVX_ROOM_PREFILL; role++) {
 		struct kvxd_room *r = kvxd_room_find(d, id, e->rank, role);
@@ -1016,6 +1017,17 @@ room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 			r->engine_closed = true; /* ACK targets outlive the engine's interest */
 	}
 	return found ? 0 : -ENOENT;
+}
+
+/* kvx_room_close: -EBUSY leaves the attempt as it was; 0 or -ENOENT ends it (busy_ids). */
+static int
+room_close(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
+{
+	int rc = room_close_rooms(d, e, id);
+
+	if (rc != -EBUSY)
+		busy_del(e, id); /* the attempt a refusal failed ends with its close */
+	return rc;
 }
 
 static int64_t

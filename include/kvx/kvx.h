@@ -226,10 +226,11 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
  * when kvxd's polling core is full, -EALREADY for a chunk after the room's last: decode may
  * have its pages back).  A room not known yet is kept failed until it is closed.  Two refusals
  * leave the room alone: a chunk for another engine's room (-EPERM), and one for a room this
- * engine closed while its writes still drain (-EBUSY).  The latter fails the new attempt it
- * belongs to, though: once the closed room is gone, the attempt's next chunk fails the room it
- * opens (-EBUSY), until the engine closes the room id; then submit the attempt again, every
- * chunk of it.  The same as one kvx_chunk of region 0 and every buffer. */
+ * engine closed while its writes still drain (-EBUSY).  Both fail the attempt the chunk
+ * belongs to, though: once that room is gone (or let go), the attempt's next chunk fails the
+ * room it opens (-EBUSY), until the engine closes the room id (a close answered -EBUSY does not
+ * count); then submit the attempt again, every chunk of it.  The same as one kvx_chunk of region 0
+ * and every buffer. */
 int kvx_chunk_submit(struct kvx_conn *c, uint64_t room, uint32_t chunk_index, int pool_id,
 		     const uint32_t *src_pages, uint32_t npages, uint32_t dst_offset, int last);
 

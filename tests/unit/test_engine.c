@@ -2141,6 +2141,13 @@ test_chunk_for_a_closed_draining_room_told_busy(void **state)
 	/* the closed attempt is gone: the refused attempt's next chunk (its last, say) fails the
 	 * room it opens, rather than make one that could succeed without the refused pages */
 	PUMP_UNTIL(!kvxd_room_find(&B, 524, 0, KVX_ROOM_PREFILL));
+	/* decode opens the id again first: its ROOM_META makes the prefill room (no engine's
+	 * yet); the engine's close of the id finds it waiting (-EBUSY) and so does not end the
+	 * refused attempt */
+	assert_int_equal(eng_call(&ea, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1, NULL), 0);
+	assert_int_equal(eng_room_open(&ea, 524, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(524));
+	assert_int_equal(eng_call(&eb, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl), -1, NULL), -EBUSY);
 	eb.nev = 0;
 	eng_chunk_x(&eb, 524, pb, 4, 4, true);
 	ev = eng_event_wait(&eb, 524, KVX_STATE_FAILED);
