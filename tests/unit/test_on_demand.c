@@ -453,6 +453,82 @@ test_unauthenticated_hello_leaves_our_dial(void **state)
 		close(fill[i]);
 }
 
+/* The other half: once that connection's AUTH verifies, a's dial that has still not connected is
+ * given up quietly (nothing counts as a failure) and the peer's connection becomes the session. */
+static void
+test_unconnected_dial_given_up_at_auth(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, ack, auth = {.type = KVX_WIRE_AUTH};
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint64_t resets = A.ctr.peer_resets, coll = A.ctr.dial_collisions;
+	uint32_t fails = ab->n_setup_failures;
+	struct kvx_auth_transcript t;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	int fill[24], fd, n = 0, i;
+	size_t got = 0;
+	char err[160];
+
+	(void)state;
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(A.cfg.peers[ab->idx].addr.port); /* b's listener: its queue fills */
+	for (i = 0; i < 24; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fill[i] >= 0);
+		assert_true(connect(fill[i], (struct sockaddr *)&to, sizeof(to)) == 0 ||
+			    errno == EINPROGRESS);
+	}
+	usleep(20000);
+	open_from(&A, 1, &B, 4);
+	for (i = 0; i < 2000 && ab->state != KVXD_PEER_CONNECTING; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	hello.u.hello.version = KVX_WIRE_VERSION;
+	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
+	hello.u.hello.nonce = 7;
+	hello.u.hello.session = 3;
+	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000; i++) {
+		ssize_t k = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+
+		got += k > 0 ? (size_t)k : 0;
+		n = kvx_wire_decode(buf, got, &ack, err, sizeof(err));
+		if (n)
+			break;
+		kvxd_loop_once(&A, 0);
+	}
+	assert_true(n > 0);
+	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
+	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* not before AUTH */
+	t = (struct kvx_auth_transcript){.version = KVX_WIRE_VERSION,
+					 .features_i = hello.u.hello.features,
+					 .features_a = ack.u.hello.features,
+					 .name_i = "b",
+					 .name_a = "a",
+					 .nonce_i = 7,
+					 .nonce_a = ack.u.hello.nonce,
+					 .session = 3};
+	assert_int_equal(kvx_auth_mac(&B.auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
+	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 2000 && ab->dialer; i++)
+		kvxd_loop_once(&A, 0);
+	assert_false(ab->dialer); /* the peer's connection is the session being set up */
+	assert_int_equal(ab->state, KVXD_PEER_QP_EXCHANGE);
+	assert_int_equal(A.ctr.dial_collisions, coll + 1);
+	assert_int_equal(A.ctr.peer_resets, resets); /* quietly */
+	assert_int_equal(ab->n_setup_failures, fails);
+	close(fd);
+	for (i = 0; i < 24; i++)
+		close(fill[i]);
+}
+
 /* Connections in b's name whose HELLO a answered hold a's own dial to b off for 250 ms in all,
  * while an AUTH is due: ones that never authenticate, which anyone at b's address can open one
  * after another, no longer keep a from dialling b for as long as one is open. */
@@ -695,6 +771,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_auth_on_an_unanswered_hello_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unauthenticated_hello_leaves_our_dial, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unconnected_dial_given_up_at_auth, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unauthenticated_hello_holds_our_dial_briefly,
 						setup, teardown),
