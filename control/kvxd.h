@@ -300,7 +300,7 @@ struct kvxd_counters {
 	 * crossing dials resolved (the dial of the peer whose name sorts first wins) */
 	uint64_t sessions_on_demand, sessions_idle_closed, dial_collisions;
 	/* ... and sessions that had to wait for CQ room: ours (a dial put off) and the peers'
-	 * (a HELLO answered BYE BUSY) */
+	 * (an authenticated dial answered BYE BUSY) */
 	uint64_t sessions_cq_waits, sessions_refused_busy;
 	/* membership: peers added and removed at runtime, reloads done and refused (SIGHUP) */
 	uint64_t peers_added, peers_removed, reloads, reloads_refused;

@@ -1062,19 +1062,16 @@ session_max(const struct kvxd *d)
 }
 
 /* Sessions that hold QPs or may create them soon: every peer in setup, READY, or whose QPs are
- * still being destroyed, and every pending connection we answered. */
+ * still being destroyed.  A pending connection counts only once its AUTH verifies (it is then
+ * its peer's session in setup): anyone at a peer's address can open ones that never
+ * authenticate, and counting those let them make our dials wait and our idle sessions close. */
 static int
 sessions_live(const struct kvxd *d)
 {
-	const struct kvxd_pending *pc;
 	int n = 0;
 
 	for (int i = 0; i < d->npeers; i++)
 		n += d->peers[i].state != KVXD_PEER_IDLE || d->peers[i].j.n > 0;
-	cds_list_for_each_entry(pc, &d->pending, link)
-	{
-		n += pc->peer >= 0 && !pc->yielded;
-	}
 	return n;
 }
 
@@ -1837,18 +1834,21 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 	return drain_frames(d, p);
 }
 
-/* BYE BUSY on a pending connection about to be dropped: its dialer gives up quietly (nothing
- * fails) and dials again shortly. */
+/* Refuse an authenticated pending connection for now: count it, answer BYE BUSY (its dialer
+ * gives up quietly, nothing fails, and dials again shortly), log why, drop it. */
 static void
-pending_say_busy(struct kvxd *d, struct kvxd_pending *pc)
+pending_refuse_busy(struct kvxd *d, struct kvxd_pending *pc, uint64_t *ctr, const char *why)
 {
 	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_BUSY};
 	uint8_t buf[64];
-	char why[64];
-	int n = kvx_wire_encode(&bye, buf, sizeof(buf), why, sizeof(why));
+	char err[64];
+	int n = kvx_wire_encode(&bye, buf, sizeof(buf), err, sizeof(err));
 
+	(*ctr)++;
 	if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
 		kvxd_stream_flush(d, &pc->s);
+	KVX_INFO("peer %s: %s (BYE BUSY)", d->peers[pc->peer].name, why);
+	pending_drop(d, pc, true);
 }
 
 /* HELLO on a pending connection: a configured, allowed peer that we do not dial, from one of
@@ -1907,14 +1907,6 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 		d->ctr.dial_collisions++;
 		KVX_INFO("peer %s: dialled us while we dial it: our dial goes on", p->name);
 		return 0;
-	}
-	if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&
-	    !session_room(d, kvxd_now_ms())) {
-		d->ctr.sessions_refused_busy++;
-		pending_say_busy(d, pc);
-		KVX_INFO("peer %s: dialled us; no CQ room for another session yet (BYE BUSY)",
-			 p->name);
-		return -1;
 	}
 	pc->peer = p->idx;
 	pc->hello = *h;
@@ -2053,6 +2045,15 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			off = pc->s.rx_len;
 			break;
 		}
+		if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&
+		    !session_room(d, kvxd_now_ms())) {
+			/* a session more than the CQs hold.  Checked only now that the peer has
+			 * proved itself: connections that never authenticate take no CQ room and
+			 * never make us ask an idle session to close */
+			pending_refuse_busy(d, pc, &d->ctr.sessions_refused_busy,
+					    "dialled us; no CQ room for another session yet");
+			return;
+		}
 		if (d->cfg.on_demand && p->dialer && peer_in_setup(p)) {
 			/* crossing dials: the peer's wins (its name sorts first, or ours had not
 			 * been answered); ours gives up without failing anything */
@@ -2064,12 +2065,8 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			/* a planned replacement (a rail retried, QPs replaced) comes here when our
 			 * cores are still flushing the old QPs: BYE BUSY, and the dialer tries
 			 * again shortly without failing its rooms */
-			d->ctr.conn_refused_busy++;
-			pending_say_busy(d, pc);
-			KVX_INFO("peer %s: previous session still rolling back; refused for now "
-				 "(BYE BUSY)",
-				 p->name);
-			pending_drop(d, pc, true);
+			pending_refuse_busy(d, pc, &d->ctr.conn_refused_busy,
+					    "previous session still rolling back; refused for now");
 			return;
 		}
 		p->seq = pc->seq;

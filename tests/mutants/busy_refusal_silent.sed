@@ -1,3 +1,5 @@
-# a dial refused while the previous session still rolls back is only closed (no BYE BUSY): the
-# dialer counts a failed setup
-/^\t\t\tpending_say_busy(d, pc);$/ d
+# a dial refused while the previous session still rolls back (or for want of CQ room) is only
+# closed (no BYE BUSY): the dialer counts a failed setup
+/^pending_refuse_busy(/,/^}/ {
+	/kvxd_stream_queue(&pc->s, buf/,/kvxd_stream_flush/ d
+}

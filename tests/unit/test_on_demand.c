@@ -345,6 +345,78 @@ test_crossing_dials_make_one_session(void **state)
 	assert_int_equal(fake_vx_live().qp, base.qp + 2 * harness_lanes());
 }
 
+/* A test socket playing node as's dial to node d (to d's listener, as `as` knows it), frames
+ * sent at once (TCP_NODELAY: Nagle would hold one back for an ACK): connected, its HELLO in as's
+ * name (nonce 7, session 3) sent.  *hello: that HELLO. */
+static int
+dial_as(struct kvxd *d, struct kvxd *as, struct kvx_wire_msg *hello)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	int fd, n, one = 1;
+	char err[160];
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(as->cfg.peers[peer(as, d->cfg.name)->idx].addr.port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	*hello = (struct kvx_wire_msg){.type = KVX_WIRE_HELLO};
+	hello->u.hello.version = KVX_WIRE_VERSION;
+	hello->u.hello.features = as->auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	snprintf(hello->u.hello.name, sizeof(hello->u.hello.name), "%s", as->cfg.name);
+	hello->u.hello.nonce = 7;
+	hello->u.hello.session = 3;
+	n = kvx_wire_encode(hello, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	return fd;
+}
+
+/* Runs d's control core until a whole frame comes on fd; fails the test after 2000 rounds. */
+static void
+answer_on(struct kvxd *d, int fd, struct kvx_wire_msg *m)
+{
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	size_t got = 0;
+	char err[160];
+	int n = 0;
+
+	for (int i = 0; i < 2000 && n == 0; i++) {
+		ssize_t k = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+
+		got += k > 0 ? (size_t)k : 0;
+		n = kvx_wire_decode(buf, got, m, err, sizeof(err));
+		if (n == 0)
+			kvxd_loop_once(d, 0);
+	}
+	assert_true(n > 0);
+}
+
+/* The AUTH `as` sends next: its MAC over the handshake of its HELLO and d's HELLO_ACK. */
+static void
+auth_as(int fd, struct kvxd *d, struct kvxd *as, const struct kvx_wire_msg *hello,
+	const struct kvx_wire_msg *ack)
+{
+	struct kvx_wire_msg auth = {.type = KVX_WIRE_AUTH};
+	struct kvx_auth_transcript t = {.version = KVX_WIRE_VERSION,
+					.features_i = hello->u.hello.features,
+					.features_a = ack->u.hello.features,
+					.name_i = as->cfg.name,
+					.name_a = d->cfg.name,
+					.nonce_i = hello->u.hello.nonce,
+					.nonce_a = ack->u.hello.nonce,
+					.session = hello->u.hello.session};
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	char err[160];
+	int n;
+
+	assert_int_equal(ack->type, KVX_WIRE_HELLO_ACK);
+	assert_int_equal(kvx_auth_mac(&as->auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
+	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+}
+
 /* A connection whose HELLO a node left unanswered (crossing dials: its own dial to that peer goes
  * on) binds no peer: an AUTH on it is refused as a bad frame and changes nothing.  Before, the
  * AUTH was checked against peers[-1] (pc->peer was never set) and, once its MAC verified, made
@@ -353,8 +425,7 @@ static void
 test_auth_on_an_unanswered_hello_refused(void **state)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
-	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, auth = {.type = KVX_WIRE_AUTH};
-	struct sockaddr_in to = {.sin_family = AF_INET};
+	struct kvx_wire_msg hello, auth = {.type = KVX_WIRE_AUTH};
 	uint64_t bad = A.ctr.frames_bad, refused = A.ctr.conn_refused_auth;
 	uint8_t buf[KVX_WIRE_FRAME_MAX];
 	char err[160], c;
@@ -365,16 +436,7 @@ test_auth_on_an_unanswered_hello_refused(void **state)
 	for (i = 0; i < 2000 && ab->state != KVXD_PEER_HELLO; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(ab->state, KVXD_PEER_HELLO); /* a's HELLO sent, b does not answer */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
-	hello.u.hello.version = KVX_WIRE_VERSION;
-	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
-	hello.u.hello.nonce = 7;
-	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	fd = dial_as(&A, &B, &hello);
 	for (i = 0; i < 200; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(A.ctr.dial_collisions, 1); /* left unanswered */
@@ -402,12 +464,10 @@ static void
 test_unauthenticated_hello_leaves_our_dial(void **state)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
-	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO};
+	struct kvx_wire_msg hello, ack;
 	struct sockaddr_in to = {.sin_family = AF_INET};
 	uint64_t resets = A.ctr.peer_resets, fails = ab->n_setup_failures;
-	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	int fill[24], fd, n, i;
-	char err[160], c;
+	int fill[24], fd, i;
 
 	(void)state;
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -425,19 +485,9 @@ test_unauthenticated_hello_leaves_our_dial(void **state)
 	for (i = 0; i < 50; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* its SYN went unanswered */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
-	hello.u.hello.version = KVX_WIRE_VERSION;
-	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
-	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
-	hello.u.hello.nonce = 7;
-	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
-	for (i = 0; i < 2000 && recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
-		kvxd_loop_once(&A, 0);
-	assert_true(i < 2000); /* answered: HELLO_ACK */
+	fd = dial_as(&A, &B, &hello);
+	answer_on(&A, fd, &ack);
+	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK); /* answered */
 	for (i = 0; i < 50; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* a's dial goes on */
@@ -459,15 +509,11 @@ static void
 test_unconnected_dial_given_up_at_auth(void **state)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
-	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, ack, auth = {.type = KVX_WIRE_AUTH};
+	struct kvx_wire_msg hello, ack;
 	struct sockaddr_in to = {.sin_family = AF_INET};
 	uint64_t resets = A.ctr.peer_resets, coll = A.ctr.dial_collisions;
 	uint32_t fails = ab->n_setup_failures;
-	struct kvx_auth_transcript t;
-	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	int fill[24], fd, n = 0, i;
-	size_t got = 0;
-	char err[160];
+	int fill[24], fd, i;
 
 	(void)state;
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -483,40 +529,11 @@ test_unconnected_dial_given_up_at_auth(void **state)
 	for (i = 0; i < 2000 && ab->state != KVXD_PEER_CONNECTING; i++)
 		kvxd_loop_once(&A, 0);
 	assert_int_equal(ab->state, KVXD_PEER_CONNECTING);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
-	hello.u.hello.version = KVX_WIRE_VERSION;
-	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
-	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
-	hello.u.hello.nonce = 7;
-	hello.u.hello.session = 3;
-	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
-	for (i = 0; i < 2000; i++) {
-		ssize_t k = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
-
-		got += k > 0 ? (size_t)k : 0;
-		n = kvx_wire_decode(buf, got, &ack, err, sizeof(err));
-		if (n)
-			break;
-		kvxd_loop_once(&A, 0);
-	}
-	assert_true(n > 0);
+	fd = dial_as(&A, &B, &hello);
+	answer_on(&A, fd, &ack);
 	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
 	assert_int_equal(ab->state, KVXD_PEER_CONNECTING); /* not before AUTH */
-	t = (struct kvx_auth_transcript){.version = KVX_WIRE_VERSION,
-					 .features_i = hello.u.hello.features,
-					 .features_a = ack.u.hello.features,
-					 .name_i = "b",
-					 .name_a = "a",
-					 .nonce_i = 7,
-					 .nonce_a = ack.u.hello.nonce,
-					 .session = 3};
-	assert_int_equal(kvx_auth_mac(&B.auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
-	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	auth_as(fd, &A, &B, &hello, &ack);
 	for (i = 0; i < 2000 && ab->dialer; i++)
 		kvxd_loop_once(&A, 0);
 	assert_false(ab->dialer); /* the peer's connection is the session being set up */
@@ -536,28 +553,14 @@ static void
 test_unauthenticated_hello_holds_our_dial_briefly(void **state)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
-	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO};
-	struct sockaddr_in to = {.sin_family = AF_INET};
-	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	int fd[2], n, i, k;
-	char err[160], c;
+	struct kvx_wire_msg hello, ack;
+	int fd[2], i, k;
 
 	(void)state;
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	hello.u.hello.version = KVX_WIRE_VERSION;
-	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
-	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
-	hello.u.hello.nonce = 7;
-	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
 	for (k = 0; k < 2; k++) {
-		fd[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		assert_true(fd[k] >= 0);
-		assert_int_equal(connect(fd[k], (struct sockaddr *)&to, sizeof(to)), 0);
-		assert_int_equal(send(fd[k], buf, n, MSG_NOSIGNAL), n);
-		for (i = 0; i < 2000 && recv(fd[k], &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0; i++)
-			kvxd_loop_once(&A, 0);
-		assert_true(i < 2000); /* answered: its AUTH is due */
+		fd[k] = dial_as(&A, &B, &hello);
+		answer_on(&A, fd[k], &ack);
+		assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK); /* answered: its AUTH is due */
 		if (k == 0) {
 			open_from(&A, 1, &B, 4);
 			for (i = 0; i < 100; i++)
@@ -589,57 +592,21 @@ static void
 both_dials_answered(int ours)
 {
 	struct kvxd_peer *ab = peer(&A, "b");
-	struct kvx_wire_msg hello = {.type = KVX_WIRE_HELLO}, ack, auth = {.type = KVX_WIRE_AUTH};
-	struct kvx_wire_msg hb = {.type = KVX_WIRE_HEARTBEAT};
-	struct sockaddr_in to = {.sin_family = AF_INET};
+	struct kvx_wire_msg hello, ack, hb = {.type = KVX_WIRE_HEARTBEAT};
 	uint64_t resets = A.ctr.peer_resets, bad = A.ctr.frames_bad, coll = A.ctr.dial_collisions;
-	struct kvx_auth_transcript t;
 	uint8_t buf[KVX_WIRE_FRAME_MAX];
-	size_t got = 0;
-	int fd, n, i, one = 1;
+	int fd, n, i;
 	char err[160], c;
 
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	/* each frame goes at once (Nagle would hold the HEARTBEAT for the AUTH's ACK) */
-	assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	to.sin_port = htons(B.cfg.peers[peer(&B, "a")->idx].addr.port); /* a's listener */
-	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
-	hello.u.hello.version = KVX_WIRE_VERSION;
-	hello.u.hello.features = B.auth.none ? KVX_AUTH_FEAT_NONE : 0;
-	snprintf(hello.u.hello.name, sizeof(hello.u.hello.name), "b");
-	hello.u.hello.nonce = 7;
-	hello.u.hello.session = 3;
-	n = kvx_wire_encode(&hello, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
-	for (i = 0; i < 2000; i++) {
-		ssize_t k = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
-
-		got += k > 0 ? (size_t)k : 0;
-		n = kvx_wire_decode(buf, got, &ack, err, sizeof(err));
-		if (n)
-			break;
-		kvxd_loop_once(&A, 0);
-	}
-	assert_true(n > 0);
+	fd = dial_as(&A, &B, &hello); /* TCP_NODELAY: the HEARTBEAT goes without the AUTH's ACK */
+	answer_on(&A, fd, &ack);
 	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
 	/* a's own dial to b, answered by b meanwhile (or even READY before b's AUTH came) */
 	ab->dialer = true;
 	ab->state = ours;
 	ab->ready_ms = ab->last_rx_ms = kvxd_now_ms();
 	ab->next_hb_ms = ab->ready_ms + 1000000; /* no heartbeat: it has no socket */
-	t = (struct kvx_auth_transcript){.version = KVX_WIRE_VERSION,
-					 .features_i = hello.u.hello.features,
-					 .features_a = ack.u.hello.features,
-					 .name_i = "b",
-					 .name_a = "a",
-					 .nonce_i = 7,
-					 .nonce_a = ack.u.hello.nonce,
-					 .session = 3};
-	assert_int_equal(kvx_auth_mac(&B.auth, KVX_AUTH_INITIATOR, &t, auth.u.auth_mac), 0);
-	n = kvx_wire_encode(&auth, buf, sizeof(buf), err, sizeof(err));
-	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	auth_as(fd, &A, &B, &hello, &ack);
 	for (i = 0; i < 200; i++)
 		kvxd_loop_once(&A, 0);
 	n = kvx_wire_encode(&hb, buf, sizeof(buf), err, sizeof(err));
@@ -679,7 +646,9 @@ test_late_auth_of_a_crossing_dial_leaves_our_session(void **state)
 
 /* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
  * quietly and dials again), and b asks its idle session with a to close once a's room is done;
- * then c's room gets its session.  b never holds two sessions' QPs, and nothing fails. */
+ * then c's room gets its session.  b never holds two sessions' QPs, and nothing fails.  (b
+ * answers c's HELLO and refuses at c's AUTH: c has created its QPs by then, and rolls them back.)
+ */
 static void
 test_sessions_wait_for_cq_room(void **state)
 {
@@ -695,7 +664,8 @@ test_sessions_wait_for_cq_room(void **state)
 	PUMP_UNTIL(node_ready(&A, "b"));
 	rc = open_from(&C, 2, &B, 4);
 	PUMP_UNTIL(B.ctr.sessions_refused_busy >= 1);
-	assert_int_equal(peer(&C, "b")->state, KVXD_PEER_IDLE); /* gave up quietly */
+	PUMP_UNTIL(peer(&C, "b")->state == KVXD_PEER_IDLE);   /* its QPs rolled back */
+	assert_int_equal(peer(&C, "b")->n_setup_failures, 0); /* gave up quietly */
 	assert_int_equal(kvxd_room_state(rc), KVX_ROOM_WAITING_FOR_INPUT);
 	pump_ms(3000); /* c keeps dialling, b keeps refusing: a's room still needs the session */
 	assert_int_equal(kvxd_room_state(rc), KVX_ROOM_WAITING_FOR_INPUT); /* c's room waits */
@@ -721,6 +691,57 @@ test_sessions_wait_for_cq_room(void **state)
 	assert_int_equal(resets(), 0);
 	assert_int_equal(peer(&C, "b")->n_setup_failures, 0);
 	assert_true(B.ctr.sessions_idle_closed >= 1);
+}
+
+/* Connections that never authenticate take no CQ room.  b's CQ holds one session: a connection
+ * in c's name whose HELLO b answered does not keep b from dialling a; its AUTH, once it
+ * verifies, is what is answered BYE BUSY while the session with a is up; and a HELLO that comes
+ * while b's session with a is idle does not make b ask a to close it.  Before, an answered
+ * HELLO counted as a session until it expired (pending_ms) and a HELLO at a full CQ asked the
+ * idle session to close: anyone at a peer's address could hold off b's dials and close its
+ * idle sessions without ever authenticating. */
+static void
+test_unauthenticated_dials_take_no_cq_room(void **state)
+{
+	struct kvx_wire_msg hello, ack, bye;
+	uint64_t waits = B.ctr.sessions_cq_waits, busy = B.ctr.sessions_refused_busy;
+	uint64_t closed = B.ctr.sessions_idle_closed;
+	struct kvxd_room *r;
+	int fd;
+
+	(void)state;
+	B.cfg.cq_depth = B.cfg.sq_depth + B.cfg.rq_depth; /* one session */
+	A.cfg.idle_ms = B.cfg.idle_ms = C.cfg.idle_ms = 0;
+	fd = dial_as(&B, &C, &hello);
+	answer_on(&B, fd, &ack);
+	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
+	r = open_from(&B, 5, &A, 4); /* b needs a session with a: it dials at once */
+	memset(SRC_MEM(0), 0x3c, 4 * PS);
+	PUMP_UNTIL(node_ready(&B, "a"));
+	assert_int_equal(B.ctr.sessions_cq_waits, waits);
+	assert_int_equal(B.npending, 1);   /* c's connection, still waiting for its AUTH */
+	auth_as(fd, &B, &C, &hello, &ack); /* it authenticates: now it would be a second session */
+	answer_on(&B, fd, &bye);
+	assert_int_equal(bye.type, KVX_WIRE_BYE);
+	assert_int_equal(bye.u.bye_reason, KVXD_BYE_BUSY);
+	assert_int_equal(B.ctr.sessions_refused_busy, busy + 1);
+	assert_int_equal(peer(&B, "c")->state, KVXD_PEER_IDLE);
+	close(fd);
+	submit(&A, 5, 4);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[1], SRC_MEM(0), 4 * PS);
+	PUMP_UNTIL(kvxd_room_removable(prefill_room(&A, 5)));
+	kvxd_room_remove(&B, r);
+	kvxd_room_remove(&A, prefill_room(&A, 5));
+	fd = dial_as(&B, &C, &hello); /* b's session with a is idle now, its CQ full */
+	answer_on(&B, fd, &ack);
+	assert_int_equal(ack.type, KVX_WIRE_HELLO_ACK);
+	assert_int_equal(peer(&B, "a")->idle_asked_ms, 0);
+	pump_ms(100);
+	assert_true(node_ready(&B, "a") && node_ready(&A, "b"));
+	assert_int_equal(B.ctr.sessions_idle_closed, closed);
+	close(fd);
+	assert_int_equal(resets(), 0);
 }
 
 /* The CQ depth against the device's limit: with on_demand lowered to it (fewer sessions at once),
@@ -783,6 +804,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unauthenticated_dials_take_no_cq_room, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_cq_depth_fitted_to_the_device, setup,
 						teardown),
 	};
