@@ -161,8 +161,12 @@ class KVManager:
         try:
             self.conn.close_room(room)
         except kvx.Error as e:
-            if e.errno != _errno.ENOENT:  # never opened here (a sender's room that failed
-                raise  # before its first chunk reached kvxd)
+            # ENOENT: never opened here (a sender's room that failed before its first chunk
+            # reached kvxd).  EBUSY: what kvxd holds under this id now is another attempt's
+            # (decode opened the id again), not ours to close; ours ended all the same.
+            # Raising here would stop the drain that hands other rooms their events.
+            if e.errno not in (_errno.ENOENT, _errno.EBUSY):
+                raise
 
     def drain(self) -> None:
         """Read every event ready now (never waits for one) and hand each to its room, in

@@ -163,6 +163,24 @@ def test_sender_failure_carries_reason(fake):
         assert fake.count(CHUNK) == n
 
 
+def test_close_refused_busy_leaves_the_drain_going(fake):
+    """A room that ended is closed by the drain; a close answered EBUSY (kvxd holds another
+    attempt's room under the id) ends ours all the same and the drain goes on to the next
+    room's event (it raised, and poll() with it)."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        a, b = KVSender(m, "decode", 3), KVSender(m, "decode", 4)
+        for s in (a, b):
+            s.init(1)
+            s.send([0])
+        fake.status[(ROOM_CLOSE, 3)] = -errno.EBUSY
+        fake.push_event(3, 0, S.FAILED, -errno.EIO, "peer lost")
+        fake.push_event(4, 0, S.SUCCESS)
+        assert wait_for(b, KVPoll.Success)
+        assert a.poll() == KVPoll.Failed
+        assert m.rooms_in_flight() == 0
+        assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE] == [3, 4]
+
+
 def test_unsupported_ranks_and_bad_tp(fake):
     with KVManager(KVArgs(fake.path, 256, 4, 1), "prefill") as m:
         with pytest.raises(NotImplementedError):
