@@ -99,8 +99,8 @@ struct kvxd_pending {
 	bool dead;		     /* dropped: on d->pending_dead until the loop iteration ends */
 	bool yielded; /* authenticated, but our own dial to its peer won (crossing dials): what it
 		       * sends is ignored until the peer closes it, giving its dial up */
-	uint64_t nonce_a;     /* ours, in HELLO_ACK */
-	uint64_t answered_ms; /* when we sent HELLO_ACK (kvxd_now_ms) */
+	uint64_t nonce_a;  /* ours, in HELLO_ACK */
+	uint64_t answered; /* when we sent HELLO_ACK (d->handshake_clock) */
 };
 
 enum kvxd_journal_kind {
@@ -195,6 +195,7 @@ struct kvxd_peer {
 	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;
 	uint64_t dial_held_ms;	   /* on_demand: since when a pending connection of its holds our
 				    * dial off (0: none; dial_due) */
+	uint64_t ready_at;	   /* when it last became READY (d->handshake_clock) */
 	uint64_t nonce_i, session; /* initiator: the HELLO of the handshake in progress */
 	uint64_t last_rx_ms, next_hb_ms; /* READY: the last frame from it; our next HEARTBEAT */
 	uint64_t deadline_ms, retry_at_ms, sweep_at_ms;
@@ -367,6 +368,9 @@ struct kvxd {
 	struct kvx_auth_keys auth;
 	struct cds_list_head pending; /* struct kvxd_pending, oldest first */
 	int npending;
+	/* counts HELLO_ACKs sent and sessions made READY: which came first, however close (a
+	 * crossing dial's AUTH against a peer that restarted; kvxd_pending_on_event) */
+	uint64_t handshake_clock;
 	/* pending connections dropped during this loop iteration: events for them may still be
 	 * in the iteration's batch, so they are freed after it (kvxd_pending_reap) */
 	struct cds_list_head pending_dead;

@@ -714,6 +714,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 	p->deadline_ms = 0;
 	p->busy_ms = p->last_rx_ms; /* on_demand: idle_ms counts from here */
 	p->ready_ms = p->last_rx_ms;
+	p->ready_at = ++d->handshake_clock;
 	p->dial_held_ms = 0;
 	p->idle_asked_ms = 0;
 	p->try_once = false;
@@ -1931,7 +1932,7 @@ pending_hello(struct kvxd *d, struct kvxd_pending *pc, const struct kvx_wire_hel
 	n = kvx_wire_encode(&m, buf, sizeof(buf), why, sizeof(why));
 	if (n < 0 || kvxd_stream_queue(&pc->s, buf, (size_t)n) || kvxd_stream_flush(d, &pc->s))
 		return -1;
-	pc->answered_ms = kvxd_now_ms();
+	pc->answered = ++d->handshake_clock;
 	d->ctr.frames_tx++;
 	return 0;
 }
@@ -2030,7 +2031,7 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		p = &d->peers[pc->peer];
 		if (d->cfg.on_demand && p->dialer && p->initiator &&
 		    (p->state == KVXD_PEER_QP_EXCHANGE ||
-		     (p->state == KVXD_PEER_READY && p->ready_ms >= pc->answered_ms))) {
+		     (p->state == KVXD_PEER_READY && p->ready_at > pc->answered))) {
 			/* crossing dials, each answered by the other side (ours had not connected
 			 * when the peer's HELLO came): ours wins, our name sorts first.  We sent
 			 * our AUTH when we entered QP_EXCHANGE, so the peer gives its own dial up

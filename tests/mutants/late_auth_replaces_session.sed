@@ -1,3 +1,3 @@
 # crossing dials: the peer's AUTH that comes once our own dial is READY replaces our session as
 # if the peer had restarted (its rooms fail)
-/^kvxd_pending_on_event(/,/^}/ s/^\t\t     (p->state == KVXD_PEER_READY && p->ready_ms >= pc->answered_ms))) {$/\t\t     0)) {/
+/^kvxd_pending_on_event(/,/^}/ s/^\t\t     (p->state == KVXD_PEER_READY && p->ready_at > pc->answered))) {$/\t\t     0)) {/

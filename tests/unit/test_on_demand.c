@@ -605,6 +605,7 @@ both_dials_answered(int ours)
 	ab->dialer = true;
 	ab->state = ours;
 	ab->ready_ms = ab->last_rx_ms = kvxd_now_ms();
+	ab->ready_at = ++A.handshake_clock;	 /* after the HELLO_ACK */
 	ab->next_hb_ms = ab->ready_ms + 1000000; /* no heartbeat: it has no socket */
 	auth_as(fd, &A, &B, &hello, &ack);
 	for (i = 0; i < 200; i++)
@@ -642,6 +643,35 @@ test_late_auth_of_a_crossing_dial_leaves_our_session(void **state)
 {
 	(void)state;
 	both_dials_answered(KVXD_PEER_READY);
+}
+
+/* The other side of that rule: b restarted and dials a in the very millisecond a's session with
+ * b's old process became READY.  Its AUTH verifies: it replaces that session (the peer
+ * restarted), it is not a crossing dial of ours.  Before, READY and the HELLO_ACK were compared
+ * by the millisecond, and a tie took the restarted peer's dial for our own and ignored it. */
+static void
+test_restarted_peer_in_the_ready_millisecond_replaces_the_session(void **state)
+{
+	struct kvxd_peer *ab = peer(&A, "b");
+	struct kvx_wire_msg hello, ack;
+	uint64_t coll, resets;
+	int fd, i;
+
+	(void)state;
+	room_flows(&A, &B, 1);
+	assert_true(ab->dialer && ab->initiator); /* a dialled b, and would win a crossing */
+	fake_ms = ab->ready_ms;			  /* the millisecond a's session became READY */
+	coll = A.ctr.dial_collisions;
+	resets = A.ctr.peer_resets;
+	fd = dial_as(&A, &B, &hello); /* b's new process */
+	answer_on(&A, fd, &ack);
+	auth_as(fd, &A, &B, &hello, &ack);
+	for (i = 0; i < 2000 && A.ctr.peer_resets == resets; i++)
+		kvxd_loop_once(&A, 0);
+	assert_int_equal(A.ctr.peer_resets, resets + 1); /* superseded */
+	assert_int_equal(A.ctr.dial_collisions, coll);
+	assert_int_not_equal(ab->state, KVXD_PEER_READY);
+	close(fd);
 }
 
 /* b's CQ holds one session at a time: a's room gets it; c's dial is answered BYE BUSY (c gives up
@@ -803,6 +833,9 @@ main(void)
 			test_late_auth_of_a_crossing_dial_leaves_our_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crossing_dials_make_one_session, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restarted_peer_in_the_ready_millisecond_replaces_the_session, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_wait_for_cq_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unauthenticated_dials_take_no_cq_room, setup,
 						teardown),
