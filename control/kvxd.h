@@ -97,8 +97,10 @@ struct kvxd_pending {
 	struct kvx_wire_hello hello; /* the initiator's HELLO, once received */
 	int peer;		     /* -1 until HELLO named one */
 	bool dead;		     /* dropped: on d->pending_dead until the loop iteration ends */
-	bool yielded; /* authenticated, but our own dial to its peer won (crossing dials): what it
-		       * sends is ignored until the peer closes it, giving its dial up */
+	bool settled; /* authenticated, but not to become a session: our own dial to its peer won
+		       * (crossing dials), or it was answered BYE BUSY.  What comes on it is read
+		       * and dropped until the peer closes it: closed by us with frames of its
+		       * unread, it would be reset, and the reset can overtake our BYE */
 	uint64_t nonce_a;  /* ours, in HELLO_ACK */
 	uint64_t answered; /* when we sent HELLO_ACK (d->handshake_clock) */
 };

@@ -1045,7 +1045,7 @@ pending_of(const struct kvxd *d, const struct kvxd_peer *p)
 
 	cds_list_for_each_entry(pc, &d->pending, link)
 	{
-		if (pc->peer == p->idx && !pc->yielded)
+		if (pc->peer == p->idx && !pc->settled)
 			return true;
 	}
 	return false;
@@ -1670,13 +1670,16 @@ addr_known(const struct kvxd *d, uint32_t addr)
 	return false;
 }
 
-/* How far a pending connection has come: 0 silent (nothing received, nothing waiting in its
- * socket), 1 bytes waiting or received, 2 its HELLO answered (it is authenticating). */
+/* How far a pending connection has come: -1 settled (it will not become a session), 0 silent
+ * (nothing received, nothing waiting in its socket), 1 bytes waiting or received, 2 its HELLO
+ * answered (it is authenticating). */
 static int
 pending_progress(const struct kvxd_pending *pc)
 {
 	char c;
 
+	if (pc->settled)
+		return -1;
 	if (pc->peer >= 0)
 		return 2;
 	if (pc->s.rx_len || recv(pc->s.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
@@ -1789,7 +1792,7 @@ pending_expire(struct kvxd *d, uint64_t now)
 	{
 		if (now < pc->deadline_ms)
 			continue;
-		if (!pc->yielded) { /* a yielded one authenticated: its peer was to close it */
+		if (!pc->settled) { /* a settled one authenticated: its peer was to close it */
 			d->ctr.pending_expired++;
 			refuse_log(d, pc->addr, "did not authenticate within %u ms",
 				   d->cfg.pending_ms);
@@ -1836,7 +1839,10 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 }
 
 /* Refuse an authenticated pending connection for now: count it, answer BYE BUSY (its dialer
- * gives up quietly, nothing fails, and dials again shortly), log why, drop it. */
+ * gives up quietly, nothing fails, and dials again shortly), log why.  The connection stays
+ * open, read and dropped (settled), until the dialer closes it on our BYE or it expires: its
+ * QP_INFO may be on the way, and closing with it unread would reset the connection, which can
+ * overtake the BYE and make the dialer count a failed setup and fail its rooms. */
 static void
 pending_refuse_busy(struct kvxd *d, struct kvxd_pending *pc, uint64_t *ctr, const char *why)
 {
@@ -1849,7 +1855,8 @@ pending_refuse_busy(struct kvxd *d, struct kvxd_pending *pc, uint64_t *ctr, cons
 	if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
 		kvxd_stream_flush(d, &pc->s);
 	KVX_INFO("peer %s: %s (BYE BUSY)", d->peers[pc->peer].name, why);
-	pending_drop(d, pc, true);
+	pc->settled = true;
+	pc->s.rx_len = 0;
 }
 
 /* HELLO on a pending connection: a configured, allowed peer that we do not dial, from one of
@@ -1979,7 +1986,7 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 		return;
 	}
 	rc = kvxd_stream_fill(&pc->s);
-	if (pc->yielded) { /* its peer gives this dial up: read and drop until it closes */
+	if (pc->settled) { /* its peer gives this dial up: read and drop until it closes */
 		pc->s.rx_len = 0;
 		if (rc)
 			pending_drop(d, pc, true);
@@ -2041,7 +2048,7 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			 * (this AUTH came late): a session that became READY after we answered
 			 * this connection is that dial of ours, not one the peer restarted from */
 			d->ctr.dial_collisions++;
-			pc->yielded = true;
+			pc->settled = true;
 			KVX_INFO("peer %s: both dials answered: ours goes on", p->name);
 			off = pc->s.rx_len;
 			break;

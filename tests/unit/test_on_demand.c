@@ -725,19 +725,21 @@ test_sessions_wait_for_cq_room(void **state)
 
 /* Connections that never authenticate take no CQ room.  b's CQ holds one session: a connection
  * in c's name whose HELLO b answered does not keep b from dialling a; its AUTH, once it
- * verifies, is what is answered BYE BUSY while the session with a is up; and a HELLO that comes
- * while b's session with a is idle does not make b ask a to close it.  Before, an answered
- * HELLO counted as a session until it expired (pending_ms) and a HELLO at a full CQ asked the
- * idle session to close: anyone at a peer's address could hold off b's dials and close its
- * idle sessions without ever authenticating. */
+ * verifies, is what is answered BYE BUSY while the session with a is up (b then reads that
+ * connection until c closes it); and a HELLO that comes while b's session with a is idle does not
+ * make b ask a to close it.  Before, an answered HELLO counted as a session until it expired
+ * (pending_ms) and a HELLO at a full CQ asked the idle session to close: anyone at a peer's address
+ * could hold off b's dials and close its idle sessions without ever authenticating. */
 static void
 test_unauthenticated_dials_take_no_cq_room(void **state)
 {
-	struct kvx_wire_msg hello, ack, bye;
+	struct kvx_wire_msg hello, ack, bye, hb = {.type = KVX_WIRE_HEARTBEAT};
 	uint64_t waits = B.ctr.sessions_cq_waits, busy = B.ctr.sessions_refused_busy;
 	uint64_t closed = B.ctr.sessions_idle_closed;
+	uint8_t buf[KVX_WIRE_FRAME_MAX];
 	struct kvxd_room *r;
-	int fd;
+	char err[160], ch;
+	int fd, n, i;
 
 	(void)state;
 	B.cfg.cq_depth = B.cfg.sq_depth + B.cfg.rq_depth; /* one session */
@@ -756,7 +758,19 @@ test_unauthenticated_dials_take_no_cq_room(void **state)
 	assert_int_equal(bye.u.bye_reason, KVXD_BYE_BUSY);
 	assert_int_equal(B.ctr.sessions_refused_busy, busy + 1);
 	assert_int_equal(peer(&B, "c")->state, KVXD_PEER_IDLE);
+	/* what c sent after its AUTH (its QP_INFO) is read and dropped: b keeps the connection
+	 * open until c closes it, since closing it with that unread would reset it, and the reset
+	 * can overtake the BYE */
+	n = kvx_wire_encode(&hb, buf, sizeof(buf), err, sizeof(err));
+	assert_int_equal(send(fd, buf, n, MSG_NOSIGNAL), n);
+	for (i = 0; i < 200; i++)
+		kvxd_loop_once(&B, 0);
+	assert_true(recv(fd, &ch, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+	assert_int_equal(B.npending, 1);
 	close(fd);
+	for (i = 0; i < 2000 && B.npending; i++)
+		kvxd_loop_once(&B, 0);
+	assert_int_equal(B.npending, 0);
 	submit(&A, 5, 4);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[1], SRC_MEM(0), 4 * PS);
