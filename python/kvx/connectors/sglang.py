@@ -30,6 +30,7 @@ Room shapes (DESIGN.md section 6), mapped from the two sides' tensor-parallel si
 import enum
 import errno as _errno
 import threading
+import time
 from typing import Dict, List, Optional, Sequence, Union
 
 import kvx
@@ -121,6 +122,13 @@ class KVManager:
     """One per engine: the kvx connection, the pool, and the rooms in flight.  Events are read
     by whichever sender or receiver polls and handed to their rooms."""
 
+    # A close that kvxd answers EBUSY leaves the id's attempt open there (kvx.h: an attempt a
+    # refused chunk failed ends only with a close that is not answered EBUSY; until then that
+    # id's chunks fail the rooms they open, and an engine with 256 such ids is disconnected).
+    # Such ids are closed again by drain(), at most every _CLOSE_AGAIN_S, and before a room of
+    # that id is registered.
+    _CLOSE_AGAIN_S = 0.1
+
     def __init__(self, args: KVArgs, disaggregation_mode: Union[DisaggregationMode, str],
                  rank: Optional[int] = None):
         if rank is not None and rank != args.engine_rank:
@@ -143,12 +151,18 @@ class KVManager:
         self._lock = threading.Lock()  # _rooms
         self._drain_lock = threading.Lock()  # one drain at a time: events handed out in order
         self.unclaimed_events: List[kvx.Event] = []  # events of rooms nobody holds
+        self._close_again: Dict[int, None] = {}  # ids whose close was answered EBUSY (_lock)
+        self._close_again_at = 0.0
 
     @property
     def node_name(self) -> str:
         return self.conn.node_name
 
     def _register(self, room: int, who) -> None:
+        with self._lock:
+            again = room in self._close_again
+        if again:  # a new attempt of the id: the old one must be closed first
+            self._close_ids([room])
         with self._lock:
             if room in self._rooms:
                 raise ValueError(f"room {room} is already in flight on this manager")
@@ -158,27 +172,50 @@ class KVManager:
         """The room ended for good: drop kvxd's bookkeeping and ours."""
         with self._lock:
             self._rooms.pop(room, None)
-        try:
-            self.conn.close_room(room)
-        except kvx.Error as e:
-            # ENOENT: never opened here (a sender's room that failed before its first chunk
-            # reached kvxd).  EBUSY: what kvxd holds under this id now is another attempt's
-            # (decode opened the id again), not ours to close; ours ended all the same.
-            # Raising here would stop the drain that hands other rooms their events.
-            if e.errno not in (_errno.ENOENT, _errno.EBUSY):
-                raise
+        self._close_ids([room])
+
+    def _close_ids(self, rooms) -> None:
+        """Close each id at kvxd.  ENOENT: never opened here (a sender's room that failed
+        before its first chunk reached kvxd), or closed already.  EBUSY: what kvxd holds under
+        the id now is another attempt's (decode opened it again), not ours to close; ours ended
+        all the same, and the id is closed again later (_CLOSE_AGAIN_S).  Raising on EBUSY
+        would stop the drain that hands other rooms their events."""
+        for room in rooms:
+            try:
+                self.conn.close_room(room)
+            except kvx.Error as e:
+                if e.errno == _errno.EBUSY:
+                    with self._lock:
+                        self._close_again[room] = None
+                        self._close_again_at = time.monotonic() + self._CLOSE_AGAIN_S
+                    continue
+                if e.errno != _errno.ENOENT:
+                    raise
+            with self._lock:
+                self._close_again.pop(room, None)
+
+    def _close_again_due(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not self._close_again or now < self._close_again_at:
+                return
+            self._close_again_at = now + self._CLOSE_AGAIN_S
+            # a registered room of the id closes it itself when it ends
+            rooms = [r for r in self._close_again if r not in self._rooms]
+        self._close_ids(rooms)
 
     def drain(self) -> None:
         """Read every event ready now (never waits for one) and hand each to its room, in
         order.  One thread drains at a time; a second one returns at once (the first hands
-        out everything).  A room that ended is closed here (a round trip to the local kvxd)."""
+        out everything).  A room that ended is closed here (a round trip to the local kvxd), and
+        ids whose close kvxd answered EBUSY are closed again (_CLOSE_AGAIN_S)."""
         if not self._drain_lock.acquire(blocking=False):
             return
         try:
             while True:
                 evs = self.conn.read_events(256, 0)
                 if not evs:
-                    return
+                    break
                 for ev in evs:
                     with self._lock:
                         who = self._rooms.get(ev.room)
@@ -186,6 +223,7 @@ class KVManager:
                         self.unclaimed_events.append(ev)
                     else:
                         who._on_event(ev)
+            self._close_again_due()
         finally:
             self._drain_lock.release()
 

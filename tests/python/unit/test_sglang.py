@@ -181,6 +181,47 @@ def test_close_refused_busy_leaves_the_drain_going(fake):
         assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE] == [3, 4]
 
 
+def test_close_refused_busy_tried_again(fake):
+    """kvx.h: an attempt a refused chunk failed ends only with a close that is not answered
+    EBUSY.  Such an id is closed again from the drain until that close is taken, and before a
+    new room of the id is registered; then no more."""
+    def closes(room):
+        return sum(1 for t, r in fake.requests if t == ROOM_CLOSE and r["room"] == room)
+
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        a, b = KVSender(m, "decode", 3), KVSender(m, "decode", 4)
+        for s in (a, b):
+            s.init(1)
+            s.send([0])
+        fake.status[(ROOM_CLOSE, 3)] = -errno.EBUSY
+        fake.push_event(3, 0, S.FAILED, -errno.EBUSY, "room 3 drains: close the id first")
+        assert wait_for(a, KVPoll.Failed)
+        assert closes(3) == 1
+        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        b.poll()  # b is in flight: its poll drains, and 3 is closed again
+        assert closes(3) == 2
+        del fake.status[(ROOM_CLOSE, 3)]
+        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        b.poll()
+        assert closes(3) == 3  # taken
+        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        b.poll()
+        assert closes(3) == 3  # and not again
+        fake.status[(ROOM_CLOSE, 5)] = -errno.EBUSY
+        c = KVSender(m, "decode", 5)
+        c.init(1)
+        c.send([0])
+        fake.push_event(5, 0, S.FAILED, -errno.EBUSY, "room 5 drains: close the id first")
+        assert wait_for(c, KVPoll.Failed)
+        del fake.status[(ROOM_CLOSE, 5)]
+        n = fake.count(CHUNK)
+        KVSender(m, "decode", 5).init(1)  # a new attempt of 5 closes it first
+        assert closes(5) == 2 and fake.count(CHUNK) == n
+        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        b.poll()
+        assert closes(5) == 2
+
+
 def test_unsupported_ranks_and_bad_tp(fake):
     with KVManager(KVArgs(fake.path, 256, 4, 1), "prefill") as m:
         with pytest.raises(NotImplementedError):
