@@ -1727,13 +1727,13 @@ pending_make_room(struct kvxd *d, uint32_t addr)
 	}
 	if (same >= d->cfg.pending_per_addr && (pc = pending_victim(d, addr, false))) {
 		d->ctr.pending_evicted++;
-		refuse_log(d, addr, "more than %u unauthenticated connections from it: one closed",
+		refuse_log(d, addr, "more than %u pending connections from it: one closed",
 			   d->cfg.pending_per_addr);
 		pending_drop(d, pc, true);
 	}
 	if ((uint32_t)d->npending >= d->cfg.pending_max && (pc = pending_victim(d, 0, true))) {
 		d->ctr.pending_evicted++;
-		refuse_log(d, pc->addr, "more than %u unauthenticated connections: one closed",
+		refuse_log(d, pc->addr, "more than %u pending connections: one closed",
 			   d->cfg.pending_max);
 		pending_drop(d, pc, true);
 	}
@@ -1838,6 +1838,17 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 	return drain_frames(d, p);
 }
 
+/* An authenticated pending connection that is not to become a session: read and drop what
+ * comes on it until its peer closes it, for pending_ms at most from now (an AUTH that came just
+ * before the connection's deadline still gets the time to read our answer and close). */
+static void
+pending_settle(struct kvxd *d, struct kvxd_pending *pc)
+{
+	pc->settled = true;
+	pc->s.rx_len = 0;
+	pc->deadline_ms = kvxd_now_ms() + d->cfg.pending_ms;
+}
+
 /* Refuse an authenticated pending connection for now: count it, answer BYE BUSY (its dialer
  * gives up quietly, nothing fails, and dials again shortly), log why.  The connection stays
  * open, read and dropped (settled), until the dialer closes it on our BYE or it expires: its
@@ -1855,8 +1866,7 @@ pending_refuse_busy(struct kvxd *d, struct kvxd_pending *pc, uint64_t *ctr, cons
 	if (n > 0 && kvxd_stream_queue(&pc->s, buf, (size_t)n) == 0)
 		kvxd_stream_flush(d, &pc->s);
 	KVX_INFO("peer %s: %s (BYE BUSY)", d->peers[pc->peer].name, why);
-	pc->settled = true;
-	pc->s.rx_len = 0;
+	pending_settle(d, pc);
 }
 
 /* HELLO on a pending connection: a configured, allowed peer that we do not dial, from one of
@@ -2048,9 +2058,9 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			 * (this AUTH came late): a session that became READY after we answered
 			 * this connection is that dial of ours, not one the peer restarted from */
 			d->ctr.dial_collisions++;
-			pc->settled = true;
+			pending_settle(d, pc); /* what it read is dropped: rx_len is 0 */
 			KVX_INFO("peer %s: both dials answered: ours goes on", p->name);
-			off = pc->s.rx_len;
+			off = 0;
 			break;
 		}
 		if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&

@@ -737,6 +737,7 @@ test_unauthenticated_dials_take_no_cq_room(void **state)
 	uint64_t waits = B.ctr.sessions_cq_waits, busy = B.ctr.sessions_refused_busy;
 	uint64_t closed = B.ctr.sessions_idle_closed;
 	uint8_t buf[KVX_WIRE_FRAME_MAX];
+	struct kvxd_pending *pc;
 	struct kvxd_room *r;
 	char err[160], ch;
 	int fd, n, i;
@@ -758,6 +759,11 @@ test_unauthenticated_dials_take_no_cq_room(void **state)
 	assert_int_equal(bye.u.bye_reason, KVXD_BYE_BUSY);
 	assert_int_equal(B.ctr.sessions_refused_busy, busy + 1);
 	assert_int_equal(peer(&B, "c")->state, KVXD_PEER_IDLE);
+	assert_int_equal(B.npending, 1); /* kept open */
+	pc = cds_list_first_entry(&B.pending, struct kvxd_pending, link);
+	assert_true(pc->settled);
+	/* pending_ms from its AUTH on, not from its accept: time to read the BYE and close */
+	assert_true(pc->deadline_ms >= kvxd_now_ms() + B.cfg.pending_ms);
 	/* what c sent after its AUTH (its QP_INFO) is read and dropped: b keeps the connection
 	 * open until c closes it, since closing it with that unread would reset it, and the reset
 	 * can overtake the BYE */
