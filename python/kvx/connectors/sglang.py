@@ -151,43 +151,53 @@ class KVManager:
         self._lock = threading.Lock()  # _rooms
         self._drain_lock = threading.Lock()  # one drain at a time: events handed out in order
         self.unclaimed_events: List[kvx.Event] = []  # events of rooms nobody holds
-        self._close_again: Dict[int, None] = {}  # ids whose close was answered EBUSY (_lock)
-        self._close_again_at = 0.0
+        # ids whose close kvxd answered EBUSY -> when to close them again (_lock); closes and
+        # registrations hold _close_lock (before _lock), so that a close meant for an ended
+        # attempt never lands on a room of the same id registered meanwhile
+        self._close_again: Dict[int, float] = {}
+        self._close_lock = threading.RLock()
 
     @property
     def node_name(self) -> str:
         return self.conn.node_name
 
     def _register(self, room: int, who) -> None:
-        with self._lock:
-            again = room in self._close_again
-        if again:  # a new attempt of the id: the old one must be closed first
-            self._close_ids([room])
-        with self._lock:
-            if room in self._rooms:
-                raise ValueError(f"room {room} is already in flight on this manager")
-            self._rooms[room] = who
+        with self._close_lock:
+            with self._lock:
+                if room in self._rooms:
+                    raise ValueError(f"room {room} is already in flight on this manager")
+                again = room in self._close_again
+            if again:  # a new attempt of the id: the old one is closed first
+                try:
+                    self._close_ids([room])
+                except kvx.Error:
+                    pass  # kvxd is gone: the room's own calls report it
+            with self._lock:
+                if room in self._rooms:
+                    raise ValueError(f"room {room} is already in flight on this manager")
+                self._rooms[room] = who
 
     def _forget(self, room: int) -> None:
         """The room ended for good: drop kvxd's bookkeeping and ours."""
-        with self._lock:
-            self._rooms.pop(room, None)
-        self._close_ids([room])
+        with self._close_lock:  # no new room of the id between the two
+            with self._lock:
+                self._rooms.pop(room, None)
+            self._close_ids([room])
 
     def _close_ids(self, rooms) -> None:
-        """Close each id at kvxd.  ENOENT: never opened here (a sender's room that failed
-        before its first chunk reached kvxd), or closed already.  EBUSY: what kvxd holds under
-        the id now is another attempt's (decode opened it again), not ours to close; ours ended
-        all the same, and the id is closed again later (_CLOSE_AGAIN_S).  Raising on EBUSY
-        would stop the drain that hands other rooms their events."""
+        """Close each id at kvxd (the caller holds _close_lock).  ENOENT: never opened here (a
+        sender's room that failed before its first chunk reached kvxd), or closed already.
+        EBUSY: what kvxd holds under the id now is another attempt's (decode opened it again),
+        not ours to close; ours ended all the same, and the id is closed again
+        _CLOSE_AGAIN_S later.  Raising on EBUSY would stop the drain that hands other rooms
+        their events."""
         for room in rooms:
             try:
                 self.conn.close_room(room)
             except kvx.Error as e:
                 if e.errno == _errno.EBUSY:
                     with self._lock:
-                        self._close_again[room] = None
-                        self._close_again_at = time.monotonic() + self._CLOSE_AGAIN_S
+                        self._close_again[room] = time.monotonic() + self._CLOSE_AGAIN_S
                     continue
                 if e.errno != _errno.ENOENT:
                     raise
@@ -196,13 +206,13 @@ class KVManager:
 
     def _close_again_due(self) -> None:
         now = time.monotonic()
-        with self._lock:
-            if not self._close_again or now < self._close_again_at:
-                return
-            self._close_again_at = now + self._CLOSE_AGAIN_S
-            # a registered room of the id closes it itself when it ends
-            rooms = [r for r in self._close_again if r not in self._rooms]
-        self._close_ids(rooms)
+        with self._close_lock:  # no room of these ids registered until they are closed
+            with self._lock:
+                # a registered room of the id closes it itself when it ends
+                rooms = [r for r, t in self._close_again.items()
+                         if t <= now and r not in self._rooms]
+            if rooms:
+                self._close_ids(rooms)
 
     def drain(self) -> None:
         """Read every event ready now (never waits for one) and hand each to its room, in

@@ -3,6 +3,7 @@
 a receiver that is Failed only after RELEASED, failures with errno and reason, poll() never
 blocking, ranks other than 0 refused."""
 import errno
+import threading
 import time
 
 import pytest
@@ -181,13 +182,14 @@ def test_close_refused_busy_leaves_the_drain_going(fake):
         assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE] == [3, 4]
 
 
-def test_close_refused_busy_tried_again(fake):
+def test_close_refused_busy_tried_again(fake, monkeypatch):
     """kvx.h: an attempt a refused chunk failed ends only with a close that is not answered
     EBUSY.  Such an id is closed again from the drain until that close is taken, and before a
     new room of the id is registered; then no more."""
     def closes(room):
         return sum(1 for t, r in fake.requests if t == ROOM_CLOSE and r["room"] == room)
 
+    monkeypatch.setattr(KVManager, "_CLOSE_AGAIN_S", 0.5)  # far from a slow step's time
     with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
         a, b = KVSender(m, "decode", 3), KVSender(m, "decode", 4)
         for s in (a, b):
@@ -197,14 +199,14 @@ def test_close_refused_busy_tried_again(fake):
         fake.push_event(3, 0, S.FAILED, -errno.EBUSY, "room 3 drains: close the id first")
         assert wait_for(a, KVPoll.Failed)
         assert closes(3) == 1
-        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        time.sleep(1.2 * KVManager._CLOSE_AGAIN_S)
         b.poll()  # b is in flight: its poll drains, and 3 is closed again
         assert closes(3) == 2
         del fake.status[(ROOM_CLOSE, 3)]
-        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        time.sleep(1.2 * KVManager._CLOSE_AGAIN_S)
         b.poll()
         assert closes(3) == 3  # taken
-        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        time.sleep(1.2 * KVManager._CLOSE_AGAIN_S)
         b.poll()
         assert closes(3) == 3  # and not again
         fake.status[(ROOM_CLOSE, 5)] = -errno.EBUSY
@@ -217,9 +219,40 @@ def test_close_refused_busy_tried_again(fake):
         n = fake.count(CHUNK)
         KVSender(m, "decode", 5).init(1)  # a new attempt of 5 closes it first
         assert closes(5) == 2 and fake.count(CHUNK) == n
-        time.sleep(2 * KVManager._CLOSE_AGAIN_S)
+        time.sleep(1.2 * KVManager._CLOSE_AGAIN_S)
         b.poll()
         assert closes(5) == 2
+
+
+def test_close_again_never_lands_on_a_new_room(fake, monkeypatch):
+    """A close of an id whose earlier close was answered EBUSY and a new room of that id are
+    never interleaved: the new room is registered only once that close is done (else the close
+    could land after the new room's chunks and remove it)."""
+    monkeypatch.setattr(KVManager, "_CLOSE_AGAIN_S", 0.0)
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        m._close_again[9] = 0.0  # as if a close of 9 had been answered EBUSY
+        in_close, go_on = threading.Event(), threading.Event()
+        real_close = m.conn.close_room
+
+        def slow_close(room):  # the drain's close of 9 is one slow round trip; others are not
+            if not in_close.is_set():
+                in_close.set()
+                assert go_on.wait(5)
+            return real_close(room)
+
+        monkeypatch.setattr(m.conn, "close_room", slow_close)
+        drainer = threading.Thread(target=m._close_again_due)
+        drainer.start()
+        assert in_close.wait(5)
+        made = []
+        maker = threading.Thread(target=lambda: made.append(KVSender(m, "decode", 9)))
+        maker.start()
+        time.sleep(0.2)
+        assert not made and m.rooms_in_flight() == 0  # waits for the close
+        go_on.set()
+        drainer.join(5)
+        maker.join(5)
+        assert made and m.rooms_in_flight() == 1 and 9 not in m._close_again
 
 
 def test_unsupported_ranks_and_bad_tp(fake):
