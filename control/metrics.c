@@ -421,7 +421,10 @@ control_counters(struct out *o, struct kvxd *d)
 		c->pending_expired);
 	COUNTER("peer_pending_evicted_total", "pending connections closed for newer ones",
 		c->pending_evicted);
-	GAUGE("peer_pending", "connections that have not authenticated yet", (uint64_t)d->npending);
+	GAUGE("peer_pending",
+	      "accepted connections that are not a session: not authenticated yet, or refused "
+	      "and read until their peer closes them",
+	      (uint64_t)d->npending);
 	COUNTER("peer_gid_mismatch_total", "QP_INFOs with a GID that is not the peer's",
 		c->gid_mismatch);
 	COUNTER("room_meta_refused_owner_total", "ROOM_METAs refused: another endpoint's room",
