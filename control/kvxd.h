@@ -87,7 +87,8 @@ struct kvxd_stream {
 
 /* An accepted TCP connection that has not authenticated yet: it must say HELLO (a configured,
  * allowed peer that we do not dial, from one of that peer's addresses), get our HELLO_ACK and
- * answer with a valid AUTH before pending_ms.  Until then it touches no peer state. */
+ * answer with a valid AUTH before pending_ms.  Until then it touches no peer state.  One that
+ * authenticated but is not to become a session (settled) stays here until its peer closes it. */
 struct kvxd_pending {
 	struct cds_list_head link; /* d->pending, oldest first */
 	struct kvxd_stream s;

@@ -2058,10 +2058,11 @@ kvxd_pending_on_event(struct kvxd *d, struct kvxd_pending *pc, uint32_t events)
 			 * (this AUTH came late): a session that became READY after we answered
 			 * this connection is that dial of ours, not one the peer restarted from */
 			d->ctr.dial_collisions++;
-			pending_settle(d, pc); /* what it read is dropped: rx_len is 0 */
+			pending_settle(d, pc); /* what it read is dropped */
 			KVX_INFO("peer %s: both dials answered: ours goes on", p->name);
-			off = 0;
-			break;
+			if (rc) /* it closed already: it authenticated, so nothing is refused */
+				pending_drop(d, pc, true);
+			return;
 		}
 		if (d->cfg.on_demand && p->state == KVXD_PEER_IDLE && !p->j.n &&
 		    !session_room(d, kvxd_now_ms())) {
