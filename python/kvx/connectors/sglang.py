@@ -155,7 +155,7 @@ class KVManager:
         # registrations hold _close_lock (before _lock), so that a close meant for an ended
         # attempt never lands on a room of the same id registered meanwhile
         self._close_again: Dict[int, float] = {}
-        self._close_lock = threading.RLock()
+        self._close_lock = threading.Lock()
 
     @property
     def node_name(self) -> str:
@@ -206,13 +206,22 @@ class KVManager:
 
     def _close_again_due(self) -> None:
         now = time.monotonic()
-        with self._close_lock:  # no room of these ids registered until they are closed
+        with self._lock:
+            if not any(t <= now for t in self._close_again.values()):
+                return
+        # poll() never waits here: a thread that registers a room holds the lock for a round
+        # trip, and the next drain tries again
+        if not self._close_lock.acquire(blocking=False):
+            return
+        try:  # no room of these ids registered until they are closed
             with self._lock:
                 # a registered room of the id closes it itself when it ends
                 rooms = [r for r, t in self._close_again.items()
                          if t <= now and r not in self._rooms]
             if rooms:
                 self._close_ids(rooms)
+        finally:
+            self._close_lock.release()
 
     def drain(self) -> None:
         """Read every event ready now (never waits for one) and hand each to its room, in

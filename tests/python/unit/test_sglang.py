@@ -228,31 +228,53 @@ def test_close_again_never_lands_on_a_new_room(fake, monkeypatch):
     """A close of an id whose earlier close was answered EBUSY and a new room of that id are
     never interleaved: the new room is registered only once that close is done (else the close
     could land after the new room's chunks and remove it)."""
-    monkeypatch.setattr(KVManager, "_CLOSE_AGAIN_S", 0.0)
     with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
-        m._close_again[9] = 0.0  # as if a close of 9 had been answered EBUSY
+        m._close_again[9] = 0.0  # as if a close of 9 had been answered EBUSY, due now
         in_close, go_on = threading.Event(), threading.Event()
         real_close = m.conn.close_room
+        seen = []
 
         def slow_close(room):  # the drain's close of 9 is one slow round trip; others are not
             if not in_close.is_set():
                 in_close.set()
-                assert go_on.wait(5)
+                go_on.wait(5)
+                seen.append(room in m._rooms)  # was a room of 9 registered meanwhile?
             return real_close(room)
 
         monkeypatch.setattr(m.conn, "close_room", slow_close)
         drainer = threading.Thread(target=m._close_again_due)
-        drainer.start()
-        assert in_close.wait(5)
         made = []
         maker = threading.Thread(target=lambda: made.append(KVSender(m, "decode", 9)))
-        maker.start()
-        time.sleep(0.2)
-        assert not made and m.rooms_in_flight() == 0  # waits for the close
-        go_on.set()
-        drainer.join(5)
-        maker.join(5)
+        try:
+            drainer.start()
+            assert in_close.wait(5)
+            maker.start()
+            end = time.monotonic() + 1.0
+            while not made and time.monotonic() < end:  # give it every chance to get in
+                time.sleep(0.01)
+        finally:
+            go_on.set()
+            drainer.join(5)
+            maker.join(5)
+        assert seen == [False]  # it waited for the close
         assert made and m.rooms_in_flight() == 1 and 9 not in m._close_again
+
+
+def test_poll_does_not_wait_for_a_registration(fake):
+    """poll() never blocks: while another thread registers a room (holding the close lock
+    across a round trip to kvxd), a drain leaves a due close for the next drain."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        m._close_again[9] = 0.0  # due now
+        with m._close_lock:  # a registration in another thread, mid round trip
+            t = threading.Thread(target=m.drain)
+            t.start()
+            t.join(2)
+            stuck = t.is_alive()
+        t.join(5)
+        assert not stuck
+        assert fake.count(ROOM_CLOSE) == 0 and 9 in m._close_again
+        m.drain()
+        assert fake.count(ROOM_CLOSE) == 1 and 9 not in m._close_again
 
 
 def test_unsupported_ranks_and_bad_tp(fake):
