@@ -6,7 +6,9 @@
 #   kvx  two fresh kvxd (prefill on rxe0 + rxe2, decode on rxe1 + rxe3: tests/vm/lib.sh
 #        rails_configs), kvx-bench with 64 KiB messages (rooms of 16 x 4 KiB pages x 4 buffers,
 #        INFLIGHT in flight) for SECONDS, counted over the steady-state window (--warmup-ms and
-#        --cooldown-ms of SECONDS/4), every byte verified; the kvxd are stopped before the ref;
+#        --cooldown-ms of SECONDS/4), every room verified (those filled inside the window with
+#        the sampled check, KVX_BENCH_CHECK: see scripts/bench.sh); the kvxd are stopped before
+#        the ref;
 #   ref  ib_write_bw -s 65536 -D SECONDS on rail 0 (rxe0 -> rxe1) and on rail 1 (rxe2 -> rxe3)
 #        at the same time: the sum of both MiB/s (perftest's own window: SECONDS/4 margins);
 #        a reference where either client fails or prints no figure runs once more.
@@ -21,11 +23,12 @@
 # stay in BUILD_DIR/vm-logs/bench-rails/.  Exits 1 if a run failed.
 # Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3), KVX_BENCH_INFLIGHT
 # (kvx rooms in flight; 64: each room is 4 WRITEs of 64 KiB, so 64 rooms keep 256 WRITEs
-# outstanding, as the two ib_write_bw do with their default send queue depth of 128 each).
+# outstanding, as the two ib_write_bw do with their default send queue depth of 128 each),
+# KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled).
 set -euo pipefail
 
 if [ "${1:-}" = --vm ]; then
-	secs=$2 margin=$3 runs=$4 inflight=$5
+	secs=$2 margin=$3 runs=$4 inflight=$5 check=$6
 	set +e +o pipefail
 	. "$KVX_SRC/tests/vm/lib.sh"
 	[ "$KVX_RAILS" = 2 ] || fail "the VM has $KVX_RAILS rail(s), not 2"
@@ -86,6 +89,7 @@ if [ "${1:-}" = --vm ]; then
 		vm_log "kvx run $i"
 		"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json \
 			--duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
+			--window-check "$check" \
 			--inflight "$inflight" --pages 16 --bufs 4 --page-size 4096 \
 			>"$KVX_LOGDIR/kvx$i.json" 2>"$KVX_LOGDIR/kvx$i.err" &
 		bench_pid=$!
@@ -149,9 +153,14 @@ if ! [[ "$inflight" =~ ^[1-9][0-9]*$ ]]; then
 	echo "bench-rails: KVX_BENCH_INFLIGHT must be a whole number of rooms, at least 1" >&2
 	exit 2
 fi
+check=${KVX_BENCH_CHECK:-sampled}
+if [ "$check" != sampled ] && [ "$check" != full ]; then
+	echo "bench-rails: KVX_BENCH_CHECK must be sampled or full" >&2
+	exit 2
+fi
 logs=$build/vm-logs/bench-rails
 "$here/scripts/kvx-vm" --build "$build" --rails 2 --timeout $((runs * (5 * secs + 60) + 60)) \
-	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight"
+	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight" "$check"
 
 jnum() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" 2>/dev/null | head -n 1; }
 mibs() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1" 2>/dev/null; }

@@ -8,7 +8,10 @@
 # ib_write_bw -D SECONDS counts only what it moves between a margin after its start and a margin
 # before its end (by default SECONDS/4 in whole seconds: 2 s of 10), and kvx-bench --duration
 # SECONDS --warmup-ms M --cooldown-ms M, with that margin M, counts only the rooms that end in
-# between (every room is still verified: see bench/kvx_bench.c).  bench.json has both windows'
+# between.  Every room is verified: the rooms filled inside that window with kvx-bench's sampled
+# check (--window-check sampled: the first and last 8 bytes of every 512, so that the check's CPU
+# stays the transfer's in the guest, where perftest checks nothing), the others byte for byte
+# (KVX_BENCH_CHECK=full checks every room whole; see bench/kvx_bench.c).  bench.json has both windows'
 # lengths (perftest's: its iterations over its rate).  ib_write_lat runs LAT_ITERS exchanges and
 # reports their median (t_typical), half a round trip.  Bytes are in 10^6 B/s
 # on both sides: perftest's "MB/sec" is MiB/s and is converted.  Around every kvx run the
@@ -37,7 +40,8 @@
 # KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500), KVX_BENCH_ONLY (ceiling: only the
 # host part, no VM; vm: only the VM part; empty: both), KVX_BENCH_CEILING_SECONDS (seconds per
 # ceiling run, 2), KVX_BENCH_CEILING_PAGE_SIZE (bytes, 64), KVX_BENCH_CEILING_SHAPES (all three).
-# Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS SHAPE...`.
+# KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled).
+# Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS CHECK SHAPE...`.
 set -euo pipefail
 
 # NAME       REF  BYTES    METRIC  kvx-bench shape (4 KiB pages)
@@ -59,8 +63,8 @@ shape_row() { awk -v n="$1" '$1 == n' <<<"$SHAPES"; }
 
 # ---- inside the VM --------------------------------------------------------------------------
 if [ "${1:-}" = --vm ]; then
-	secs=$2 margin=$3 runs=$4 lat_iters=$5
-	shift 5
+	secs=$2 margin=$3 runs=$4 lat_iters=$5 check=$6
+	shift 6
 	# lib.sh's helpers expect plain bash (they test and wait with failing commands)
 	set +e +o pipefail
 	. "$KVX_SRC/tests/vm/lib.sh"
@@ -111,7 +115,7 @@ if [ "${1:-}" = --vm ]; then
 			# shellcheck disable=SC2086
 			"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
 				--json --duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
-				$kargs \
+				--window-check "$check" $kargs \
 				>"$out.json" 2>"$out.err" || rc=$?
 			cpu_write "$out.cpu" "$before" "$rc"
 			vm_log "$name: kvx run $i: exit $rc, $(cat "$out.cpu")"
@@ -165,6 +169,11 @@ margin=$((secs / 4))
 margin=$((margin * 1000))
 runs=${KVX_BENCH_RUNS:-3}
 lat_iters=${KVX_BENCH_LAT_ITERS:-2000}
+check=${KVX_BENCH_CHECK:-sampled}
+if [ "$check" != sampled ] && [ "$check" != full ]; then
+	echo "bench: KVX_BENCH_CHECK must be sampled or full" >&2
+	exit 2
+fi
 tmo=${KVX_BENCH_VM_TIMEOUT:-1500}
 read -r -a shapes <<<"${KVX_BENCH_SHAPES:-$(awk 'NF { printf "%s ", $1 }' <<<"$SHAPES")}"
 for s in "${shapes[@]}"; do
@@ -209,7 +218,7 @@ fi
 
 if [ "$only" != ceiling ] && [ "${KVX_BENCH_REPORT_ONLY:-0}" != 1 ]; then
 	"$here/scripts/kvx-vm" --build "$build" --timeout "$tmo" "$here/scripts/bench.sh" --vm \
-		"$secs" "$margin" "$runs" "$lat_iters" "${shapes[@]}"
+		"$secs" "$margin" "$runs" "$lat_iters" "$check" "${shapes[@]}"
 fi
 
 # jnum FILE KEY: a scalar of kvx-bench's one-line JSON (empty if absent)
@@ -365,8 +374,8 @@ for s in "${shapes[@]}"; do
 done
 
 {
-	printf '{"seconds": %s, "margin_ms": %s, "runs_per_shape": %s, "lat_iters": %s,\n' \
-		"$secs" "$margin" "$runs" "$lat_iters"
+	printf '{"seconds": %s, "margin_ms": %s, "runs_per_shape": %s, "lat_iters": %s, "window_check": "%s",\n' \
+		"$secs" "$margin" "$runs" "$lat_iters" "$check"
 	printf ' "units": {"1e6B/s": "10^6 bytes per second", "rooms/s_vs_msgs/s": "kvx rooms/s vs ib_write_bw 4 KiB messages/s", "us_p50": "microseconds, median", "cpu_s_per_GB": "kvxd utime+stime per 10^9 B of verified rooms"},\n'
 	printf ' "shapes": [\n  %s\n ],\n' "$(IFS=$'\n'; sed '2,$s/^/  /;$!s/$/,/' <<<"${shapes_json[*]}")"
 	if [ "$only" != vm ]; then
