@@ -50,27 +50,37 @@ assert_wrong(const uint8_t *p, uint64_t seed)
 	assert_true(bad <= PS);
 }
 
+/* What a page of room 7 (page 3, buffer 1) may hold when kvxd did not write it, or wrote the
+ * wrong thing: each is handed to `wrong`, with the seed it should have. */
+static void
+wrong_pages(void (*wrong)(const uint8_t *p, uint64_t seed))
+{
+	uint64_t want = pattern_seed(7, 3, 1);
+
+	page_fill(other, PS, pattern_seed(6, 3, 1)); /* the slot's previous room */
+	wrong(other, want);
+	page_fill(other, PS, pattern_seed(8, 3, 1)); /* a later room */
+	wrong(other, want);
+	page_fill(other, PS, pattern_seed(7, 4, 1)); /* another page of the room */
+	wrong(other, want);
+	page_fill(other, PS, pattern_seed(7, 3, 0)); /* another buffer */
+	wrong(other, want);
+	page_fill(other, PS, canary_seed(7, 3, 1)); /* released, then not written again */
+	wrong(other, want);
+	memset(other, 0, PS); /* never written */
+	wrong(other, want);
+	/* the right page, one word off (a write at the wrong offset) */
+	page_fill(page, PS + 8, want);
+	wrong(page + 8, want);
+}
+
 static void
 test_wrong_pages_fail(void **state)
 {
 	uint64_t want = pattern_seed(7, 3, 1);
 
 	(void)state;
-	page_fill(other, PS, pattern_seed(6, 3, 1)); /* the slot's previous room */
-	assert_wrong(other, want);
-	page_fill(other, PS, pattern_seed(8, 3, 1)); /* a later room */
-	assert_wrong(other, want);
-	page_fill(other, PS, pattern_seed(7, 4, 1)); /* another page of the room */
-	assert_wrong(other, want);
-	page_fill(other, PS, pattern_seed(7, 3, 0)); /* another buffer */
-	assert_wrong(other, want);
-	page_fill(other, PS, canary_seed(7, 3, 1)); /* released, then not written again */
-	assert_wrong(other, want);
-	memset(other, 0, PS); /* never written */
-	assert_wrong(other, want);
-	/* the right page, one word off (a write at the wrong offset) */
-	page_fill(page, PS + 8, want);
-	assert_wrong(page + 8, want);
+	wrong_pages(assert_wrong);
 	/* and the canary check: the room's own late write into its released page */
 	page_fill(other, PS, want);
 	assert_wrong(other, canary_seed(7, 3, 1));
@@ -121,23 +131,10 @@ assert_wrong_sampled(const uint8_t *p, uint64_t seed)
 static void
 test_sampled_wrong_pages_fail(void **state)
 {
-	uint64_t want = pattern_seed(7, 3, 1);
-
 	(void)state;
-	page_fill(other, PS, pattern_seed(6, 3, 1)); /* the slot's previous room */
-	assert_wrong_sampled(other, want);
-	page_fill_sampled(other, PS, pattern_seed(8, 3, 1)); /* a later room, sampled */
-	assert_wrong_sampled(other, want);
-	page_fill(other, PS, pattern_seed(7, 4, 1)); /* another page of the room */
-	assert_wrong_sampled(other, want);
-	page_fill(other, PS, pattern_seed(7, 3, 0)); /* another buffer */
-	assert_wrong_sampled(other, want);
-	page_fill(other, PS, canary_seed(7, 3, 1)); /* released, then not written again */
-	assert_wrong_sampled(other, want);
-	memset(other, 0, PS); /* never written */
-	assert_wrong_sampled(other, want);
-	page_fill(page, PS + 8, want); /* a word off */
-	assert_wrong_sampled(page + 8, want);
+	wrong_pages(assert_wrong_sampled);
+	page_fill_sampled(other, PS, pattern_seed(8, 3, 1)); /* a later room, filled sampled */
+	assert_wrong_sampled(other, pattern_seed(7, 3, 1));
 }
 
 /* The right page with a stretch of it still holding the previous room's bytes: a packet lost
