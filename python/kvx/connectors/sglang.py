@@ -117,6 +117,10 @@ def _unsupported(what: str):
 # (tests/python/mutants/release_on_failed.sed adds FAILED: the VM canary test must fail then.)
 _RECEIVER_PAGES_BACK_ON = (kvx.State.RELEASED,)
 
+# A call failed with these: the engine's session with kvxd is over (libkvx: kvxd went away, or
+# more events came than it keeps), and kvxd dropped the session's rooms with it.
+_SESSION_GONE = (_errno.ECONNRESET, _errno.ENOBUFS)
+
 
 class KVManager:
     """One per engine: the kvx connection, the pool, and the rooms in flight.  Events are read
@@ -345,6 +349,7 @@ class KVSender(_Room):
         # completes the last of them is the room's last, whatever order the slices come in
         self._done = bytearray()
         self._ndone = 0
+        self._stopped = False  # a submission failed part-way: kvxd ends the room (send())
         mgr._register(bootstrap_room, self)
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
@@ -369,8 +374,8 @@ class KVSender(_Room):
         one), in whatever order the slices come.  Failures show in poll()."""
         if self._num is None:
             raise RuntimeError("send() before init()")
-        if self._state in (KVPoll.Success, KVPoll.Failed):
-            return  # the room already ended (failed): nothing more goes out
+        if self._state in (KVPoll.Success, KVPoll.Failed) or self._stopped:
+            return  # the room ended (failed), or a submission of it failed: nothing more goes
         n = len(kv_indices)
         if layers is None:
             b0, nb = 0, self.mgr.args.nbufs
@@ -409,9 +414,20 @@ class KVSender(_Room):
             self.mgr.conn.submit_many(chunks)
         except kvx.Error as e:  # kvxd gone, or the submission refused: the room failed
             self._errno, self._reason = e.errno, e.strerror
-            self._state = KVPoll.Failed
-            with self.mgr._lock:
-                self.mgr._rooms.pop(self.room, None)
+            if e.errno in _SESSION_GONE or (e.errno == _errno.EINVAL and not self._chunk):
+                # nothing of the room is at kvxd (refused locally before any chunk went, or
+                # the session ended): no event of it will come
+                self._state = KVPoll.Failed
+                with self.mgr._lock:
+                    self.mgr._rooms.pop(self.room, None)
+                return
+            # chunks of it may be at kvxd (earlier ones, or this call's part-way): no more go
+            # (the room must not end SUCCESS without this call's pages), and the room is
+            # kvxd's to end: FAILED once none of its WRITEs is outstanding (only then are the
+            # source pages free again), or SUCCESS if this call's last chunk went.  Its event
+            # closes it (_on_event); dropped now, it stayed at kvxd unclosed.
+            self._stopped = True
+            self._state = KVPoll.Transferring
             return
         self._chunk += len(chunks)
         if newly:

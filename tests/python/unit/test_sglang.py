@@ -164,6 +164,79 @@ def test_sender_failure_carries_reason(fake):
         assert fake.count(CHUNK) == n
 
 
+def wait_drained(m, until, seconds=3):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        m.drain()
+        if until():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_sender_failed_submission_keeps_its_room_until_kvxd_ends_it(fake, monkeypatch):
+    """A submission that fails part-way with kvxd still there (libkvx: -ETIMEDOUT, its chunks
+    before the failure may be queued): kvxd may hold the room and its WRITEs may still read the
+    source pages, so the sender says Transferring, not Failed (SGLang frees a failed request's
+    pages), sends nothing more (the room must not succeed without the pages that did not go),
+    and stays the manager's until kvxd's end of it: FAILED, or SUCCESS when the part that went
+    held the last chunk.  That end closes it.  It was Failed and dropped at once, unclosed: kvxd
+    kept it (max_rooms_per_engine) and its events went unclaimed."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        real = m.conn.submit_many
+
+        def part_way(chunks):
+            real(chunks[:1])
+            raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
+
+        for room, end, want in ((5, S.FAILED, KVPoll.Failed), (6, S.SUCCESS, KVPoll.Success)):
+            s = KVSender(m, "decode", room)
+            s.init(4)
+            s.send([0, 1])
+            monkeypatch.setattr(m.conn, "submit_many", part_way)
+            s.send([2, 3])
+            monkeypatch.setattr(m.conn, "submit_many", real)
+            assert s.poll() == KVPoll.Transferring
+            n = fake.count(CHUNK)
+            s.send([4])
+            m.conn.close_room(99)  # a round trip: whatever was sent arrived before it
+            assert fake.count(CHUNK) == n
+            assert m.rooms_in_flight() == 1
+            with pytest.raises(ValueError):
+                KVSender(m, "decode", room)  # kvxd may still hold the id's room
+            fake.push_event(room, 0, end)
+            assert wait_for(s, want)
+            assert m.rooms_in_flight() == 0
+            m.conn.close_room(98)
+            assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE][-3:] == [
+                99, room, 98]
+            assert not m.unclaimed_events
+            if want == KVPoll.Failed:  # the submission's failure is the reason given
+                with pytest.raises(KVTransferError) as ei:
+                    s.failure_exception()
+                assert ei.value.errno == errno.ETIMEDOUT
+
+
+def test_sender_submission_after_kvxd_left_holds_nothing(fake):
+    """kvxd went away: the session's rooms went with it, the manager lets the room go at once."""
+    m = KVManager(KVArgs(fake.path, 256, 32, 2), "prefill")
+    try:
+        s = KVSender(m, "decode", 7)
+        s.init(4)
+        s.send([0, 1])
+        fake.hang_up()
+        with pytest.raises(kvx.Error):  # libkvx sees it (and keeps it: every call fails)
+            m.conn.read_events(8, 2000)
+        s.send([2])
+        assert s.poll() == KVPoll.Failed and s._errno == errno.ECONNRESET
+        assert m.rooms_in_flight() == 0
+    finally:
+        try:
+            m.close()
+        except kvx.Error:
+            pass  # its pool cannot be unregistered either
+
+
 def test_close_refused_busy_leaves_the_drain_going(fake):
     """A room that ended is closed by the drain; a close answered EBUSY (kvxd holds another
     attempt's room under the id) ends ours all the same and the drain goes on to the next
