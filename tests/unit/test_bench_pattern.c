@@ -138,7 +138,7 @@ test_sampled_wrong_pages_fail(void **state)
 }
 
 /* The right page with a stretch of it still holding the previous room's bytes: a packet lost
- * anywhere in it (1024 bytes, rxe's smallest MTU), or the write cut short by 512 or by 8. */
+ * anywhere in it (1024 bytes, the VM's path MTU), or the write cut short by 512 or by 8. */
 static void
 test_sampled_catches_missing_bytes(void **state)
 {

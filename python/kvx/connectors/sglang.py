@@ -117,10 +117,6 @@ def _unsupported(what: str):
 # (tests/python/mutants/release_on_failed.sed adds FAILED: the VM canary test must fail then.)
 _RECEIVER_PAGES_BACK_ON = (kvx.State.RELEASED,)
 
-# A call failed with these: the engine's session with kvxd is over (libkvx: kvxd went away, or
-# more events came than it keeps), and kvxd dropped the session's rooms with it.
-_SESSION_GONE = (_errno.ECONNRESET, _errno.ENOBUFS)
-
 
 class KVManager:
     """One per engine: the kvx connection, the pool, and the rooms in flight.  Events are read
@@ -308,6 +304,26 @@ class _Room:
         self._errno = 0
         self._reason = ""
 
+    def _move(self, state) -> None:
+        """A state the room's own call reached (init, send, abort): taken unless the room ended
+        meanwhile (another thread's drain may hand it its end while the call waits for kvxd)."""
+        with self.mgr._lock:
+            if self._state not in (KVPoll.Success, KVPoll.Failed):
+                self._state = state
+
+    def _fail_now(self, err: int, reason: str) -> None:
+        """The room's own call failed it (nothing of it can still write into pages of ours),
+        unless it ended meanwhile."""
+        with self.mgr._lock:
+            if self._state not in (KVPoll.Success, KVPoll.Failed):
+                self._errno, self._reason = err, reason
+                self._state = KVPoll.Failed
+
+    def _end(self, state) -> None:
+        """The room's end, from kvxd's event (the drain)."""
+        with self.mgr._lock:
+            self._state = state
+
     def _fail_reason(self, ev: kvx.Event) -> None:
         if ev.error and not self._errno:
             self._errno = ev.errno
@@ -349,7 +365,6 @@ class KVSender(_Room):
         # completes the last of them is the room's last, whatever order the slices come in
         self._done = bytearray()
         self._ndone = 0
-        self._stopped = False  # a submission failed part-way: kvxd ends the room (send())
         mgr._register(bootstrap_room, self)
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
@@ -363,7 +378,7 @@ class KVSender(_Room):
         self._done = bytearray(num_kv_indices)
         self._ndone = 0
         # kvx takes chunks before the decode side's metadata arrives: input is welcome now
-        self._state = KVPoll.WaitingForInput
+        self._move(KVPoll.WaitingForInput)
 
     def send(self, kv_indices, index_slice: Optional[slice] = None,
              layers: Optional[Sequence[int]] = None) -> None:
@@ -374,8 +389,8 @@ class KVSender(_Room):
         one), in whatever order the slices come.  Failures show in poll()."""
         if self._num is None:
             raise RuntimeError("send() before init()")
-        if self._state in (KVPoll.Success, KVPoll.Failed) or self._stopped:
-            return  # the room ended (failed), or a submission of it failed: nothing more goes
+        if self._state in (KVPoll.Success, KVPoll.Failed):
+            return  # the room already ended (failed): nothing more goes out
         n = len(kv_indices)
         if layers is None:
             b0, nb = 0, self.mgr.args.nbufs
@@ -412,22 +427,19 @@ class KVSender(_Room):
                                     [self._aux], 0, True, region=1, ndest=self.ndest))
         try:
             self.mgr.conn.submit_many(chunks)
-        except kvx.Error as e:  # kvxd gone, or the submission refused: the room failed
-            self._errno, self._reason = e.errno, e.strerror
-            if e.errno in _SESSION_GONE or (e.errno == _errno.EINVAL and not self._chunk):
-                # nothing of the room is at kvxd (refused locally before any chunk went, or
-                # the session ended): no event of it will come
-                self._state = KVPoll.Failed
-                with self.mgr._lock:
-                    self.mgr._rooms.pop(self.room, None)
-                return
-            # chunks of it may be at kvxd (earlier ones, or this call's part-way): no more go
-            # (the room must not end SUCCESS without this call's pages), and the room is
-            # kvxd's to end: FAILED once none of its WRITEs is outstanding (only then are the
-            # source pages free again), or SUCCESS if this call's last chunk went.  Its event
-            # closes it (_on_event); dropped now, it stayed at kvxd unclosed.
-            self._stopped = True
-            self._state = KVPoll.Transferring
+        except kvx.Error as e:  # kvxd gone, or the submission failed part-way
+            # Failed now: libkvx sends no chunk after the one that failed, and a call's last
+            # chunk is the room's last, so that never went and the room cannot succeed (a WRITE
+            # of it still reading the source pages feeds a decode room that fails and gets its
+            # pages back only once nothing writes).  kvxd may still hold the room (earlier
+            # chunks, or this call's part-way) until decode's end fails it: the id is closed,
+            # again until kvxd takes the close (_close_ids: EBUSY while the room lives); it
+            # stayed at kvxd unclosed, its events unclaimed
+            self._fail_now(e.errno, e.strerror)
+            try:
+                self.mgr._forget(self.room)
+            except kvx.Error:
+                pass  # kvxd is gone (_forget let ours go first), and the room with it
             return
         self._chunk += len(chunks)
         if newly:
@@ -440,16 +452,16 @@ class KVSender(_Room):
                 self._sent = start + n
         else:
             self._sent = start + n
-        self._state = KVPoll.Transferring
+        self._move(KVPoll.Transferring)
 
     def _on_event(self, ev: kvx.Event) -> None:
         if ev.state == kvx.State.SUCCESS:
-            self._state = KVPoll.Success
+            self._end(KVPoll.Success)
             self.mgr._forget(self.room)
         elif ev.state == kvx.State.FAILED:
             # a prefill room's FAILED comes once it drained: no WRITE of it is outstanding
             self._fail_reason(ev)
-            self._state = KVPoll.Failed
+            self._end(KVPoll.Failed)
             self.mgr._forget(self.room)
 
 
@@ -485,15 +497,14 @@ class KVReceiver(_Room):
         except kvx.Error as e:  # not opened: kvxd holds nothing, the pages stay the engine's
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)
-            self._errno, self._reason = e.errno, e.strerror
-            self._state = KVPoll.Failed
+            self._fail_now(e.errno, e.strerror)
             return
         except BaseException:
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)
             raise
         self._opened = True
-        self._state = KVPoll.WaitingForInput
+        self._move(KVPoll.WaitingForInput)
 
     def abort(self) -> None:
         """Abort the room.  poll() says Failed once kvxd released the pages (or Success if the
@@ -501,8 +512,7 @@ class KVReceiver(_Room):
         if self._state in (KVPoll.Success, KVPoll.Failed) or self.abort_generation is not None:
             return
         if not self._opened:  # nothing was opened: nothing can write into the pages
-            self._errno, self._reason = _errno.ECANCELED, "aborted before init"
-            self._state = KVPoll.Failed
+            self._fail_now(_errno.ECANCELED, "aborted before init")
             return
         try:
             self.abort_generation = self.mgr.conn.abort(self.room)
@@ -512,22 +522,20 @@ class KVReceiver(_Room):
             return
         if not self._errno:
             self._errno, self._reason = _errno.ECANCELED, "aborted by the engine"
-        self._state = KVPoll.Transferring
+        self._move(KVPoll.Transferring)
 
     def _on_event(self, ev: kvx.Event) -> None:
         if ev.state in (kvx.State.WAITING_FOR_INPUT, kvx.State.TRANSFERRING):
-            if self._state not in (KVPoll.Success, KVPoll.Failed):
-                self._state = (KVPoll.WaitingForInput if ev.state == kvx.State.WAITING_FOR_INPUT
-                               else KVPoll.Transferring)
+            self._move(KVPoll.WaitingForInput if ev.state == kvx.State.WAITING_FOR_INPUT
+                       else KVPoll.Transferring)
             return
         if ev.state in (kvx.State.FAILED, kvx.State.DRAINING):
             self._fail_reason(ev)
-            if self._state not in (KVPoll.Success, KVPoll.Failed):
-                self._state = KVPoll.Transferring  # a source may still write: not ours yet
+            self._move(KVPoll.Transferring)  # a source may still write: not ours yet
         if ev.state in _RECEIVER_PAGES_BACK_ON and self._state != KVPoll.Success:
-            self._state = KVPoll.Failed
+            self._end(KVPoll.Failed)
         if ev.state == kvx.State.SUCCESS:
-            self._state = KVPoll.Success
+            self._end(KVPoll.Success)
             self.mgr._forget(self.room)
         elif ev.state == kvx.State.RELEASED:
             self._released = True

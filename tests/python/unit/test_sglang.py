@@ -174,47 +174,83 @@ def wait_drained(m, until, seconds=3):
     return False
 
 
-def test_sender_failed_submission_keeps_its_room_until_kvxd_ends_it(fake, monkeypatch):
-    """A submission that fails part-way with kvxd still there (libkvx: -ETIMEDOUT, its chunks
-    before the failure may be queued): kvxd may hold the room and its WRITEs may still read the
-    source pages, so the sender says Transferring, not Failed (SGLang frees a failed request's
-    pages), sends nothing more (the room must not succeed without the pages that did not go),
-    and stays the manager's until kvxd's end of it: FAILED, or SUCCESS when the part that went
-    held the last chunk.  That end closes it.  It was Failed and dropped at once, unclosed: kvxd
-    kept it (max_rooms_per_engine) and its events went unclaimed."""
-    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+def test_sender_failed_submission_closes_what_kvxd_holds(fake, monkeypatch):
+    """A submission that fails part-way with kvxd still there (libkvx: -ETIMEDOUT; the chunks
+    before the one that failed may have gone, none after it, so the room's last did not): the
+    sender is Failed and sends nothing more, and the id is closed, again while kvxd answers
+    EBUSY (its room lives until decode's end fails it).  It was dropped unclosed: kvxd kept the
+    room (max_rooms_per_engine)."""
+    monkeypatch.setattr(KVManager, "_CLOSE_AGAIN_S", 0.01)
+    with KVManager(KVArgs(fake.path, 256, 32, 2, aux_item_len=64, aux_count=4), "prefill") as m:
         real = m.conn.submit_many
 
         def part_way(chunks):
-            real(chunks[:1])
+            real(chunks[:-1])  # the data chunk goes, the aux chunk (the room's last) does not
             raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
 
-        for room, end, want in ((5, S.FAILED, KVPoll.Failed), (6, S.SUCCESS, KVPoll.Success)):
-            s = KVSender(m, "decode", room)
-            s.init(4)
-            s.send([0, 1])
-            monkeypatch.setattr(m.conn, "submit_many", part_way)
-            s.send([2, 3])
-            monkeypatch.setattr(m.conn, "submit_many", real)
-            assert s.poll() == KVPoll.Transferring
-            n = fake.count(CHUNK)
-            s.send([4])
-            m.conn.close_room(99)  # a round trip: whatever was sent arrived before it
-            assert fake.count(CHUNK) == n
-            assert m.rooms_in_flight() == 1
-            with pytest.raises(ValueError):
-                KVSender(m, "decode", room)  # kvxd may still hold the id's room
-            fake.push_event(room, 0, end)
-            assert wait_for(s, want)
-            assert m.rooms_in_flight() == 0
-            m.conn.close_room(98)
-            assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE][-3:] == [
-                99, room, 98]
-            assert not m.unclaimed_events
-            if want == KVPoll.Failed:  # the submission's failure is the reason given
-                with pytest.raises(KVTransferError) as ei:
-                    s.failure_exception()
-                assert ei.value.errno == errno.ETIMEDOUT
+        s = KVSender(m, "decode", 5)
+        s.init(4, aux_index=0)
+        s.send([0, 1])
+        fake.status[(ROOM_CLOSE, 5)] = -errno.EBUSY  # kvxd's room of it still lives
+        monkeypatch.setattr(m.conn, "submit_many", part_way)
+        s.send([2, 3])
+        monkeypatch.setattr(m.conn, "submit_many", real)
+        assert s.poll() == KVPoll.Failed
+        with pytest.raises(KVTransferError) as ei:
+            s.failure_exception()
+        assert ei.value.errno == errno.ETIMEDOUT
+        n = fake.count(CHUNK)
+        s.send([0])  # a failed room sends nothing more
+        assert m.rooms_in_flight() == 0
+        closes = lambda: [r["room"] for t, r in fake.requests if t == ROOM_CLOSE]
+        m.conn.close_room(99)  # a round trip: whatever was sent arrived before it
+        assert fake.count(CHUNK) == n and closes() == [5, 99]
+        del fake.status[(ROOM_CLOSE, 5)]  # kvxd's room ended: the close is taken
+        assert wait_drained(m, lambda: closes().count(5) >= 2 and not m._close_again)
+        fake.push_event(5, 0, S.FAILED, -errno.ECONNRESET, "decode failed it")
+        assert wait_drained(m, lambda: m.unclaimed_events)  # nobody holds the room
+        assert s.poll() == KVPoll.Failed
+
+
+def ended_meanwhile(fake, m, call, state, room_of):
+    """call, then kvxd hands its room `state` and "another thread" drains it before the call
+    returns."""
+    def wrapped(*args):
+        r = call(*args)
+        room = room_of(*args)
+        fake.push_event(room, r if isinstance(r, int) else 0, state)
+        assert wait_drained(m, lambda: m.rooms_in_flight() == 0)
+        return r
+    return wrapped
+
+
+def test_state_of_a_call_never_overwrites_the_end(fake, monkeypatch):
+    """Another thread's drain can hand a room its end while the room's own call waits for kvxd
+    (its events come meanwhile): a sender's last chunk that succeeds at once, a receiver whose
+    room ends before its open returns, an abort whose RELEASED comes first.  The call's state
+    (Transferring, WaitingForInput) must not overwrite that end: the room is gone from the
+    manager, and no event would fix it again."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        monkeypatch.setattr(m.conn, "submit_many", ended_meanwhile(
+            fake, m, m.conn.submit_many, S.SUCCESS, lambda chunks: chunks[0].room))
+        s = KVSender(m, "decode", 3)
+        s.init(1)
+        s.send([0])
+        assert s.poll() == KVPoll.Success
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "decode") as m:
+        real_open = m.conn.open_room_regions
+        monkeypatch.setattr(m.conn, "open_room_regions", ended_meanwhile(
+            fake, m, real_open, S.SUCCESS, lambda room, *_: room))
+        r = KVReceiver(m, "prefill", 4)
+        r.init([0, 1])
+        assert r.poll() == KVPoll.Success
+        monkeypatch.setattr(m.conn, "open_room_regions", real_open)
+        monkeypatch.setattr(m.conn, "abort", ended_meanwhile(
+            fake, m, m.conn.abort, S.RELEASED, lambda room: room))
+        r = KVReceiver(m, "prefill", 6)
+        r.init([2, 3])
+        r.abort()
+        assert r.poll() == KVPoll.Failed
 
 
 def test_sender_submission_after_kvxd_left_holds_nothing(fake):
