@@ -54,7 +54,11 @@ SHAPES='
 1page-deep   bw   4096     per_s   --inflight 128 --pages 1 --bufs 1
 1page-single bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --single
 lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
+lat-spin     lat  4096     us      --inflight 1 --pages 1 --bufs 1
 '
+# lat-spin: the nodes' polling cores never park (idle_park_us = 0, kvxd's default on a real
+# NIC); the VM's configs park them at once, since rxe's kernel work needs their CPU (README,
+# Parking), which costs a room at a time the wake-ups of its cores
 # METRIC: MBps  kvx window_MBps vs ib_write_bw's average (MiB/s -> 10^6 B/s)
 #         per_s kvx window_rooms_per_s vs ib_write_bw's messages/s (a 1-page room is one message)
 #         us    kvx window_lat_p50_us vs ib_write_lat's t_typical (its median)
@@ -79,12 +83,22 @@ if [ "${1:-}" = --vm ]; then
 		st=${st##*) }
 		awk '{ print $12 + $13 }' <<<"$st"
 	}
-	# kvx_up TAG / kvx_down TAG: the two nodes of one kvx run (configs/prefill.ini and
-	# decode.ini, like kvxd_start, under names of their own: start_bg takes each name once)
+	# kvx_up TAG [PARK_US] / kvx_down TAG: the two nodes of one kvx run (configs/prefill.ini
+	# and decode.ini, like kvxd_start, under names of their own: start_bg takes each name once),
+	# with idle_park_us = PARK_US when it is given
 	kvx_up() {
-		local n
+		local n cfg
 		for n in prefill decode; do
-			start_bg "$n-$1" "$KVXD" -c "$KVX_SRC/configs/$n.ini"
+			cfg=$KVX_SRC/configs/$n.ini
+			if [ -n "${2:-}" ]; then
+				mkdir -p /run/kvx/bench-configs
+				sed "s/^idle_park_us = .*/idle_park_us = $2/" "$cfg" \
+					>"/run/kvx/bench-configs/$n.ini"
+				grep -q "^idle_park_us = $2\$" "/run/kvx/bench-configs/$n.ini" ||
+					fail "$n.ini has no idle_park_us line to set"
+				cfg=/run/kvx/bench-configs/$n.ini
+			fi
+			start_bg "$n-$1" "$KVXD" -c "$cfg"
 		done
 		wait_peer decode prefill 30
 		wait_peer prefill decode 30
@@ -109,7 +123,9 @@ if [ "${1:-}" = --vm ]; then
 		for i in $(seq 1 "$runs"); do
 			out=$KVX_LOGDIR/$name-kvx$i
 			vm_log "$name: kvx run $i: kvx-bench $kargs"
-			kvx_up "$name-$i"
+			park=
+			[ "$name" != lat-spin ] || park=0
+			kvx_up "$name-$i" $park
 			before=$(cpu_mark)
 			rc=0
 			# shellcheck disable=SC2086
@@ -124,12 +140,15 @@ if [ "${1:-}" = --vm ]; then
 			out=$KVX_LOGDIR/$name-ref$i
 			if [ "$ref" = lat ]; then
 				cmd=(ib_write_lat -s "$bytes" -n "$lat_iters")
+				col=5 # t_typical
 			else
 				cmd=(ib_write_bw -s "$bytes" -D "$secs")
+				col=4 # BW average
 			fi
 			# the reference: server on rxe1, client on rxe0 (rxe0 -> rxe1, like kvx).  A run
 			# where either side fails (perftest on rxe now and then ends both without a
-			# figure) is run once more; a failed try's logs stay as NAME-refI-tTRY-*.log.
+			# figure, and ib_write_lat now and then prints "inf" for every time) is run once
+			# more; a failed try's logs stay as NAME-refI-tTRY-*.log.
 			for try in 1 2; do
 				t=$name-ref$i-t$try
 				vm_log "$name: ref run $i (try $try): ${cmd[*]}"
@@ -140,6 +159,11 @@ if [ "${1:-}" = --vm ]; then
 				srv=0
 				wait_bg "$t-cli" 120 || rc=$?
 				wait_bg "$t-srv" 30 || srv=$?
+				if [ "$rc" = 0 ] && ! awk -v c="$col" '/^ *#bytes/ { getline
+					ok = $c ~ /^[0-9.]+$/ && $c + 0 > 0; exit } END { exit !ok }' \
+					"$KVX_LOGDIR/$t-cli.log"; then
+					rc=no-figure
+				fi
 				if [ "$rc" = 0 ] && [ "$srv" = 0 ]; then
 					mv "$KVX_LOGDIR/$t-srv.log" "$KVX_LOGDIR/$name-ref$i-srv.log"
 					mv "$KVX_LOGDIR/$t-cli.log" "$KVX_LOGDIR/$name-ref$i-cli.log"
