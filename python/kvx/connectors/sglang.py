@@ -117,6 +117,10 @@ def _unsupported(what: str):
 # (tests/python/mutants/release_on_failed.sed adds FAILED: the VM canary test must fail then.)
 _RECEIVER_PAGES_BACK_ON = (kvx.State.RELEASED,)
 
+# A call failed with these: the engine's session with kvxd is over (libkvx: kvxd went away, or
+# more events came than it keeps).
+_SESSION_GONE = (_errno.ECONNRESET, _errno.ENOBUFS)
+
 
 class KVManager:
     """One per engine: the kvx connection, the pool, and the rooms in flight.  Events are read
@@ -177,6 +181,12 @@ class KVManager:
                     raise ValueError(f"room {room} is already in flight on this manager")
                 self._rooms[room] = who
 
+    def _close_later(self, room: int) -> None:
+        """Close the id at the next drain (_close_again_due), unless a room of it is registered
+        by then (that room closes it when it ends)."""
+        with self._lock:
+            self._close_again.setdefault(room, time.monotonic())
+
     def _forget(self, room: int) -> None:
         """The room ended for good: drop kvxd's bookkeeping and ours."""
         with self._close_lock:  # no new room of the id between the two
@@ -188,7 +198,8 @@ class KVManager:
         """Close each id at kvxd (the caller holds _close_lock).  ENOENT: never opened here (a
         sender's room that failed before its first chunk reached kvxd), or closed already.
         EBUSY: what kvxd holds under the id now is another attempt's (decode opened it again),
-        not ours to close; ours ended all the same, and the id is closed again
+        not ours to close, or our failed sender's room, still running until decode's end fails
+        it; ours ended all the same, and the id is closed again
         _CLOSE_AGAIN_S later.  Raising on EBUSY would stop the drain that hands other rooms
         their events."""
         for room in rooms:
@@ -304,12 +315,15 @@ class _Room:
         self._errno = 0
         self._reason = ""
 
-    def _move(self, state) -> None:
+    def _move(self, state) -> bool:
         """A state the room's own call reached (init, send, abort): taken unless the room ended
-        meanwhile (another thread's drain may hand it its end while the call waits for kvxd)."""
+        meanwhile (another thread's drain may hand it its end while the call waits for kvxd).
+        Returns whether it was taken."""
         with self.mgr._lock:
-            if self._state not in (KVPoll.Success, KVPoll.Failed):
-                self._state = state
+            if self._state in (KVPoll.Success, KVPoll.Failed):
+                return False
+            self._state = state
+            return True
 
     def _fail_now(self, err: int, reason: str) -> None:
         """The room's own call failed it (nothing of it can still write into pages of ours),
@@ -438,8 +452,9 @@ class KVSender(_Room):
             self._fail_now(e.errno, e.strerror)
             try:
                 self.mgr._forget(self.room)
-            except kvx.Error:
-                pass  # kvxd is gone (_forget let ours go first), and the room with it
+            except kvx.Error as e2:  # _forget let ours go first
+                if e2.errno not in _SESSION_GONE:  # the close timed out too: again later
+                    self.mgr._close_later(self.room)
             return
         self._chunk += len(chunks)
         if newly:
@@ -452,7 +467,10 @@ class KVSender(_Room):
                 self._sent = start + n
         else:
             self._sent = start + n
-        self._move(KVPoll.Transferring)
+        if not self._move(KVPoll.Transferring):
+            # the room ended (a drain handed it FAILED and closed its id) while these chunks
+            # were on their way: they may have opened it again at kvxd, for nobody to close
+            self.mgr._close_later(self.room)
 
     def _on_event(self, ev: kvx.Event) -> None:
         if ev.state == kvx.State.SUCCESS:
@@ -495,6 +513,8 @@ class KVReceiver(_Room):
         try:
             self.generation = self.mgr.conn.open_room_regions(self.room, regions, self.sources)
         except kvx.Error as e:  # not opened: kvxd holds nothing, the pages stay the engine's
+            if e.errno == _errno.ETIMEDOUT and self._opened_after_all(e):
+                return
             with self.mgr._lock:
                 self.mgr._rooms.pop(self.room, None)
             self._fail_now(e.errno, e.strerror)
@@ -505,6 +525,25 @@ class KVReceiver(_Room):
             raise
         self._opened = True
         self._move(KVPoll.WaitingForInput)
+
+    def _opened_after_all(self, e: kvx.Error) -> bool:
+        """The open timed out, and kvxd may have opened the room all the same (kvx.h): then a
+        source may write into its pages, which are not the engine's until RELEASED.  Abort it to
+        find out: unknown (ENOENT), it was not opened; aborted, or succeeded already (EALREADY),
+        it was, and its end comes as any room's.  Returns whether it may be open."""
+        try:
+            self.abort_generation = self.mgr.conn.abort(self.room)
+        except kvx.Error as e2:
+            if e2.errno == _errno.ENOENT or e2.errno in _SESSION_GONE:
+                return False
+            if e2.errno != _errno.EALREADY:
+                # kvxd does not answer: it may hold the room, so the pages stay its (the room
+                # waits for an event, as an open one would)
+                self.abort_generation = None
+        self._opened = True
+        self._errno, self._reason = e.errno, "the open timed out: " + e.strerror
+        self._move(KVPoll.Transferring)
+        return True
 
     def abort(self) -> None:
         """Abort the room.  poll() says Failed once kvxd released the pages (or Success if the

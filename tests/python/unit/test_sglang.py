@@ -253,6 +253,79 @@ def test_state_of_a_call_never_overwrites_the_end(fake, monkeypatch):
         assert r.poll() == KVPoll.Failed
 
 
+def test_sender_close_that_times_out_is_tried_again(fake, monkeypatch):
+    """The failed submission's close times out too (kvxd slow, not gone): the id is closed
+    again at a later drain (it was let go for good, the room left at kvxd)."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        s = KVSender(m, "decode", 8)
+        s.init(4)
+        s.send([0, 1])
+        real_submit, real_close = m.conn.submit_many, m.conn.close_room
+
+        def times_out(*_):
+            raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
+        monkeypatch.setattr(m.conn, "submit_many", times_out)
+        monkeypatch.setattr(m.conn, "close_room", times_out)
+        s.send([2, 3])
+        monkeypatch.setattr(m.conn, "submit_many", real_submit)
+        monkeypatch.setattr(m.conn, "close_room", real_close)
+        assert s.poll() == KVPoll.Failed and m.rooms_in_flight() == 0
+        assert wait_drained(m, lambda: [r["room"] for t, r in fake.requests
+                                        if t == ROOM_CLOSE] == [8] and not m._close_again)
+
+
+def test_sender_chunks_after_the_end_are_closed(fake, monkeypatch):
+    """A drain hands the room FAILED (and closes its id) while a submission of it is on its
+    way: those chunks may open the room again at kvxd, so the id is closed once more."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        s = KVSender(m, "decode", 9)
+        s.init(4)
+        s.send([0, 1])
+        real = m.conn.submit_many
+
+        def failed_meanwhile(chunks):
+            fake.push_event(9, 0, S.FAILED, -errno.EIO, "WR error")
+            assert wait_drained(m, lambda: m.rooms_in_flight() == 0)
+            return real(chunks)
+        monkeypatch.setattr(m.conn, "submit_many", failed_meanwhile)
+        s.send([2, 3])
+        assert s.poll() == KVPoll.Failed
+        closes = lambda: [r["room"] for t, r in fake.requests if t == ROOM_CLOSE]
+        assert wait_drained(m, lambda: closes() == [9, 9] and not m._close_again)
+        assert fake.count(CHUNK) == 2
+
+
+def test_receiver_open_that_times_out_may_be_open(fake, monkeypatch):
+    """An open that times out may have opened the room all the same (kvx.h): its pages are not
+    the engine's until kvxd says RELEASED.  The receiver aborts it and says Failed only at
+    RELEASED; when kvxd does not know the room (ENOENT), it was not opened: Failed at once."""
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "decode") as m:
+        real = m.conn.open_room_regions
+
+        def opened_then_timed_out(room, regions, sources):
+            real(room, regions, sources)
+            raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
+        monkeypatch.setattr(m.conn, "open_room_regions", opened_then_timed_out)
+        r = KVReceiver(m, "prefill", 11)
+        r.init([0, 1])
+        assert r.poll() == KVPoll.Transferring and r.abort_generation is not None
+        assert [q["room"] for t, q in fake.requests if t == ROOM_ABORT] == [11]
+        fake.push_event(11, r.abort_generation, S.FAILED, -errno.ECANCELED, "aborted")
+        fake.push_event(11, r.abort_generation, S.DRAINING)
+        assert not wait_for(r, KVPoll.Failed, 0.2)  # a source may still write
+        fake.push_event(11, r.abort_generation, S.RELEASED)
+        assert wait_for(r, KVPoll.Failed)
+        assert r._errno == errno.ETIMEDOUT
+
+        def timed_out(*_):
+            raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
+        monkeypatch.setattr(m.conn, "open_room_regions", timed_out)
+        fake.status[(ROOM_ABORT, 12)] = -errno.ENOENT
+        r = KVReceiver(m, "prefill", 12)
+        r.init([2, 3])
+        assert r.poll() == KVPoll.Failed and m.rooms_in_flight() == 0
+
+
 def test_sender_submission_after_kvxd_left_holds_nothing(fake):
     """kvxd went away: the session's rooms went with it, the manager lets the room go at once."""
     m = KVManager(KVArgs(fake.path, 256, 32, 2), "prefill")
