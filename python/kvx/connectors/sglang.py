@@ -200,13 +200,14 @@ class KVManager:
         EBUSY: what kvxd holds under the id now is another attempt's (decode opened it again),
         not ours to close, or our failed sender's room, still running until decode's end fails
         it; ours ended all the same, and the id is closed again
-        _CLOSE_AGAIN_S later.  Raising on EBUSY would stop the drain that hands other rooms
+        _CLOSE_AGAIN_S later.  So is one whose close timed out (ETIMEDOUT: kvxd slow, the
+        session still there).  Raising on either would stop the drain that hands other rooms
         their events."""
         for room in rooms:
             try:
                 self.conn.close_room(room)
             except kvx.Error as e:
-                if e.errno == _errno.EBUSY:
+                if e.errno in (_errno.EBUSY, _errno.ETIMEDOUT):
                     with self._lock:
                         self._close_again[room] = time.monotonic() + self._CLOSE_AGAIN_S
                     continue
@@ -451,10 +452,9 @@ class KVSender(_Room):
             # stayed at kvxd unclosed, its events unclaimed
             self._fail_now(e.errno, e.strerror)
             try:
-                self.mgr._forget(self.room)
-            except kvx.Error as e2:  # _forget let ours go first
-                if e2.errno not in _SESSION_GONE:  # the close timed out too: again later
-                    self.mgr._close_later(self.room)
+                self.mgr._forget(self.room)  # a close that times out is tried again later
+            except kvx.Error:
+                pass  # the session is over (_forget let ours go first), and the room with it
             return
         self._chunk += len(chunks)
         if newly:
@@ -499,6 +499,7 @@ class KVReceiver(_Room):
         self.generation: Optional[int] = None
         self.abort_generation: Optional[int] = None
         self._opened = False
+        self._maybe_open = False  # an open that timed out, and an abort kvxd did not answer
         self._released = False
 
     def init(self, kv_indices, aux_index: Optional[int] = None) -> None:
@@ -538,10 +539,13 @@ class KVReceiver(_Room):
                 return False
             if e2.errno != _errno.EALREADY:
                 # kvxd does not answer: it may hold the room, so the pages stay its (the room
-                # waits for an event, as an open one would)
+                # waits for an event, as an open one would, or for the engine's abort())
                 self.abort_generation = None
+                self._maybe_open = True
         self._opened = True
-        self._errno, self._reason = e.errno, "the open timed out: " + e.strerror
+        with self.mgr._lock:
+            if not self._errno:
+                self._errno, self._reason = e.errno, "the open timed out: " + e.strerror
         self._move(KVPoll.Transferring)
         return True
 
@@ -556,6 +560,12 @@ class KVReceiver(_Room):
         try:
             self.abort_generation = self.mgr.conn.abort(self.room)
         except kvx.Error as e:
+            if e.errno == _errno.ENOENT and self._maybe_open:
+                # the open that timed out never reached kvxd: nothing can write into the pages
+                with self.mgr._lock:
+                    self.mgr._rooms.pop(self.room, None)
+                self._fail_now(_errno.ETIMEDOUT, "the open timed out and never reached kvxd")
+                return
             if e.errno != _errno.EALREADY:  # EALREADY: it succeeded, SUCCESS is on its way
                 raise
             return

@@ -325,6 +325,19 @@ def test_receiver_open_that_times_out_may_be_open(fake, monkeypatch):
         r.init([2, 3])
         assert r.poll() == KVPoll.Failed and m.rooms_in_flight() == 0
 
+        # kvxd answers neither the open nor the abort: the pages stay kvxd's (a source may
+        # write) until the engine's own abort() learns that kvxd does not know the room
+        real_abort = m.conn.abort
+        monkeypatch.setattr(m.conn, "abort", timed_out)
+        fake.status[(ROOM_ABORT, 13)] = -errno.ENOENT
+        r = KVReceiver(m, "prefill", 13)
+        r.init([4, 5])
+        assert r.poll() == KVPoll.Transferring and m.rooms_in_flight() == 1
+        monkeypatch.setattr(m.conn, "abort", real_abort)
+        r.abort()
+        assert r.poll() == KVPoll.Failed and m.rooms_in_flight() == 0
+        assert r._errno == errno.ETIMEDOUT
+
 
 def test_sender_submission_after_kvxd_left_holds_nothing(fake):
     """kvxd went away: the session's rooms went with it, the manager lets the room go at once."""
@@ -362,6 +375,32 @@ def test_close_refused_busy_leaves_the_drain_going(fake):
         assert a.poll() == KVPoll.Failed
         assert m.rooms_in_flight() == 0
         assert [r["room"] for t, r in fake.requests if t == ROOM_CLOSE] == [3, 4]
+
+
+def test_close_timed_out_leaves_the_drain_going(fake, monkeypatch):
+    """A room's close that times out in the drain (kvxd slow) does not stop the drain: the next
+    room's event is handed out, and the id is closed again later (it raised out of poll(), the
+    close and the rest of the batch lost)."""
+    monkeypatch.setattr(KVManager, "_CLOSE_AGAIN_S", 0.01)
+    with KVManager(KVArgs(fake.path, 256, 32, 2), "prefill") as m:
+        a, b = KVSender(m, "decode", 3), KVSender(m, "decode", 4)
+        for s in (a, b):
+            s.init(1)
+            s.send([0])
+        real = m.conn.close_room
+        tried = []
+
+        def slow_once(room):
+            tried.append(room)
+            if len(tried) == 1:
+                raise kvx.Error(errno.ETIMEDOUT, "Connection timed out")
+            return real(room)
+        monkeypatch.setattr(m.conn, "close_room", slow_once)
+        fake.push_event(3, 0, S.SUCCESS)
+        fake.push_event(4, 0, S.SUCCESS)
+        assert wait_for(b, KVPoll.Success) and a.poll() == KVPoll.Success
+        assert wait_drained(m, lambda: [r["room"] for t, r in fake.requests
+                                        if t == ROOM_CLOSE] == [4, 3] and not m._close_again)
 
 
 def test_close_refused_busy_tried_again(fake, monkeypatch):
