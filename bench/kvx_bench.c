@@ -1906,7 +1906,7 @@ report(struct bench *b, double secs)
 		printf("verified=%s (%" PRIu64 " mismatched bytes)\n",
 		       b->mismatched ? "FAIL" : "ok", b->mismatched);
 		if (b->o.window_sampled)
-			printf("  %" PRIu64 " rooms filled in the window checked sampled (first "
+			printf("  %" PRIu64 " rooms filled in the window verified sampled (first "
 			       "and last 8 bytes of every 512), the others whole\n",
 			       b->rooms_sampled);
 		if (b->o.abort_ratio > 0 || b->released || b->protocol_errors) {
