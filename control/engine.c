@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -266,7 +265,7 @@ kvxd_engine_accept(struct kvxd *d)
 		}
 		e->id = ++d->next_engine_id;
 		e->fd = fd;
-		e->sub_efd = e->evt_efd = -1;
+		e->sub_wake = e->evt_wake = -1;
 		CDS_INIT_LIST_HEAD(&e->rooms);
 		e->uid = cred.uid;
 		e->gid = cred.gid;
@@ -785,6 +784,7 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 {
 	struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .error = error};
 	struct kvxd_room *r;
+	bool again;
 
 	d->ctr.chunks_refused++;
 	if (room > KVX_ROOM_ID_MAX) {
@@ -819,11 +819,19 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		return;
 	}
 	room_take(d, e, r);
+	again = r->refused;
 	r->refused = true;
 	KVX_INFO("engine %d: room %llu: chunk refused (%s): the room fails", e->id,
 		 (unsigned long long)room, why);
 	if (atomic_load(&r->pc.told) || room_tell_if_ended(d, r))
 		return; /* it ended already: its engine hears (heard) that end, once */
+	if (again) {
+		/* its ROOM_FAIL went with the first refused chunk: one per room, so that an
+		 * engine that floods refused chunks cannot fill its core's inbox (and have other
+		 * engines' chunks refused for want of room there) */
+		d->ctr.chunks_refused_again++;
+		return;
+	}
 	f.room = &r->pc;
 	snprintf(f.reason, sizeof(f.reason), "chunk refused: %s", why);
 	if (kvx_pcore_send(&d->cores[r->pc.core], &f))
@@ -1076,10 +1084,10 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 	/* no room points at its core rings any more */
 	if (e->rings)
 		rings_close(d, e);
-	if (e->sub_efd >= 0)
-		close(e->sub_efd);
-	if (e->evt_efd >= 0)
-		close(e->evt_efd);
+	if (e->sub_wake >= 0)
+		close(e->sub_wake);
+	if (e->evt_wake >= 0)
+		close(e->evt_wake);
 	KVX_INFO("engine %d disconnected", e->id);
 	kvxd_engine_outq_drop(d, e);
 	free(e);
@@ -1138,14 +1146,15 @@ rings_reply(struct kvxd_engine *e, uint64_t seq, const int fds[3])
 	return 0;
 }
 
-/* What a session's rings leave behind when it closes: the mapping, the engine's eventfd and
+/* What a session's rings leave behind when it closes: the mapping, our end of the event ring's
+ * wake pair and
  * the core rings' producer sides, which a polling core may still be using in its current
  * iteration.  They go after an RCU grace period. */
 struct rings_gc {
 	struct rcu_head rcu;
 	void *map;
 	size_t map_len;
-	int evt_efd;
+	int evt_wake;
 	int nevq;
 	struct kvx_pcore_evq *evq[KVX_MAX_CORES];
 };
@@ -1157,42 +1166,45 @@ rings_gc_rcu(struct rcu_head *head)
 
 	kvx_rcu_reclaim_begin();
 	munmap(g->map, g->map_len);
-	if (g->evt_efd >= 0)
-		close(g->evt_efd);
+	if (g->evt_wake >= 0)
+		close(g->evt_wake);
 	for (int i = 0; i < g->nevq; i++)
 		free(g->evq[i]);
 	free(g);
 	kvx_rcu_reclaim_end();
 }
 
-/* Close: the socket side now; the mapping, the engine's eventfd and the core rings once no
+/* Close: the socket side now; the mapping, our end of the event ring's wake pair and the core
+ * rings once no
  * polling core can be in them (every room's evq was cleared before). */
 static void
 rings_close(struct kvxd *d, struct kvxd_engine *e)
 {
 	struct rings_gc *g = e->ring_gc;
 
-	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_efd, NULL);
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_wake, NULL);
 	g->map = e->ring_map;
 	g->map_len = e->ring_map_len;
-	g->evt_efd = e->evt_efd;
+	g->evt_wake = e->evt_wake;
 	g->nevq = e->nevq;
 	memcpy(g->evq, e->evq, sizeof(g->evq));
 	e->ring_gc = NULL;
-	e->evt_efd = -1; /* the callback closes it */
+	e->evt_wake = -1; /* the callback closes it */
 	e->nevq = 0;
 	call_rcu(&g->rcu, rings_gc_rcu);
 }
 
-/* KVX_ENG_RINGS: make the session's rings (a sealed memfd, two eventfds), map them, hand them
- * to the engine: the submission and event rings, and with KVX_ENG_RINGS_CORE one event ring
- * per polling core.  On any failure the session stays on the socket. */
+/* KVX_ENG_RINGS: make the session's rings (a sealed memfd, two wake socket pairs), map them,
+ * hand them to the engine: the submission and event rings, and with KVX_ENG_RINGS_CORE one
+ * event ring per polling core.  The engine gets its ends of the wake pairs; ours are our own
+ * file descriptions, whose flags the engine cannot touch (core/shring.h).  On any failure the
+ * session stays on the socket. */
 static void
 rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *buf, size_t len)
 {
 	size_t one = kvx_shring_map_bytes(RING_BYTES), total;
 	struct kvx_eng_rings m = {0};
-	int fds[3] = {-1, -1, -1}, rc, ncore = 0;
+	int fds[3] = {-1, -1, -1}, sub[2] = {-1, -1}, evt[2] = {-1, -1}, rc, ncore = 0;
 	struct kvx_pcore_evq *evq[KVX_MAX_CORES] = {NULL};
 	struct rings_gc *gc = NULL;
 	void *map = MAP_FAILED;
@@ -1226,10 +1238,14 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 			rc = -ENOMEM;
 			goto fail;
 		}
+	/* the engine's ends: fds[1] it sends its submission wake-ups on, fds[2] it waits on */
+	if ((rc = kvx_shring_wake_pair(sub)) || (rc = kvx_shring_wake_pair(evt)))
+		goto fail;
 	fds[0] = memfd_create("kvx-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || ftruncate(fds[0], (off_t)total) ||
+	fds[1] = sub[1];
+	fds[2] = evt[1];
+	sub[1] = evt[1] = -1;
+	if (fds[0] < 0 || ftruncate(fds[0], (off_t)total) ||
 	    fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
 	    (map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)) ==
 		    MAP_FAILED) {
@@ -1238,29 +1254,30 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 	}
 	for (int i = 0; i < 2 + ncore; i++)
 		kvx_shring_format((uint8_t *)map + (size_t)i * one, RING_BYTES);
-	kvx_shring_attach(&e->sub, map, one, RING_BYTES, fds[1], false);
-	kvx_shring_attach(&e->evt, (uint8_t *)map + one, one, RING_BYTES, fds[2], true);
-	/* the engine starts parked (it reads a ring only after its eventfd said so) */
+	kvx_shring_attach(&e->sub, map, one, RING_BYTES, sub[0], false);
+	kvx_shring_attach(&e->evt, (uint8_t *)map + one, one, RING_BYTES, evt[0], true);
+	/* the engine starts parked (it reads a ring only after its wake end said so) */
 	kvx_shring_park_prepare(&e->evt);
 	for (int c = 0; c < ncore; c++) {
 		kvx_shring_attach(&evq[c]->ring, (uint8_t *)map + (size_t)(2 + c) * one, one,
-				  RING_BYTES, fds[2], true);
+				  RING_BYTES, evt[0], true);
 		kvx_shring_park_prepare(&evq[c]->ring);
 	}
 	rc = rings_reply(e, seq, fds); /* the memfd's size says how many core rings */
 	if (rc)
 		goto fail;
-	close(fds[0]); /* the mapping stays */
+	for (int i = 0; i < 3; i++) /* the engine has them now; the mapping stays */
+		close(fds[i]);
 	e->ring_map = map;
 	e->ring_map_len = total;
-	e->sub_efd = fds[1];
-	e->evt_efd = fds[2];
+	e->sub_wake = sub[0];
+	e->evt_wake = evt[0];
 	e->rings = true;
 	memcpy(e->evq, evq, sizeof(evq)); /* published to the cores with each room (evq) */
 	e->nevq = ncore;
 	e->ring_gc = gc;
 	e->ring_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_RING, .ptr = e};
-	kvxd_epoll_add(d, e->sub_efd, &e->ring_ev, EPOLLIN);
+	kvxd_epoll_add(d, e->sub_wake, &e->ring_ev, EPOLLIN);
 	d->ctr.engine_rings++;
 	return;
 fail:
@@ -1269,6 +1286,12 @@ fail:
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	for (int i = 0; i < 2; i++) {
+		if (sub[i] >= 0)
+			close(sub[i]);
+		if (evt[i] >= 0)
+			close(evt[i]);
+	}
 	for (int c = 0; c < ncore; c++)
 		free(evq[c]);
 	free(gc);
@@ -1335,17 +1358,19 @@ kvxd_engine_rings_park(struct kvxd *d)
 	return busy;
 }
 
-/* After the loop woke: woken says whether epoll reported the session's submission eventfd. */
+/* After the loop woke: woken says whether epoll reported the session's submission wake end.
+ * An engine that closed its end of it broke the session (our end would stay readable). */
 void
 kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken)
 {
-	(void)d;
-	if (e->rings)
-		kvx_shring_park_done(&e->sub, woken);
+	if (e->rings && kvx_shring_park_done(&e->sub, woken) == -EPIPE && !e->doomed) {
+		d->ctr.engine_bad++;
+		kvxd_engine_doom(d, e, "it closed its submission ring's wake-up socket");
+	}
 }
 
 /* End of an iteration: flush event queues into their rings, and wake the engines that wait
- * for what went in (one eventfd write per session and batch, only to a parked engine). */
+ * for what went in (one wake-up per session and batch, only to a parked engine). */
 void
 kvxd_engine_rings_notify(struct kvxd *d)
 {

@@ -61,7 +61,7 @@ enum kvxd_fd_kind {
 	KVXD_FD_PEER,
 	KVXD_FD_PENDING,
 	KVXD_FD_ENGINE,
-	KVXD_FD_ENGINE_RING, /* an engine session's submission-ring eventfd (ptr: the session) */
+	KVXD_FD_ENGINE_RING, /* an engine session's submission-ring wake end (ptr: the session) */
 	KVXD_FD_OUTBOX,
 	KVXD_FD_SIGNAL,
 	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
@@ -277,7 +277,7 @@ struct kvxd_engine {
 	struct kvx_shring sub, evt; /* kvxd consumes sub and produces evt */
 	void *ring_map;
 	size_t ring_map_len;
-	int sub_efd, evt_efd;
+	int sub_wake, evt_wake;
 	struct kvxd_fd ring_ev;
 	/* with core rings: one event ring per polling core, each produced by its core (its
 	 * decode rooms' events, verbs/pcore.h); the memfd holds them after the two rings above */
@@ -289,7 +289,8 @@ struct kvxd_engine {
 
 struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
-		chunks_refused, /* each fails its room (control/engine.c chunk_refuse_room) */
+		chunks_refused,	      /* each fails its room (control/engine.c chunk_refuse_room) */
+		chunks_refused_again, /* of those, its room's failure was on the way already */
 		engine_rings, engine_ring_wakes, events_sent, events_dropped, events_core,
 		events_core_claimed, status_pushed, status_queued, status_dropped, status_evicted,
 		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced,

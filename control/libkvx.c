@@ -17,11 +17,11 @@
  * Rings (KVX_ENG_RINGS, core/engine_proto.h): after HELLO, libkvx asks kvxd for the session's
  * shared-memory rings (unless KVX_RINGS=0 is in the environment, or kvxd refuses: then the
  * socket carries everything as before).  With rings, requests without an fd go into the
- * submission ring (kvxd's eventfd is written only when kvxd announced that it blocks), replies
- * and events come out of the event ring, whose eventfd is in kvx_conn_fd()'s set; libkvx always
- * counts as parked there, so kvxd writes that eventfd once per batch it puts in, and never a
- * wake-up is lost.  libkvx checks what kvxd writes into the rings like any datagram
- * (core/shring.h checks the indices and records).
+ * submission ring (kvxd is woken, through the submission ring's wake socket pair, only when
+ * it announced that it blocks), replies and events come out of the event ring, whose wake end
+ * is in kvx_conn_fd()'s set; libkvx always counts as parked there, so kvxd wakes it once per
+ * batch it puts in, and never a wake-up is lost.  libkvx checks what kvxd writes into the rings
+ * like any datagram (core/shring.h checks the indices and records).
  *
  * Every argument is checked before anything is sent: a bad argument returns -EINVAL and leaves
  * the session untouched.  Once kvxd has gone away every call returns -ECONNRESET (queued
@@ -75,11 +75,12 @@ struct batch_reply {
 
 struct kvx_conn {
 	int fd;		     /* SOCK_SEQPACKET socket to kvxd */
-	int efd;	     /* eventfd: readable while evq holds events */
+	int efd;	     /* eventfd: readable while evq holds events, or ring_more */
 	int pfd;	     /* epoll over fd and efd: kvx_conn_fd() */
 	int err;	     /* sticky -ECONNRESET once kvxd went away, else 0 */
 	int pending_err;     /* error met while draining, returned once the queue is empty */
 	bool efd_set;	     /* efd counter is non-zero */
+	bool ring_more;	     /* the rings held something when a call last returned */
 	uint64_t seq;	     /* last sequence number used */
 	struct kvx_event *q; /* ring of queued events */
 	uint32_t q_cap;
@@ -104,7 +105,7 @@ struct kvx_conn {
 	int ncevt, cnext;
 	void *ring_map;
 	size_t ring_map_len;
-	int sub_efd, evt_efd;
+	int sub_wake, evt_wake;
 	int want_fds;	/* fds the next received datagram may carry (the RINGS reply) */
 	int got_fds[3]; /* what it carried */
 	int ngot_fds;
@@ -186,10 +187,12 @@ efd_update(struct kvx_conn *c)
 {
 	uint64_t v = 1;
 
-	if (c->q_len && !c->efd_set) {
+	bool want = c->q_len || c->ring_more;
+
+	if (want && !c->efd_set) {
 		if (write(c->efd, &v, sizeof(v)) == sizeof(v))
 			c->efd_set = true;
-	} else if (!c->q_len && c->efd_set) {
+	} else if (!want && c->efd_set) {
 		if (read(c->efd, &v, sizeof(v)) == sizeof(v) || errno == EAGAIN)
 			c->efd_set = false;
 	}
@@ -366,9 +369,8 @@ rings_any(struct kvx_conn *c)
 static int
 ring_wait(struct kvx_conn *c, int64_t deadline)
 {
-	struct pollfd p[2] = {{.fd = c->evt_efd, .events = POLLIN},
+	struct pollfd p[2] = {{.fd = c->evt_wake, .events = POLLIN},
 			      {.fd = c->fd, .events = POLLIN}};
-	uint64_t v;
 	int r;
 
 	if (rings_any(c))
@@ -379,7 +381,7 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 	if (r == 0)
 		return -ETIMEDOUT;
 	if (p[0].revents & POLLIN)
-		(void)!read(c->evt_efd, &v, sizeof(v));
+		(void)kvx_shring_wake_drain(c->evt_wake); /* kvxd's end closed: so is its socket */
 	if (p[1].revents) {
 		/* what kvxd put into the ring before it went away comes first */
 		if (rings_any(c))
@@ -390,16 +392,15 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 	return 0;
 }
 
-/* With rings, before returning to the caller: the event ring's eventfd may have been read while
- * messages stay in the ring (a reply came before them, or only max events were taken): write it
- * again, so that kvx_conn_fd() stays readable while the ring holds something. */
+/* With rings, before returning to the caller: the event ring's wake-ups may have been taken
+ * while messages stay in the ring (a reply came before them, or only max events were taken):
+ * our own eventfd (efd_update) keeps kvx_conn_fd() readable while the rings hold something.
+ * (The engine's end of the wake pair cannot wake itself: what it sends goes to kvxd.) */
 static void
 ring_rearm(struct kvx_conn *c)
 {
-	uint64_t one = 1;
-
-	if (c->rings && rings_any(c))
-		(void)!write(c->evt_efd, &one, sizeof(one));
+	c->ring_more = c->rings && rings_any(c);
+	efd_update(c);
 }
 
 /*
@@ -643,12 +644,12 @@ rings_free(struct kvx_conn *c)
 {
 	if (c->ring_map)
 		munmap(c->ring_map, c->ring_map_len);
-	if (c->sub_efd >= 0)
-		close(c->sub_efd);
-	if (c->evt_efd >= 0)
-		close(c->evt_efd);
+	if (c->sub_wake >= 0)
+		close(c->sub_wake);
+	if (c->evt_wake >= 0)
+		close(c->evt_wake);
 	c->ring_map = NULL;
-	c->sub_efd = c->evt_efd = -1;
+	c->sub_wake = c->evt_wake = -1;
 	c->rings = false;
 	c->ncevt = 0;
 }
@@ -657,6 +658,14 @@ rings_free(struct kvx_conn *c)
  * KVX_CORE_RINGS=0 is in the environment.  Returns 0 with the rings
  * in use, 0 on the socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or
  * -errno when the session broke. */
+static bool
+is_socket(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 static int
 rings_setup(struct kvx_conn *c)
 {
@@ -689,9 +698,9 @@ rings_setup(struct kvx_conn *c)
 	size = (uint64_t)rep->value;
 	one = kvx_shring_map_bytes(size);
 	/* a memfd that holds every ring and cannot shrink under us (a SIGBUS in the engine);
-	 * eventfds that never block.  (kvxd's rings take the largest message; a smaller ring
-	 * refuses a larger request with -EMSGSIZE.)  Asked for core rings, the memfd's size
-	 * says how many (an older kvxd gives none). */
+	 * wake ends that are sockets (core/shring.h), made non-blocking.  (kvxd's rings take the
+	 * largest message; a smaller ring refuses a larger request with -EMSGSIZE.)  Asked for core
+	 * rings, the memfd's size says how many (an older kvxd gives none). */
 	if (c->ngot_fds != 3 || !one || fstat(c->got_fds[0], &st) ||
 	    (uint64_t)st.st_size < 2 * (uint64_t)one)
 		goto out;
@@ -704,8 +713,9 @@ rings_setup(struct kvx_conn *c)
 		ncore = (int)extra;
 	}
 	total = (2 + (uint64_t)ncore) * one;
-	if (!(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) ||
-	    fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) || fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
+	if (!(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) || !is_socket(c->got_fds[1]) ||
+	    !is_socket(c->got_fds[2]) || fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) ||
+	    fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
 		goto out;
 	c->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
 	if (c->ring_map == MAP_FAILED) {
@@ -714,20 +724,20 @@ rings_setup(struct kvx_conn *c)
 		goto out;
 	}
 	c->ring_map_len = total;
-	c->sub_efd = c->got_fds[1];
-	c->evt_efd = c->got_fds[2];
+	c->sub_wake = c->got_fds[1];
+	c->evt_wake = c->got_fds[2];
 	c->got_fds[1] = c->got_fds[2] = -1;
-	if (kvx_shring_attach(&c->sub, c->ring_map, one, size, c->sub_efd, true) ||
-	    kvx_shring_attach(&c->evt, (uint8_t *)c->ring_map + one, one, size, c->evt_efd, false))
+	if (kvx_shring_attach(&c->sub, c->ring_map, one, size, c->sub_wake, true) ||
+	    kvx_shring_attach(&c->evt, (uint8_t *)c->ring_map + one, one, size, c->evt_wake, false))
 		goto out;
 	for (int k = 0; k < ncore; k++)
 		if (kvx_shring_attach(&c->cevt[k], (uint8_t *)c->ring_map + (2 + (size_t)k) * one,
-				      one, size, c->evt_efd, false))
+				      one, size, c->evt_wake, false))
 			goto out;
 	c->ncevt = ncore;
 	c->cnext = 0;
-	ee.data.fd = c->evt_efd;
-	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->evt_efd, &ee) < 0) {
+	ee.data.fd = c->evt_wake;
+	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->evt_wake, &ee) < 0) {
 		r = -errno;
 		goto out;
 	}
@@ -780,7 +790,7 @@ kvx_connect_rank(const char *path, uint32_t rank)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->sub_efd = c->evt_efd = -1;
+	c->sub_wake = c->evt_wake = -1;
 	c->rank = rank;
 	c->q_max = EVQ_MAX;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -1277,12 +1287,8 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 	if (!c || !ev || max <= 0)
 		return -EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	if (c->rings && !c->err) {
-		uint64_t v;
-
-		/* first: a batch kvxd puts after this read writes it again */
-		(void)!read(c->evt_efd, &v, sizeof(v));
-	}
+	if (c->rings && !c->err) /* first: a batch kvxd puts after this wakes us again */
+		(void)kvx_shring_wake_drain(c->evt_wake);
 	for (;;) {
 		if (!c->err && !c->pending_err) {
 			r = drain(c, (uint32_t)max);
@@ -1303,8 +1309,10 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 			return c->err;
 		if (c->rings) {
 			r = ring_wait(c, deadline);
-			if (r == -ETIMEDOUT)
+			if (r == -ETIMEDOUT) {
+				ring_rearm(c); /* nothing there: kvx_conn_fd() not readable */
 				return 0;
+			}
 			if (r > 0)
 				r = dispatch(c, r, 0);
 			if (r < 0 && r != -ECONNRESET)

@@ -76,6 +76,10 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		if (m->told == KVXD_TOLD_CORE) { /* its core put it into the engine's core ring */
 			d->ctr.events_core++;
 			d->ctr.events_sent++;
+		} else if (m->told == KVXD_TOLD_SPILL && atomic_load(&r->pc.told)) {
+			/* a state on the way whose room's end its engine was told meanwhile (its
+			 * next call saw the end before this EVENT was taken): never after the end
+			 */
 		} else if (m->told == KVXD_TOLD_SPILL || m->told == KVXD_TOLD_CLAIM)
 			tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);
 		else if (kvxd_room_terminal_for_engine(r, m->state))

@@ -295,6 +295,9 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("engine_msgs_total", "requests from engines", c->engine_msgs);
 	COUNTER("engine_bad_total", "malformed engine requests", c->engine_bad);
 	COUNTER("chunks_refused_total", "chunks refused (each fails its room)", c->chunks_refused);
+	COUNTER("chunks_refused_again_total",
+		"refused chunks whose room's failure was on the way already (one per room)",
+		c->chunks_refused_again);
 	COUNTER("events_sent_total", "events queued to engines", c->events_sent);
 	COUNTER("events_dropped_total", "events with no engine to take them", c->events_dropped);
 	COUNTER("events_core_total",
@@ -450,7 +453,7 @@ control_counters(struct out *o, struct kvxd *d)
 		c->engine_queue_overflows);
 	COUNTER("engine_rings_total", "engine sessions moved to shared-memory rings",
 		c->engine_rings);
-	COUNTER("engine_ring_wakes_total", "eventfd writes to engines parked on their event ring",
+	COUNTER("engine_ring_wakes_total", "wake-ups sent to engines parked on their event ring",
 		c->engine_ring_wakes);
 	/* chunk memory (kvxd_chunk_alloc, core/slab.h): in steady state only hits grow; misses
 	 * and big ones were malloc'd, released ones free()'d past the bound */

@@ -62,13 +62,17 @@ struct kvx_eng_hello {
  * KVX_ENG_RINGS: kvxd answers with a REPLY (value = the data bytes of each ring) carrying three
  * fds: a sealed memfd (it cannot shrink or grow) holding two core/shring rings, the submission
  * ring (engine -> kvxd) at offset 0 and the event ring (kvxd -> engine) right after it
- * (kvx_shring_map_bytes(value) each), then the eventfd kvxd blocks on (the engine writes it for
- * the submission ring) and the eventfd the engine blocks on (kvxd writes it for the event ring).
+ * (kvx_shring_map_bytes(value) each), then the engine's ends of two wake socket pairs
+ * (core/shring.h: stream sockets, one byte a wake-up): the one it sends on for the submission
+ * ring (kvxd blocks on the other end) and the one it blocks on for the event ring (kvxd sends
+ * on the other end).  kvxd keeps its ends to itself, so nothing the engine does to its
+ * descriptors can make kvxd block.
  * From that reply on, kvxd sends every REPLY and EVENT through the event ring, and the engine
  * sends every request that carries no fd through the submission ring (the same messages, checked
  * the same way); the socket stays for requests with an fd (POOL_REG) and tells each side that
- * the other went away.  The engine's side of the event ring starts parked: kvxd writes its
- * eventfd after a batch unless the engine announced that it is reading the ring.  Refused with
+ * the other went away.  The engine's side of the event ring starts parked: kvxd wakes it after
+ * a batch unless the engine announced that it is reading the ring.  An engine that closes its
+ * end of the submission pair ends its session.  Refused with
  * -EALREADY when the session already has rings, -EBUSY while replies wait for the socket.
  *
  * Core rings: an engine that sets KVX_ENG_RINGS_CORE in flags (a request of the full length;
@@ -81,7 +85,7 @@ struct kvx_eng_hello {
  * control core on the way, in order.  A room whose event does not fit its core ring, or that
  * had an event before the session claimed it, has that event and its later ones in the event
  * ring instead, so an engine reads its core rings before the event ring.  kvxd writes the same
- * engine eventfd for all of them.  A room's end is told exactly once, on one of the rings.
+ * engine wake end for all of them.  A room's end is told exactly once, on one of the rings.
  */
 #define KVX_ENG_RINGS_CORE 1u
 #define KVX_ENG_CORE_RINGS_MAX 8 /* kvxd's KVX_MAX_CORES */

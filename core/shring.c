@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 enum { REC_MSG = 0x6d5a, REC_PAD = 0x7061 }; /* a zeroed header is neither */
+
+#define WAKE_DRAIN_MAX 16 /* receives per drain: a producer that floods cannot hold us */
 
 /* The shared header: one cache line per writer, so neither side's stores bounce the other's
  * line.  Only tail, head and parked are ever read by the other side. */
@@ -53,17 +56,43 @@ kvx_shring_format(void *mem, uint64_t size)
 }
 
 int
-kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int efd,
+kvx_shring_wake_pair(int sv[2])
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+		sv[0] = sv[1] = -1;
+		return -errno;
+	}
+	return 0;
+}
+
+int
+kvx_shring_wake_drain(int wake_fd)
+{
+	char b[64];
+
+	for (int i = 0; i < WAKE_DRAIN_MAX; i++) {
+		ssize_t n = recv(wake_fd, b, sizeof(b), MSG_DONTWAIT);
+
+		if (n == 0)
+			return -EPIPE; /* the other side closed its end */
+		if (n < (ssize_t)sizeof(b))
+			break; /* all taken (or EAGAIN, or an error the next wait reports) */
+	}
+	return 0;
+}
+
+int
+kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int wake_fd,
 		  bool producer)
 {
 	memset(r, 0, sizeof(*r));
-	if (!mem || !size_ok(size) || map_len < kvx_shring_map_bytes(size) || efd < 0)
+	if (!mem || !size_ok(size) || map_len < kvx_shring_map_bytes(size) || wake_fd < 0)
 		return -EINVAL;
 	r->sh = mem;
 	r->data = r->sh->data;
 	r->size = size;
 	r->mask = size - 1;
-	r->efd = efd;
+	r->wake_fd = wake_fd;
 	r->producer = producer;
 	/* a ring is attached empty (formatted by its creator before either side uses it): both
 	 * indices start at 0 privately, whatever the shared header says by now */
@@ -138,12 +167,13 @@ kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len)
 bool
 kvx_shring_notify(struct kvx_shring *r)
 {
-	uint64_t one = 1;
+	const char one = 1;
 
 	if (!atomic_load_explicit(&r->sh->parked, memory_order_seq_cst))
 		return false;
-	/* EAGAIN: the counter is saturated, the consumer is woken anyway */
-	(void)!write(r->efd, &one, sizeof(one));
+	/* never blocks, whatever the consumer does with its end: EAGAIN means its end is full
+	 * (it is woken anyway), EPIPE that it closed it (its session ends by its socket) */
+	(void)!send(r->wake_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	r->wakes++;
 	return true;
 }
@@ -218,12 +248,9 @@ kvx_shring_park_prepare(struct kvx_shring *r)
 	atomic_store_explicit(&r->sh->parked, 1, memory_order_seq_cst);
 }
 
-void
+int
 kvx_shring_park_done(struct kvx_shring *r, bool woken)
 {
-	uint64_t v;
-
 	atomic_store_explicit(&r->sh->parked, 0, memory_order_relaxed);
-	if (woken)
-		(void)!read(r->efd, &v, sizeof(v));
+	return woken ? kvx_shring_wake_drain(r->wake_fd) : 0;
 }

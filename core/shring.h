@@ -21,9 +21,18 @@
  * (the HELLO reply), never from the shared header.
  *
  * Wake-ups: a consumer that is about to block announces it (park_prepare), checks the ring once
- * more, and blocks on its eventfd; a producer that published writes the eventfd only when the
- * consumer announced it (kvx_shring_notify, once per batch).  Same protocol as core/mbox.h:
- * a wake-up is never lost, and a busy consumer costs the producer no syscall.
+ * more, and blocks on its end of the ring's wake socket pair; a producer that published sends a
+ * byte on its end only when the consumer announced it (kvx_shring_notify, once per batch).  Same
+ * protocol as core/mbox.h: a wake-up is never lost, and a busy consumer costs the producer no
+ * syscall.
+ *
+ * The wake-up is a socket pair (kvx_shring_wake_pair), not a shared eventfd, because each side
+ * must own the file description it uses: a descriptor passed to another process shares its
+ * status flags, so an engine could clear O_NONBLOCK on a shared eventfd and saturate its
+ * counter, and kvxd's next write to it would block the control core or a polling core for
+ * good.  Each end of a socket pair is its own description; sends and receives here are
+ * MSG_DONTWAIT besides, and a full socket (a consumer that does not read) only means that a
+ * wake-up is pending already.
  *
  * Threads: one producer thread and one consumer thread per ring (each in its own process or
  * not).  Never blocks, never allocates.
@@ -47,10 +56,10 @@ struct kvx_shring {
 	uint64_t size, mask;
 	uint64_t pos;	/* producer: bytes published; consumer: bytes consumed */
 	uint64_t other; /* the other side's index as last seen (checked) */
-	int efd;	/* the consumer's eventfd (the producer writes it) */
+	int wake_fd;	/* this side's end of the ring's wake socket pair */
 	bool producer;
 	bool broken;	/* -EPROTO was returned: the other side is not to be trusted */
-	uint64_t wakes; /* producer: eventfd writes */
+	uint64_t wakes; /* producer: wake-ups sent */
 	uint64_t full;	/* producer: puts refused for room */
 };
 
@@ -62,10 +71,18 @@ size_t kvx_shring_map_bytes(uint64_t size);
  * Returns 0 or -EINVAL. */
 int kvx_shring_format(void *mem, uint64_t size);
 
+/* A ring's wake-up: a connected pair of non-blocking, close-on-exec stream sockets, one end
+ * for each side (the creator keeps its own and passes the other).  Returns 0 or -errno. */
+int kvx_shring_wake_pair(int sv[2]);
+/* Take every wake-up waiting on this end (a bounded number of non-blocking receives; what is
+ * left keeps the end readable).  Returns 0, or -EPIPE when the other side closed its end. */
+int kvx_shring_wake_drain(int wake_fd);
+
 /* Attach one side to a mapping of map_len bytes holding a ring of `size` data bytes (known
- * from the creator, never read from the mapping).  efd: the consumer's eventfd (the consumer
- * blocks on it, the producer writes it).  Returns 0 or -EINVAL. */
-int kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int efd,
+ * from the creator, never read from the mapping).  wake_fd: this side's end of the ring's wake
+ * pair (the consumer blocks on its end, the producer sends on its own).  Returns 0 or
+ * -EINVAL. */
+int kvx_shring_attach(struct kvx_shring *r, void *mem, size_t map_len, uint64_t size, int wake_fd,
 		      bool producer);
 
 /* The largest payload a ring of this size takes (a quarter of it, so that a pad never starves
@@ -77,7 +94,7 @@ uint32_t kvx_shring_max_msg(const struct kvx_shring *r);
  * than kvx_shring_max_msg(); -EPROTO when the consumer's index is impossible. */
 int kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len);
 /* Producer: after a batch of puts, wake the consumer if it announced that it parks.  Returns
- * true if it wrote the eventfd. */
+ * true if it sent a wake-up (or found one pending: the consumer's end is full). */
 bool kvx_shring_notify(struct kvx_shring *r);
 /* Producer: bytes free now (a lower bound), 0 after -EPROTO. */
 uint64_t kvx_shring_room(struct kvx_shring *r);
@@ -89,8 +106,9 @@ uint64_t kvx_shring_room(struct kvx_shring *r);
 ssize_t kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap);
 /* Consumer: is there nothing published that it has not read? */
 bool kvx_shring_empty(struct kvx_shring *r);
-/* Consumer parking (see above).  woken: the wait reported the eventfd readable (drained now). */
+/* Consumer parking (see above).  woken: the wait reported the wake end readable (drained now).
+ * park_done returns 0, or -EPIPE when the producer closed its end (kvx_shring_wake_drain). */
 void kvx_shring_park_prepare(struct kvx_shring *r);
-void kvx_shring_park_done(struct kvx_shring *r, bool woken);
+int kvx_shring_park_done(struct kvx_shring *r, bool woken);
 
 #endif /* KVX_CORE_SHRING_H */

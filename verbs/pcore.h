@@ -5,10 +5,10 @@
  * iteration: quiescent state, poll completions in a batch, drain the inbox, post the WR chains
  * (one doorbell per QP), wake the engines whose core rings it put events into.  It takes no
  * lock, allocates nothing and never blocks.  Its only syscalls are waking a control core that
- * announced it is parked (one eventfd write, see core/mbox.h), waking an engine (one eventfd
- * write per core ring and iteration, see struct kvx_pcore_evq) and whatever the verbs provider
- * does to ring a doorbell (rxe, a software device, enters the kernel there; a hardware NIC does
- * not).  Parking (poll on the completion channel and the inbox, RCU-offline, bounded) happens
+ * announced it is parked (one eventfd write, see core/mbox.h), waking an engine (one
+ * non-blocking send per core ring and iteration, see struct kvx_pcore_evq) and whatever the verbs
+ * provider does to ring a doorbell (rxe, a software device, enters the kernel there; a hardware NIC
+ * does not).  Parking (poll on the completion channel and the inbox, RCU-offline, bounded) happens
  * only after idle_park_us of idleness.
  *
  * Ownership: the control core allocates rooms, chunks, metas and QP contexts and frees them;
@@ -302,8 +302,8 @@ struct kvxd_core {
 	uint8_t rails_down[KVX_MAX_PEERS];
 	bool hold[KVX_MAX_PEERS], hold_told[KVX_MAX_PEERS];
 	int nhold;
-	/* event rings put into this iteration: their engines are woken at its end (one eventfd
-	 * write per ring, only to an engine that announced it parks) */
+	/* event rings put into this iteration: their engines are woken at its end (one wake-up
+	 * per ring, only to an engine that announced it parks) */
 	struct kvx_pcore_evq *evq_dirty[KVXD_BATCH];
 	int nevq_dirty;
 	int poll_rail;	 /* the CQ the next iteration polls first */

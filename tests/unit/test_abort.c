@@ -244,7 +244,7 @@ pin_engine(struct kvxd *d, int sv[2])
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	e->id = 900;
 	e->fd = sv[0];
-	e->sub_efd = e->evt_efd = -1;
+	e->sub_wake = e->evt_wake = -1;
 	e->hello = true;
 	CDS_INIT_LIST_HEAD(&e->rooms);
 	for (int i = 0; i < KVXD_MAX_ENGINES; i++)

@@ -1110,7 +1110,7 @@ struct reng {
 	struct kvx_shring sub, evt;
 	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX]; /* core rings (KVX_ENG_RINGS_CORE) */
 	int ncevt;
-	int sub_efd, evt_efd;
+	int sub_wake, evt_wake;
 	uint64_t got_seq[16384]; /* replies seen, in order */
 	int32_t got_status[16384];
 	int ngot;
@@ -1177,16 +1177,16 @@ reng_open_with(struct reng *r, struct kvxd *d, uint32_t flags, int *pool)
 	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
 	assert_true(r->map != MAP_FAILED);
 	close(fds[0]);
-	r->sub_efd = fds[1];
-	r->evt_efd = fds[2];
+	r->sub_wake = fds[1];
+	r->evt_wake = fds[2];
 	assert_int_equal(
-		kvx_shring_attach(&r->sub, r->map, one, (uint64_t)rep.value, r->sub_efd, true), 0);
+		kvx_shring_attach(&r->sub, r->map, one, (uint64_t)rep.value, r->sub_wake, true), 0);
 	assert_int_equal(kvx_shring_attach(&r->evt, (uint8_t *)r->map + one, one,
-					   (uint64_t)rep.value, r->evt_efd, false),
+					   (uint64_t)rep.value, r->evt_wake, false),
 			 0);
 	for (int k = 0; k < r->ncevt; k++)
 		assert_int_equal(kvx_shring_attach(&r->cevt[k], (uint8_t *)r->map + (2 + k) * one,
-						   one, (uint64_t)rep.value, r->evt_efd, false),
+						   one, (uint64_t)rep.value, r->evt_wake, false),
 				 0);
 }
 
@@ -1202,8 +1202,23 @@ reng_close(struct reng *r)
 {
 	eng_close(&r->e);
 	munmap(r->map, r->map_len);
-	close(r->sub_efd);
-	close(r->evt_efd);
+	if (r->sub_wake >= 0)
+		close(r->sub_wake);
+	if (r->evt_wake >= 0)
+		close(r->evt_wake);
+}
+
+/* The session of kvxd d that is on rings (the one the test opened). */
+static struct kvxd_engine *
+rings_session(struct kvxd *d)
+{
+	struct kvxd_engine *e = NULL;
+
+	for (int i = 0; i < d->engines_end; i++)
+		if (d->engines[i] && d->engines[i]->rings)
+			e = d->engines[i];
+	assert_non_null(e);
+	return e;
 }
 
 /* Put one request into the submission ring.  Returns its seq, or 0 when the ring is full. */
@@ -1278,6 +1293,59 @@ reng_call(struct reng *r, uint16_t type, void *m, size_t len)
 	}
 	fail_msg("no reply to %llu in the event ring", (unsigned long long)seq);
 	return -1;
+}
+
+/* An engine cannot make kvxd block through the wake-ups it was handed: it makes its ends
+ * blocking (kvxd's keep their own flags: they are not the same file descriptions), says it parks
+ * on the event ring and never takes a wake-up.  kvxd wakes it far more often than its end holds
+ * and goes on answering.  (With a shared eventfd, the engine's fcntl was kvxd's, and a write to
+ * a counter it saturated blocked the control core for good.) */
+static void
+test_rings_engine_cannot_block_kvxd(void **state)
+{
+	static struct reng r;
+	struct kvx_eng_room_close cl = {.room = 77};
+	struct kvxd_engine *e;
+	uint64_t wakes0;
+
+	(void)state;
+	reng_open(&r, &A);
+	e = rings_session(&A);
+	assert_int_equal(fcntl(r.evt_wake, F_SETFL, 0), 0);
+	assert_int_equal(fcntl(r.sub_wake, F_SETFL, 0), 0);
+	assert_true(fcntl(e->evt_wake, F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(e->sub_wake, F_GETFL) & O_NONBLOCK);
+	wakes0 = A.ctr.engine_ring_wakes;
+	for (int i = 0; i < 3000; i++) {
+		kvx_shring_park_prepare(&r.evt);
+		assert_int_equal(reng_call(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	}
+	assert_true(A.ctr.engine_ring_wakes - wakes0 >= 3000);
+	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&r);
+}
+
+/* An engine that closes its end of the submission ring's wake pair breaks its session: kvxd ends
+ * it (its own end would read end-of-file, readable for good, and wake the loop forever). */
+static void
+test_rings_wake_end_closed_ends_the_session(void **state)
+{
+	static struct reng r;
+	uint64_t bad0 = A.ctr.engine_bad;
+	bool gone = false;
+	char b;
+
+	(void)state;
+	reng_open(&r, &A);
+	close(r.sub_wake);
+	r.sub_wake = -1;
+	for (int step = 0; step < MAX_STEPS && !gone; step++) {
+		pump_once();
+		gone = recv(r.e.fd, &b, 1, MSG_DONTWAIT) == 0;
+	}
+	assert_true(gone);
+	assert_int_equal(A.ctr.engine_bad, bad0 + 1);
+	reng_close(&r);
 }
 
 /* After RINGS, requests go in the submission ring and replies come out of the event ring: the
@@ -2002,6 +2070,38 @@ test_refused_chunk_fails_its_room(void **state)
 	eng_chunk_full(&eb, 520, 0, pb, 4, 2, 4, 0, 0, 0, true);
 	assert_refused_room_failed(&ea, &eb, 520, -ERANGE);
 	assert_int_equal(B.ctr.chunks_refused, 1);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
+/* An engine that floods refused chunks for one room sends its core one ROOM_FAIL, not one per
+ * chunk: its core's inbox, which every engine's chunks on that core share, does not fill (and
+ * other engines' chunks are not refused for want of room there); the room fails once (mutant
+ * refusal_fails_every_time). */
+static void
+test_refused_chunk_flood_fails_its_room_once(void **state)
+{
+	struct kvxd_core *c = &B.cores[521 % B.ncores];
+	struct eng ea, eb;
+	uint32_t free0;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 521, pa, 6, NULL), 0);
+	PUMP_UNTIL(prefill_known(521));
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	free0 = kvx_mbox_free_count(c->inbox);
+	for (int i = 0; i < 100; i++) /* pages 15 and 16 of 16 */
+		eng_chunk_full(&eb, 521, 0, pb, 15, 2, 2, 0, 0, 0, false);
+	/* b's control core takes them all, its core none yet */
+	for (int i = 0; i < MAX_STEPS && B.ctr.chunks_refused < 100; i++)
+		kvxd_loop_once(&B, 0);
+	assert_int_equal(B.ctr.chunks_refused, 100);
+	assert_int_equal(B.ctr.chunks_refused_again, 99);
+	assert_int_equal(free0 - kvx_mbox_free_count(c->inbox), 1);
+	assert_refused_room_failed(&ea, &eb, 521, -ERANGE);
 	eng_close(&ea);
 	eng_close(&eb);
 }
@@ -2797,6 +2897,60 @@ test_prefill_state_from_before_the_end_is_not_told_after_it(void **state)
 	eng_close(&ea);
 }
 
+/* A state on the way that its core spilled (the engine's core ring was full) and the control
+ * core has not taken yet, when the room ended and the engine was told the end by another path
+ * (its next chunk, kvxd_room_tell): the spilled state is never handed to the engine after the
+ * end (mutant spill_after_end: the engine reads FAILED, then TRANSFERRING). */
+static void
+test_spilled_state_is_not_told_after_the_end(void **state)
+{
+	static struct reng rb;
+	struct kvx_eng_event filler = {.hdr = {.type = KVX_ENG_EVENT, .len = sizeof(filler)},
+				       .ev = {.room = 1, .state = KVX_STATE_SUCCESS}};
+	struct kvxd_core *c = &B.cores[733 % B.ncores];
+	struct kvxd_msg fail = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT};
+	struct kvx_pcore_evq *q;
+	struct kvxd_room *r;
+	struct eng ea;
+	int pa, pb;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	/* the engine's core ring on the room's core is full, and the engine does not read it */
+	q = rings_session(&B)->evq[733 % B.ncores];
+	assert_non_null(q);
+	while (kvx_shring_put(&q->ring, &filler, sizeof(filler)) == 0)
+		;
+	rb.core_unread = true;
+	/* its chunk claims the room before the ROOM_META comes */
+	reng_chunk(&rb, 733, pb, 4);
+	kvxd_engine_rings_poll(&B);
+	assert_non_null(r = kvxd_room_find(&B, 733, 0, KVX_ROOM_PREFILL));
+	assert_true(r->engine_id >= 0);
+	kvx_pcore_poll_once(c);
+	assert_int_equal(eng_room_open(&ea, 733, pa, 4, NULL), 0);
+	PUMP_UNTIL(!kvx_mbox_empty(c->inbox) && !r->pc.fsm.state);
+	/* the ROOM_META (a state on the way, spilled), then the room fails: both wait in the
+	 * outbox */
+	fail.room = &r->pc;
+	snprintf(fail.reason, sizeof(fail.reason), "waited too long");
+	assert_int_equal(kvx_pcore_send(c, &fail), 0);
+	kvx_pcore_poll_once(c);
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_FAILED);
+	assert_true(atomic_load(&c->st.events_core_full) >= 1);
+	/* another chunk: the engine is told FAILED now, before the outbox is drained */
+	reng_chunk(&rb, 733, pb, 4);
+	kvxd_engine_rings_poll(&B);
+	for (int i = 0; i < 20; i++)
+		pump_once();
+	rb.core_unread = false;
+	reng_read(&rb);
+	assert_int_equal(reng_count(&rb, 733, KVX_STATE_FAILED, -2), 1);
+	assert_events_in_order(&rb, 733, KVX_STATE_FAILED);
+	reng_close(&rb);
+	eng_close(&ea);
+}
+
 #define BURST 24 /* chunks of 1..16 pages: every size class up to 16 pages, several of each */
 
 static uint64_t
@@ -3361,6 +3515,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefill_pool_kept_while_its_writes_fly, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_refused_chunk_fails_its_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_chunk_flood_fails_its_room_once, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_refused_first_chunk_keeps_its_room_failed,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
@@ -3401,6 +3557,9 @@ main(void)
 		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),
+		T(test_rings_engine_cannot_block_kvxd),
+		T(test_spilled_state_is_not_told_after_the_end),
+		T(test_rings_wake_end_closed_ends_the_session),
 		T(test_core_ring_tells_decode_success_once),
 		T(test_full_core_ring_loses_no_success),
 		T(test_corrupt_core_ring_ends_only_its_session),

@@ -12,11 +12,11 @@
  *
  * Rings: by default the fake is a kvxd without rings (it refuses RINGS with -EOPNOTSUPP).  With
  * rings_ok it accepts RINGS as control/engine.c does (a sealed memfd holding the submission and
- * event rings, two eventfds) and from then on takes requests from the submission ring (parking
- * on its eventfd like kvxd) and puts replies and events into the event ring (one eventfd write
- * per batch: libkvx counts as always parked there).  It records which requests came through the
- * ring and which through the socket, and can be scripted to stop reading the submission ring for
- * a while, to corrupt the event ring, or to send a broken RINGS reply.
+ * event rings, the engine's ends of two wake socket pairs) and from then on takes requests from
+ * the submission ring (parking on its wake end like kvxd) and puts replies and events into the
+ * event ring (one wake-up per batch: libkvx counts as always parked there).  It records which
+ * requests came through the ring and which through the socket, and can be scripted to stop reading
+ * the submission ring for a while, to corrupt the event ring, or to send a broken RINGS reply.
  *
  * libkvx's ring reads go through ring_get_hook (kvx_shring_get renamed around the include): a
  * test can hold the fake's publishing of chunk events until libkvx has found a given ring
@@ -56,12 +56,13 @@ enum bad_reply {
 /* A broken RINGS reply (status 0 unless said otherwise). */
 enum bad_rings {
 	RINGS_GOOD = 0,
-	RINGS_TWO_FDS,	   /* the memfd and one eventfd */
+	RINGS_TWO_FDS,	   /* the memfd and one wake end */
 	RINGS_FOUR_FDS,	   /* one fd too many */
 	RINGS_NO_FDS,	   /* no fds at all */
 	RINGS_SMALL_MEMFD, /* the memfd holds one ring, not two */
 	RINGS_ODD_SIZE,	   /* value is not a power of two */
 	RINGS_REFUSED_FDS, /* status -EOPNOTSUPP, yet the three fds come along */
+	RINGS_EVENTFDS,	   /* wake ends that are eventfds, not sockets (shared descriptions) */
 };
 
 /* Corrupt the event ring instead of answering the next request. */
@@ -136,7 +137,7 @@ struct fake {
 	int srv_ev_core;  /* ev_core and core_reply as the server took them with a request */
 	bool srv_split;
 	bool srv_core_reply;
-	int sub_efd, evt_efd;
+	int sub_wake, evt_wake;
 };
 
 struct fixture {
@@ -458,18 +459,28 @@ send_reply_fds(struct fake *f, uint64_t seq, int32_t status, int64_t value, cons
 }
 
 /* KVX_ENG_RINGS, as control/engine.c's rings_setup and rings_reply do it: a sealed memfd holding
- * the submission ring (offset 0) and the event ring, two eventfds, the reply with all three and
- * value = the ring size.  A bad reply (enum bad_rings) leaves the fake on the socket. */
+ * the submission ring (offset 0) and the event ring, the engine's ends of two wake socket pairs,
+ * the reply with all three and value = the ring size.  A bad reply (enum bad_rings) leaves the
+ * fake on the socket. */
 static void
 fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 {
 	size_t one = kvx_shring_map_bytes(size), total = (2 + (size_t)ncore) * one;
-	int fds[4];
+	int fds[4], sub[2], evt[2];
 
 	assert_true(one > 0);
+	assert_int_equal(kvx_shring_wake_pair(sub), 0);
+	assert_int_equal(kvx_shring_wake_pair(evt), 0);
 	fds[0] = memfd_create("fake-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (bad == RINGS_EVENTFDS) {
+		fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		close(sub[1]);
+		close(evt[1]);
+	} else {
+		fds[1] = sub[1];
+		fds[2] = evt[1];
+	}
 	fds[3] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	assert_true(fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0);
 	assert_int_equal(ftruncate(fds[0], (off_t)(bad == RINGS_SMALL_MEMFD ? one : total)), 0);
@@ -480,10 +491,10 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 		f->ring_map_len = total;
 		assert_int_equal(kvx_shring_format(f->ring_map, size), 0);
 		assert_int_equal(kvx_shring_format((uint8_t *)f->ring_map + one, size), 0);
-		assert_int_equal(kvx_shring_attach(&f->sub, f->ring_map, one, size, fds[1], false),
+		assert_int_equal(kvx_shring_attach(&f->sub, f->ring_map, one, size, sub[0], false),
 				 0);
 		assert_int_equal(kvx_shring_attach(&f->evt, (uint8_t *)f->ring_map + one, one, size,
-						   fds[2], true),
+						   evt[0], true),
 				 0);
 		/* the engine starts parked, and libkvx stays so */
 		kvx_shring_park_prepare(&f->evt);
@@ -492,7 +503,7 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 
 			assert_int_equal(kvx_shring_format(at, size), 0);
 			assert_int_equal(
-				kvx_shring_attach(&f->cevt[k], at, one, size, fds[2], true), 0);
+				kvx_shring_attach(&f->cevt[k], at, one, size, evt[0], true), 0);
 			kvx_shring_park_prepare(&f->cevt[k]);
 		}
 		f->ncevt = ncore;
@@ -517,15 +528,15 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 		send_reply_fds(f, seq, 0, (int64_t)size, fds, 3);
 		break;
 	}
-	close(fds[0]); /* the mapping stays */
-	close(fds[3]);
+	for (int i = 0; i < 4; i++) /* the engine's now; the mapping stays */
+		close(fds[i]);
 	if (bad == RINGS_GOOD) {
-		f->sub_efd = fds[1];
-		f->evt_efd = fds[2];
+		f->sub_wake = sub[0];
+		f->evt_wake = evt[0];
 		f->rings = true;
 	} else {
-		close(fds[1]);
-		close(fds[2]);
+		close(sub[0]);
+		close(evt[0]);
 	}
 }
 
@@ -547,7 +558,7 @@ fake_corrupt(struct fake *f, int how)
 }
 
 /* The next request into buf: off the socket (blocking) before the rings, then out of the
- * submission ring (parked on its eventfd like kvxd, not read while ring_pause_until is ahead),
+ * submission ring (parked on its wake end like kvxd, not read while ring_pause_until is ahead),
  * or off the socket when it is readable.  Returns its size, 0 at end of stream, or < 0. */
 static ssize_t
 fake_recv(struct fake *f, void *buf, size_t cap, struct msghdr *mh, bool *via_ring)
@@ -559,7 +570,7 @@ fake_recv(struct fake *f, void *buf, size_t cap, struct msghdr *mh, bool *via_ri
 	*via_ring = false;
 	while (f->rings) {
 		struct pollfd p[2] = {{.fd = f->cfd, .events = POLLIN},
-				      {.fd = f->sub_efd, .events = POLLIN}};
+				      {.fd = f->sub_wake, .events = POLLIN}};
 		bool parked = false;
 		int64_t until;
 		int r;
@@ -794,8 +805,8 @@ fake_serve(void *arg)
 	f->cfd = -1;
 	if (f->rings) {
 		munmap(f->ring_map, f->ring_map_len);
-		close(f->sub_efd);
-		close(f->evt_efd);
+		close(f->sub_wake);
+		close(f->evt_wake);
 		f->rings = false;
 	}
 out:
@@ -812,7 +823,7 @@ fake_start(struct fake *f)
 
 	memset(f, 0, sizeof(*f));
 	f->cfd = -1;
-	f->sub_efd = f->evt_efd = -1;
+	f->sub_wake = f->evt_wake = -1;
 	snprintf(f->node, sizeof(f->node), "kvx-test.node_1");
 	f->value = 7;
 	f->ev_room = 100;
@@ -2160,7 +2171,8 @@ static void
 test_rings_bad_reply_leaks_no_fd(void **state)
 {
 	static const int bads[] = {RINGS_TWO_FDS,     RINGS_FOUR_FDS, RINGS_NO_FDS,
-				   RINGS_SMALL_MEMFD, RINGS_ODD_SIZE, RINGS_REFUSED_FDS};
+				   RINGS_SMALL_MEMFD, RINGS_ODD_SIZE, RINGS_REFUSED_FDS,
+				   RINGS_EVENTFDS};
 	static struct fake f;
 
 	(void)state;

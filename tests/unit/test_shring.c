@@ -17,7 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,7 +30,8 @@
 #define SIZE (64u << 10)
 
 struct two {
-	int memfd, efd;
+	int memfd;
+	int wake[2]; /* the wake pair: the producer's end, the consumer's end */
 	size_t len;
 	uint8_t *pmap, *cmap; /* producer's and consumer's mappings */
 	struct kvx_shring p, c;
@@ -48,10 +51,10 @@ setup(void **state)
 	T.pmap = mmap(NULL, T.len, PROT_READ | PROT_WRITE, MAP_SHARED, T.memfd, 0);
 	T.cmap = mmap(NULL, T.len, PROT_READ | PROT_WRITE, MAP_SHARED, T.memfd, 0);
 	assert_true(T.pmap != MAP_FAILED && T.cmap != MAP_FAILED && T.pmap != T.cmap);
-	T.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_int_equal(kvx_shring_wake_pair(T.wake), 0);
 	assert_int_equal(kvx_shring_format(T.pmap, SIZE), 0);
-	assert_int_equal(kvx_shring_attach(&T.p, T.pmap, T.len, SIZE, T.efd, true), 0);
-	assert_int_equal(kvx_shring_attach(&T.c, T.cmap, T.len, SIZE, T.efd, false), 0);
+	assert_int_equal(kvx_shring_attach(&T.p, T.pmap, T.len, SIZE, T.wake[0], true), 0);
+	assert_int_equal(kvx_shring_attach(&T.c, T.cmap, T.len, SIZE, T.wake[1], false), 0);
 	return 0;
 }
 
@@ -62,7 +65,10 @@ teardown(void **state)
 	munmap(T.pmap, T.len);
 	munmap(T.cmap, T.len);
 	close(T.memfd);
-	close(T.efd);
+	if (T.wake[0] >= 0)
+		close(T.wake[0]);
+	if (T.wake[1] >= 0)
+		close(T.wake[1]);
 	return 0;
 }
 
@@ -236,7 +242,7 @@ test_hostile_head(void **state)
 	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), -EPROTO);
 }
 
-/* The producer writes the eventfd only for a consumer that announced it parks. */
+/* The producer wakes only a consumer that announced it parks. */
 static void
 test_wake_only_when_parked(void **state)
 {
@@ -245,16 +251,77 @@ test_wake_only_when_parked(void **state)
 	(void)state;
 	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
 	assert_false(kvx_shring_notify(&T.p));
-	assert_false(fd_readable(T.efd));
+	assert_false(fd_readable(T.wake[1]));
 	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
 	kvx_shring_park_prepare(&T.c);
 	assert_true(kvx_shring_empty(&T.c));
 	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
 	assert_true(kvx_shring_notify(&T.p));
-	assert_true(fd_readable(T.efd));
-	kvx_shring_park_done(&T.c, true);
-	assert_false(fd_readable(T.efd));
+	assert_true(fd_readable(T.wake[1]));
+	assert_int_equal(kvx_shring_park_done(&T.c, true), 0);
+	assert_false(fd_readable(T.wake[1]));
 	assert_false(kvx_shring_empty(&T.c));
+	assert_int_equal(T.p.wakes, 1);
+}
+
+/* Each side owns the file description of its wake end: a consumer (an engine, possibly hostile)
+ * that clears O_NONBLOCK on its end, stops reading and fills it cannot make the producer
+ * (kvxd's control core or a polling core) block in kvx_shring_notify.  With a shared eventfd it
+ * could: the flags of a passed descriptor are shared, and a write to a saturated counter
+ * blocks. */
+static void
+test_wake_never_blocks_the_producer(void **state)
+{
+	uint8_t msg[8] = {1};
+	int fl, queued;
+
+	(void)state;
+	assert_int_equal(fcntl(T.wake[1], F_SETFL, 0), 0); /* the consumer makes its end blocking */
+	fl = fcntl(T.wake[0], F_GETFL);
+	assert_true(fl & O_NONBLOCK); /* ours is not the consumer's to change */
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+	/* the consumer says it parks and never reads: far more wake-ups than its end holds */
+	for (int i = 0; i < 200000; i++) {
+		kvx_shring_park_prepare(&T.c);
+		assert_true(kvx_shring_notify(&T.p));
+	}
+	assert_true(fd_readable(T.wake[1])); /* it is woken all the same */
+	assert_int_equal(T.p.wakes, 200000);
+	/* a drain takes what is waiting, in a bounded number of receives (16 of 64 bytes): what
+	 * stays keeps the end readable (a level-triggered wait comes back) */
+	assert_int_equal(ioctl(T.wake[1], FIONREAD, &queued), 0);
+	assert_true(queued > 0);
+	assert_int_equal(kvx_shring_wake_drain(T.wake[1]), 0);
+	assert_int_equal(fd_readable(T.wake[1]), queued > 16 * 64);
+}
+
+/* A producer that closed its end: the consumer's end reads EOF, and park_done says so (kvxd ends
+ * the session instead of waking on it forever). */
+static void
+test_wake_end_closed_is_told(void **state)
+{
+	(void)state;
+	assert_false(fd_readable(T.wake[1]));
+	close(T.wake[0]);
+	T.wake[0] = -1;
+	assert_true(fd_readable(T.wake[1]));
+	kvx_shring_park_prepare(&T.c);
+	assert_int_equal(kvx_shring_park_done(&T.c, true), -EPIPE);
+}
+
+/* A consumer that closed its end does not kill the producer with SIGPIPE: the wake-up is let go
+ * (the session ends by its socket). */
+static void
+test_wake_to_a_closed_end_goes_on(void **state)
+{
+	uint8_t msg[8] = {1};
+
+	(void)state;
+	close(T.wake[1]);
+	T.wake[1] = -1;
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+	kvx_shring_park_prepare(&T.c);
+	assert_true(kvx_shring_notify(&T.p));
 	assert_int_equal(T.p.wakes, 1);
 }
 
@@ -287,7 +354,7 @@ consumer(void *arg)
 		}
 		kvx_shring_park_prepare(&T.c);
 		if (kvx_shring_empty(&T.c)) {
-			struct pollfd p = {.fd = T.efd, .events = POLLIN};
+			struct pollfd p = {.fd = T.wake[1], .events = POLLIN};
 
 			if (poll(&p, 1, 2000) == 0 && !kvx_shring_empty(&T.c)) {
 				r->stalls++; /* work was there and nobody woke us */
@@ -340,8 +407,8 @@ test_geometry(void **state)
 	(void)state;
 	assert_int_equal(kvx_shring_map_bytes(3000), 0);
 	assert_int_equal(kvx_shring_map_bytes(SIZE + 8), 0);
-	assert_int_equal(kvx_shring_attach(&r, T.cmap, T.len - 1, SIZE, T.efd, false), -EINVAL);
-	assert_int_equal(kvx_shring_attach(&r, T.cmap, T.len, 2u << 30, T.efd, false), -EINVAL);
+	assert_int_equal(kvx_shring_attach(&r, T.cmap, T.len - 1, SIZE, T.wake[1], false), -EINVAL);
+	assert_int_equal(kvx_shring_attach(&r, T.cmap, T.len, 2u << 30, T.wake[1], false), -EINVAL);
 	assert_int_equal(kvx_shring_attach(&r, T.cmap, T.len, SIZE, -1, false), -EINVAL);
 }
 
@@ -356,6 +423,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wake_only_when_parked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wake_never_blocks_the_producer, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wake_end_closed_is_told, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wake_to_a_closed_end_goes_on, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_geometry, setup, teardown),
 	};
