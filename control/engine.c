@@ -1400,8 +1400,13 @@ admin_at(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const struct kvx_e
 	char cmd[sizeof(e->admin_cmd)];
 	int rc = 0;
 
-	snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < sizeof(cmd) - 1 ? n : sizeof(cmd) - 1),
-		 (const char *)(m + 1));
+	n = strnlen((const char *)(m + 1), n);
+	if (n >= sizeof(cmd)) { /* never cut short and run */
+		kvxd_engine_reply(d, e, seq, -ENAMETOOLONG, 0,
+				  "operator command longer than 255 bytes");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%.*s", (int)n, (const char *)(m + 1));
 	if (m->offset == 0) {
 		struct kvxd_metrics_buf b;
 
@@ -1528,12 +1533,18 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		kvxd_engine_reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
 	case KVX_ENG_ADMIN: {
-		char cmd[256];
-		size_t n = len - sizeof(struct kvx_eng_admin);
+		char cmd[sizeof(e->admin_cmd)];
+		const char *at = (const char *)buf + sizeof(struct kvx_eng_admin);
+		size_t n = strnlen(at, len - sizeof(struct kvx_eng_admin));
 		int rc;
 
-		snprintf(cmd, sizeof(cmd), "%.*s", (int)(n < 255 ? n : 255),
-			 (const char *)buf + sizeof(struct kvx_eng_admin));
+		if (n >=
+		    sizeof(cmd)) { /* never cut short and run: "fault a:1,b:2" is not "fault a:1" */
+			kvxd_engine_reply(d, e, h->seq, -ENAMETOOLONG, 0,
+					  "operator command longer than 255 bytes");
+			break;
+		}
+		snprintf(cmd, sizeof(cmd), "%.*s", (int)n, at);
 		rc = kvxd_admin(d, cmd, e->admin, text, sizeof(text));
 		if (rc == -EPERM && !e->admin)
 			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "

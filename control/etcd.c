@@ -612,31 +612,36 @@ on_watch_msg(struct kvxd *d, struct json_object *msg)
 	return 0;
 }
 
-/* Complete lines of the watch stream, one JSON message each. */
+/* Complete lines of the watch stream, one JSON message each.  What is left (a line not yet
+ * complete) moves to the front once, after all of them: a stream of short lines costs its
+ * length, not its length times the buffer's. */
 static int
 watch_take(struct kvxd *d)
 {
 	struct http *h = &d->etcd->watch;
+	size_t off = 0;
 	char *nl;
+	int rc = 0;
 
-	while (h->body_len && (nl = memchr(h->body, '\n', h->body_len))) {
-		size_t len = (size_t)(nl - h->body) + 1;
+	while (!rc && off < h->body_len && (nl = memchr(h->body + off, '\n', h->body_len - off))) {
+		char *line = h->body + off;
 		struct json_object *o;
-		int rc = 0;
 
 		*nl = '\0';
-		o = json_tokener_parse(h->body);
-		if (!o && h->body[strspn(h->body, " \r\t")] != '\0')
+		off = (size_t)(nl - h->body) + 1;
+		o = json_tokener_parse(line);
+		if (!o && line[strspn(line, " \r\t")] != '\0')
 			rc = -EPROTO;
 		if (o)
 			rc = on_watch_msg(d, o);
 		json_object_put(o);
-		memmove(h->body, h->body + len, h->body_len - len);
-		h->body_len -= len;
-		if (rc)
-			return rc;
 	}
-	return 0;
+	if (off) {
+		memmove(h->body, h->body + off, h->body_len - off);
+		h->body_len -= off;
+		h->body[h->body_len] = '\0';
+	}
+	return rc;
 }
 
 static void
@@ -780,10 +785,15 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 	}
 	if (e->watch.fd >= 0 && e->watch.deadline && now >= e->watch.deadline)
 		watch_ended(d, "no answer", now);
-	if (e->st == S_RUN && e->watch.fd >= 0 && e->resync_at && now >= e->resync_at) {
-		e->resync_at = 0; /* an entry refused for want of room: read everything again */
-		http_close(d, &e->watch);
-		e->watch_at = now;
+	if (e->st == S_RUN && e->resync_at && now >= e->resync_at) {
+		/* an entry refused for want of room: read everything again.  With no watch open,
+		 * a full read is on its way already (from watch_at on), and that is it: due, the
+		 * resync is always taken, so the loop never finds it due again (a busy loop) */
+		e->resync_at = 0;
+		if (e->watch.fd >= 0) {
+			http_close(d, &e->watch);
+			e->watch_at = now;
+		}
 	}
 	if (e->st == S_IDLE && now >= e->retry_at)
 		start(d, C_GRANT, now);

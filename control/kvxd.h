@@ -326,9 +326,10 @@ struct kvxd_counters {
 	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
 		cap_pinned, cap_rooms;
 	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
-	 * (over the cap), requests too large, connections closed at their deadline */
+	 * (over the cap, every one with its request in), connections closed for a newer one (over
+	 * the cap, the oldest without its request), connections closed at their deadline */
 	uint64_t http_200, http_400, http_404, http_405, http_431, http_500, http_refused_busy,
-		http_timeouts;
+		http_evicted, http_timeouts;
 };
 
 /* Where the end of a room falls in kvxd_hists.room_latency[role][...] */

@@ -486,8 +486,13 @@ control_counters(struct out *o, struct kvxd *d)
 	sample(o, L({"code", "405"}), c->http_405);
 	sample(o, L({"code", "431"}), c->http_431);
 	sample(o, L({"code", "500"}), c->http_500);
-	COUNTER("metrics_http_refused_total", "metrics connections refused over the cap",
+	COUNTER("metrics_http_refused_total",
+		"metrics connections refused over the cap (every open one had its request in)",
 		c->http_refused_busy);
+	COUNTER("metrics_http_evicted_total",
+		"metrics connections without their request yet, closed for a newer one over the "
+		"cap",
+		c->http_evicted);
 	COUNTER("metrics_http_timeouts_total", "metrics connections closed at their deadline",
 		c->http_timeouts);
 }
@@ -610,6 +615,24 @@ core_counters(struct out *o, struct kvxd *d)
 	}
 }
 
+/* A per-peer gauge's sample: labelled by the peer's name, and a removed peer still being torn
+ * down also by its slot (removing_slot), so that its series never has the labels of the peer
+ * of the same name that may be in the table again meanwhile. */
+static void
+peer_sample(struct out *o, const struct kvxd *d, int i, uint64_t v)
+{
+	const struct kvxd_peer *p = &d->peers[i];
+	char slot[16];
+
+	if (p->vacant)
+		return;
+	snprintf(slot, sizeof(slot), "%d", i);
+	if (p->removing)
+		sample(o, L({"peer", p->name}, {"removing_slot", slot}), v);
+	else
+		sample(o, L({"peer", p->name}), v);
+}
+
 static void
 gauges(struct out *o, struct kvxd *d)
 {
@@ -632,13 +655,11 @@ gauges(struct out *o, struct kvxd *d)
 	family(o, "kvx_peer_rooms_held", "gauge",
 	       "rooms a peer's ROOM_METAs created (max_rooms_per_peer)");
 	for (int i = 0; i < d->npeers; i++)
-		if (!d->peers[i].vacant)
-			sample(o, L({"peer", d->peers[i].name}), d->peers[i].rooms_held);
+		peer_sample(o, d, i, d->peers[i].rooms_held);
 	family(o, "kvx_peer_tombstones_held", "gauge",
 	       "tombstones a peer's ABORTs left (max_tombstones_per_peer)");
 	for (int i = 0; i < d->npeers; i++)
-		if (!d->peers[i].vacant)
-			sample(o, L({"peer", d->peers[i].name}), d->peers[i].tombstones_held);
+		peer_sample(o, d, i, d->peers[i].tombstones_held);
 	n = bytes = 0;
 	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i]) {

@@ -243,6 +243,26 @@ on_conn(struct kvxd *d, struct conn *c, uint32_t events)
 		conn_read(d, c);
 }
 
+/* Over the cap: close the oldest connection that has not sent its whole request yet, to make
+ * room for a new one.  Connections that only hold a socket open (one host can open the cap's
+ * worth every deadline) then cannot lock a scraper out: its request comes at once, and to
+ * close it first they must open the cap's worth in that moment.  Returns whether one went. */
+static bool
+evict_idle(struct kvxd *d, struct kvxd_metrics_http *h)
+{
+	struct conn *c;
+
+	cds_list_for_each_entry(c, &h->conns, link)
+	{
+		if (!c->tx) { /* oldest first */
+			d->ctr.http_evicted++;
+			conn_close(d, c);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void
 on_accept(struct kvxd *d, struct kvxd_metrics_http *h)
 {
@@ -261,9 +281,9 @@ on_accept(struct kvxd *d, struct kvxd_metrics_http *h)
 			}
 			return; /* EAGAIN: none left; anything else: that client's problem */
 		}
-		if (d->http_conns >= KVXD_HTTP_MAX_CONNS) {
-			/* over the cap: refused at once (best effort: the socket takes this much)
-			 */
+		if (d->http_conns >= KVXD_HTTP_MAX_CONNS && !evict_idle(d, h)) {
+			/* over the cap, and every connection has its request in: refused at once
+			 * (best effort: the socket takes this much) */
 			d->ctr.http_refused_busy++;
 			(void)send(fd, resp_503, sizeof(resp_503) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 			close(fd);

@@ -4,7 +4,9 @@
  * non-blocking HTTP/1.0 responder on the control core's epoll loop.  GET (or HEAD) /metrics is
  * answered with control/metrics.h's text exposition, then the connection closes; nothing else
  * is served.  Every client is treated as hostile, and each costs a bounded amount:
- *   - at most KVXD_HTTP_MAX_CONNS connections; one more is answered 503 and closed at once;
+ *   - at most KVXD_HTTP_MAX_CONNS connections; for one more, the oldest that has not sent its
+ *     whole request yet is closed (connections that only hold a socket open cannot lock a
+ *     scraper out), and when every one has, the new one is answered 503 and closed at once;
  *   - a request head of at most KVXD_HTTP_REQ_MAX bytes (its buffer grows to that, no more):
  *     a longer one is answered 431 and closed;
  *   - KVXD_HTTP_DEADLINE_MS from accept to the last byte of the answer (reading the request

@@ -855,6 +855,45 @@ eng_admin_at(struct eng *e, const char *cmd, uint64_t offset, struct eng_reply *
 	return r < 0 ? r : out->status;
 }
 
+/* An operator command longer than kvxd keeps (255 bytes) is refused whole, by both requests:
+ * before, its first 255 bytes ran.  Here those are a fault list that is valid on its own
+ * ("handshake.stall:0,handshake.after_rts:000..."): cut short, it armed a fault the whole
+ * command never asked for (mutant admin_command_cut). */
+static void
+test_admin_command_too_long_is_refused(void **state)
+{
+	static struct eng_reply r;
+	uint64_t buf[(sizeof(struct kvx_eng_admin_at) + 512) / 8];
+	char cmd[301];
+	struct eng e;
+	uint64_t seq;
+	size_t n;
+
+	(void)state;
+	n = (size_t)snprintf(cmd, sizeof(cmd), "fault handshake.stall:0,handshake.after_rts:");
+	while (n < sizeof(cmd) - 2)
+		cmd[n++] = '0';
+	cmd[n++] = '1';
+	cmd[n] = '\0';
+	assert_int_equal(strlen(cmd), 300);
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	memcpy((uint8_t *)buf + sizeof(struct kvx_eng_admin), cmd, n);
+	seq = eng_send(&e, KVX_ENG_ADMIN, buf, sizeof(struct kvx_eng_admin) + n, -1);
+	assert_true(eng_wait(&e, seq, &r) >= 0);
+	assert_int_equal(r.status, -ENAMETOOLONG);
+	assert_false(kvx_fault_hit(KVX_FAULT_HS_STALL)); /* nothing armed */
+	((struct kvx_eng_admin_at *)buf)->offset = 0;
+	memcpy((uint8_t *)buf + sizeof(struct kvx_eng_admin_at), cmd, n);
+	seq = eng_send(&e, KVX_ENG_ADMIN_AT, buf, sizeof(struct kvx_eng_admin_at) + n, -1);
+	assert_true(eng_wait(&e, seq, &r) >= 0);
+	assert_int_equal(r.status, -ENAMETOOLONG);
+	assert_false(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	kvx_fault_disarm_all();
+	eng_close(&e);
+}
+
 /* KVX_ENG_ADMIN_AT: offset 0 runs the command and keeps its text; each reply carries the text
  * from the offset asked (at most KVX_ENG_TEXT_MAX bytes) and the whole length; the last page
  * frees the text; an offset past it, another command or no text kept is -ESTALE; a refused
@@ -3538,6 +3577,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunks_warm_cache_no_malloc, setup, teardown),
 		T(test_admin_pages),
+		T(test_admin_command_too_long_is_refused),
 		T(test_listen_keeps_a_regular_file),
 		T(test_listen_keeps_a_symlink),
 		T(test_listen_does_not_steal_a_live_socket),

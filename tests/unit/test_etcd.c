@@ -308,25 +308,36 @@ test_section_wins_over_etcd(void **state)
 	assert_int_equal(A.ctr.members_found + A.ctr.members_lost, 0);
 }
 
-/* A found node that moves while the CQs have room for no more peer: the old slot holds its
- * share until it is torn down, so the new entry is refused then, and taken by a later full
- * read (before: never, until the watch happened to end). */
+/* a's CQs have room for one peer, c is found, then moves (a watch event with c at val, a
+ * string of 64 bytes): the old slot holds its CQ share until it is torn down, so the new entry
+ * is refused */
 static void
-test_refused_entry_taken_later(void **state)
+c_moves_without_room(char *val)
 {
-	char ev[512], k[64], v[128], val[64];
+	char ev[512], k[64], v[128];
 
-	(void)state;
 	A.cfg.cq_depth = 2 * (A.cfg.sq_depth + A.cfg.rq_depth); /* room for one peer */
 	start_found(NULL, 0);
 	b64(k, PREFIX "c");
-	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
+	snprintf(val, 64, "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
 	b64(v, val);
 	snprintf(ev, sizeof(ev),
 		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
 		 "\"%s\",\"value\":\"%s\"}}]}}",
 		 k, v);
 	gw_watch(ev);
+}
+
+/* A found node that moves while the CQs have room for no more peer: the old slot holds its
+ * share until it is torn down, so the new entry is refused then, and taken by a later full
+ * read (before: never, until the watch happened to end). */
+static void
+test_refused_entry_taken_later(void **state)
+{
+	char val[64];
+
+	(void)state;
+	c_moves_without_room(val);
 	PUMP_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_refused == 1);
 	assert_null(kvxd_peer_find(&A, "c"));
 	{
@@ -336,6 +347,27 @@ test_refused_entry_taken_later(void **state)
 	}
 	PUMP_UNTIL(kvxd_peer_find(&A, "c") != NULL);
 	assert_int_equal(A.ctr.members_found, 2);
+}
+
+/* An entry refused for want of room asks for a full read later (resync); when that time comes
+ * while no watch is open (a full read is on its way anyway), the resync is taken all the same:
+ * before, it stayed due, and the loop's timeout was 0 until the watch was back (a busy loop;
+ * mutant etcd_resync_spins). */
+static void
+test_resync_due_without_a_watch_is_taken(void **state)
+{
+	char val[64];
+	uint64_t t0;
+
+	(void)state;
+	c_moves_without_room(val);
+	PUMP_UNTIL(A.ctr.members_refused == 1); /* the resync is due 2 s from now */
+	t0 = fake_ms;
+	pump_ms(1500);
+	gw_watch_end(); /* the next full read comes 1 s after the watch ended: after the resync */
+	pump_ms(600);
+	assert_true(kvxd_etcd_next_due(&A) > fake_ms);
+	assert_true(fake_ms >= t0 + 2100);
 }
 
 /* A node with several rails registers a GID per rail: each is the exact GID that rail's QPs
@@ -407,6 +439,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_answers_restart_the_client, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_watch_end_resyncs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resync_due_without_a_watch_is_taken, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_lease_registers_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalives_whatever_the_watch_does, setup,
 						teardown),

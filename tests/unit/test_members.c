@@ -29,6 +29,7 @@
 #include "control/kvxd.h"
 #include "control/loop.h"
 #include "control/members.h"
+#include "control/metrics.h"
 #include "control/peer.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
@@ -223,6 +224,23 @@ test_reload_adds_a_peer(void **state)
 	assert_non_null(kvxd_peer_find(&B, "a"));
 	assert_int_not_equal(kvxd_peer_find(&B, "a")->idx, slot);
 	assert_int_equal(B.ctr.peers_added, 1);
+	{
+		/* two slots of one name: their per-peer series differ (a duplicate series fails
+		 * the whole scrape; mutant metrics_peer_duplicate) */
+		struct kvxd_metrics_buf b = {.grow = true, .max = 1 << 22};
+		char want[96];
+		const char *p;
+		int n = 0;
+
+		assert_int_equal(kvxd_metrics_render(&B, KVXD_METRICS_TEXT, 0, &b), 0);
+		for (p = b.p; (p = strstr(p, "kvx_peer_rooms_held{node=\"b\",peer=\"a\"} ")); p++)
+			n++;
+		assert_int_equal(n, 1);
+		snprintf(want, sizeof(want),
+			 "kvx_peer_rooms_held{node=\"b\",peer=\"a\",removing_slot=\"%d\"} 1", slot);
+		assert_non_null(strstr(b.p, want));
+		kvxd_metrics_buf_fini(&b);
+	}
 	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
 	nodes_remove_rooms(&A);
 	room_flows(&A, 201);

@@ -284,12 +284,52 @@ test_slow_client_closed_at_its_deadline(void **state)
 	close(fd);
 }
 
-/* Over KVXD_HTTP_MAX_CONNS the next client is answered 503 and closed at once; the ones within
- * the cap stay open and are still served; once one leaves, a new client is served again. */
-static void
-test_clients_over_the_cap_are_refused(void **state)
+/* The endpoint's listening socket, found among this process's descriptors by its port. */
+static int
+listener_fd(void)
 {
-	int fds[KVXD_HTTP_MAX_CONNS], extra, again;
+	for (int fd = 3; fd < 4096; fd++) {
+		struct sockaddr_in sa;
+		socklen_t len = sizeof(sa);
+		int acc = 0;
+		socklen_t alen = sizeof(acc);
+
+		if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+		    sa.sin_family == AF_INET && ntohs(sa.sin_port) == kvxd_metrics_http_port(&A) &&
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &alen) == 0 && acc)
+			return fd;
+	}
+	fail_msg("no listening socket on port %u", kvxd_metrics_http_port(&A));
+	return -1;
+}
+
+/* A client whose receive buffer is as small as the kernel allows, served by a socket whose send
+ * buffer is too (set on the listener, which accepted sockets inherit): an answer does not fit,
+ * so its connection stays open with its request in (writing) for as long as it does not
+ * read. */
+static int
+client_small_window(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(kvxd_metrics_http_port(&A)),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Over KVXD_HTTP_MAX_CONNS, connections that only hold a socket open (no request yet) make room
+ * for a new client, oldest first: a scraper that sends its request at once is served while a
+ * host keeps the cap's worth of silent connections open (before: it was answered 503 for as
+ * long as the flood went on; mutant metrics_http_no_eviction).  When every connection has its
+ * request in, the new client is answered 503 and closed at once. */
+static void
+test_clients_over_the_cap(void **state)
+{
+	int fds[KVXD_HTTP_MAX_CONNS], extra;
 	char *got;
 
 	(void)state;
@@ -300,32 +340,50 @@ test_clients_over_the_cap_are_refused(void **state)
 	for (int i = 0; i < 5 && A.http_conns < KVXD_HTTP_MAX_CONNS; i++)
 		step();
 	assert_int_equal(A.http_conns, KVXD_HTTP_MAX_CONNS);
+	/* a scraper: the oldest silent connection goes, and it is served */
+	extra = client();
+	send_all(extra, "GET /metrics HTTP/1.1\r\n\r\n", 25);
+	assert_true(read_until_closed(extra, &got));
+	assert_true(strncmp(got, "HTTP/1.0 200 OK\r\n", 17) == 0);
+	free(got);
+	close(extra);
+	assert_int_equal(A.ctr.http_evicted, 1);
+	assert_int_equal(A.ctr.http_refused_busy, 0);
+	assert_false(still_open(fds[0]));
+	for (int i = 1; i < KVXD_HTTP_MAX_CONNS; i++)
+		assert_true(still_open(fds[i]));
+	close(fds[0]);
+	for (int i = 1; i < KVXD_HTTP_MAX_CONNS; i++)
+		close(fds[i]);
+	for (int i = 0; i < 10 && A.http_conns; i++)
+		step();
+	assert_int_equal(A.http_conns, 0);
+
+	/* every connection with its request in, its answer unread: the next one is refused */
+	{
+		int one = 1;
+
+		assert_int_equal(
+			setsockopt(listener_fd(), SOL_SOCKET, SO_SNDBUF, &one, sizeof(one)), 0);
+	}
+	for (int i = 0; i < KVXD_HTTP_MAX_CONNS; i++) {
+		fds[i] = client_small_window();
+		send_all(fds[i], "GET /metrics HTTP/1.1\r\n\r\n", 25);
+		step();
+	}
+	for (int i = 0; i < 5; i++)
+		step();
+	assert_int_equal(A.http_conns, KVXD_HTTP_MAX_CONNS);
 	extra = client();
 	if (!read_until_closed(extra, &got))
-		fail_msg("client %d over a cap of %d was kept", KVXD_HTTP_MAX_CONNS + 1,
-			 KVXD_HTTP_MAX_CONNS);
+		fail_msg("client %d over a cap of %d, all writing, was kept",
+			 KVXD_HTTP_MAX_CONNS + 1, KVXD_HTTP_MAX_CONNS);
 	assert_true(strncmp(got, "HTTP/1.0 503 ", 13) == 0);
 	assert_int_equal(A.ctr.http_refused_busy, 1);
+	assert_int_equal(A.ctr.http_evicted, 1);
 	free(got);
 	close(extra);
 	for (int i = 0; i < KVXD_HTTP_MAX_CONNS; i++)
-		assert_true(still_open(fds[i]));
-	assert_int_equal(A.http_conns, KVXD_HTTP_MAX_CONNS);
-
-	/* those within the cap are served */
-	send_all(fds[0], "GET /metrics HTTP/1.1\r\n\r\n", 25);
-	assert_true(read_until_closed(fds[0], &got));
-	assert_true(strncmp(got, "HTTP/1.0 200 OK\r\n", 17) == 0);
-	free(got);
-	close(fds[0]);
-	/* a slot is free again */
-	again = client();
-	send_all(again, "GET /metrics HTTP/1.1\r\n\r\n", 25);
-	assert_true(read_until_closed(again, &got));
-	assert_true(strncmp(got, "HTTP/1.0 200 OK\r\n", 17) == 0);
-	free(got);
-	close(again);
-	for (int i = 1; i < KVXD_HTTP_MAX_CONNS; i++)
 		close(fds[i]);
 	for (int i = 0; i < 10 && A.http_conns; i++)
 		step();
@@ -369,8 +427,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_request_too_large_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slow_client_closed_at_its_deadline, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_clients_over_the_cap_are_refused, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_clients_over_the_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_gone_mid_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_endpoint_without_the_key, setup, teardown),
 	};
