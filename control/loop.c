@@ -306,6 +306,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	tick(d, kvxd_now_ms());
 	kvxd_engine_reap(d);  /* sessions doomed above: nothing holds them any more */
 	kvxd_pending_reap(d); /* connections dropped above: no event of this batch is left */
+	kvxd_metrics_http_reap(d);
 }
 
 int

@@ -45,6 +45,7 @@ struct conn {
 	size_t rx_len, rx_cap;
 	char *tx; /* the whole answer, once the request is complete */
 	size_t tx_len, tx_off;
+	bool dead; /* closed for a newer one while the loop's batch may still name it */
 };
 
 struct kvxd_metrics_http {
@@ -52,6 +53,8 @@ struct kvxd_metrics_http {
 	uint16_t port;
 	struct kvxd_fd ev;
 	struct cds_list_head conns;
+	struct cds_list_head
+		dead;	       /* evicted: freed after the loop's batch (kvxd_metrics_http_reap) */
 	uint64_t paused_until; /* 0: accepting */
 };
 
@@ -234,6 +237,8 @@ conn_read(struct kvxd *d, struct conn *c)
 static void
 on_conn(struct kvxd *d, struct conn *c, uint32_t events)
 {
+	if (c->dead)
+		return; /* evicted earlier in this batch */
 	if (c->tx) {
 		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 			conn_write(d, c);
@@ -255,8 +260,15 @@ evict_idle(struct kvxd *d, struct kvxd_metrics_http *h)
 	cds_list_for_each_entry(c, &h->conns, link)
 	{
 		if (!c->tx) { /* oldest first */
+			/* an event for it may still wait in this iteration's batch (the listener's
+			 * is being dispatched): its memory goes after the batch */
 			d->ctr.http_evicted++;
-			conn_close(d, c);
+			cds_list_del(&c->link);
+			close(c->fd); /* leaves the epoll set with it */
+			c->fd = -1;
+			c->dead = true;
+			cds_list_add(&c->link, &h->dead);
+			d->http_conns--;
 			return true;
 		}
 	}
@@ -381,6 +393,7 @@ kvxd_metrics_http_start(struct kvxd *d)
 	if (!h)
 		return -ENOMEM;
 	CDS_INIT_LIST_HEAD(&h->conns);
+	CDS_INIT_LIST_HEAD(&h->dead);
 	h->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h->fd < 0) {
 		rc = -errno;
@@ -412,12 +425,29 @@ err_free:
 }
 
 void
+kvxd_metrics_http_reap(struct kvxd *d)
+{
+	struct conn *c, *tmp;
+
+	if (!d->http)
+		return;
+	cds_list_for_each_entry_safe(c, tmp, &d->http->dead, link)
+	{
+		cds_list_del(&c->link);
+		free(c->rx);
+		free(c->tx);
+		free(c);
+	}
+}
+
+void
 kvxd_metrics_http_stop(struct kvxd *d)
 {
 	struct kvxd_metrics_http *h = d->http;
 
 	if (!h)
 		return;
+	kvxd_metrics_http_reap(d);
 	while (!cds_list_empty(&h->conns))
 		conn_close(d, cds_list_first_entry(&h->conns, struct conn, link));
 	close(h->fd);

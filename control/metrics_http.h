@@ -43,6 +43,8 @@ uint16_t kvxd_metrics_http_port(const struct kvxd *d);
  * deadlines due at now; the earliest deadline (KVXD_TIMER_NEVER: none). */
 void kvxd_metrics_http_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events);
 void kvxd_metrics_http_tick(struct kvxd *d, uint64_t now);
+/* After the loop's batch: free the connections evicted during it. */
+void kvxd_metrics_http_reap(struct kvxd *d);
 uint64_t kvxd_metrics_http_next_due(const struct kvxd *d);
 
 #endif /* KVX_CONTROL_METRICS_HTTP_H */
