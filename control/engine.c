@@ -1277,7 +1277,8 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 	e->nevq = ncore;
 	e->ring_gc = gc;
 	e->ring_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_RING, .ptr = e};
-	kvxd_epoll_add(d, e->sub_wake, &e->ring_ev, EPOLLIN);
+	if (kvxd_epoll_add(d, e->sub_wake, &e->ring_ev, EPOLLIN)) /* its requests would wait */
+		kvxd_engine_doom(d, e, "cannot watch its submission ring's wake-ups");
 	d->ctr.engine_rings++;
 	return;
 fail:

@@ -1303,6 +1303,7 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 		if (c->pending_err) {
 			r = c->pending_err;
 			c->pending_err = 0;
+			ring_rearm(c); /* the wake-ups were taken above: what the rings hold says */
 			return r;
 		}
 		if (c->err)

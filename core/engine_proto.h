@@ -25,8 +25,9 @@
 
 #include "kvx/kvx.h"
 
-/* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region, buffers and ndest */
-#define KVX_ENG_VERSION 2
+/* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region, buffers and ndest
+ * 3: the rings' wake-ups are socket pairs, not eventfds (KVX_ENG_RINGS) */
+#define KVX_ENG_VERSION 3
 #define KVX_ENG_MSG_MAX (64 * 1024)		  /* largest datagram either side sends */
 #define KVX_ENG_TEXT_MAX (KVX_ENG_MSG_MAX - 1024) /* admin reply text (counters: every metric) */
 

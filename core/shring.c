@@ -9,7 +9,10 @@
 
 enum { REC_MSG = 0x6d5a, REC_PAD = 0x7061 }; /* a zeroed header is neither */
 
-#define WAKE_DRAIN_MAX 16 /* receives per drain: a producer that floods cannot hold us */
+/* receives per drain, of up to this many bytes each: a producer that floods cannot hold us,
+ * and one that sent all its socket takes at once is drained in a few wake-ups */
+#define WAKE_DRAIN_MAX 16
+#define WAKE_DRAIN_BYTES 4096
 
 /* The shared header: one cache line per writer, so neither side's stores bounce the other's
  * line.  Only tail, head and parked are ever read by the other side. */
@@ -68,7 +71,7 @@ kvx_shring_wake_pair(int sv[2])
 int
 kvx_shring_wake_drain(int wake_fd)
 {
-	char b[64];
+	char b[WAKE_DRAIN_BYTES];
 
 	for (int i = 0; i < WAKE_DRAIN_MAX; i++) {
 		ssize_t n = recv(wake_fd, b, sizeof(b), MSG_DONTWAIT);

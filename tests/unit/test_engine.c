@@ -1335,10 +1335,11 @@ reng_call(struct reng *r, uint16_t type, void *m, size_t len)
 }
 
 /* An engine cannot make kvxd block through the wake-ups it was handed: it makes its ends
- * blocking (kvxd's keep their own flags: they are not the same file descriptions), says it parks
- * on the event ring and never takes a wake-up.  kvxd wakes it far more often than its end holds
- * and goes on answering.  (With a shared eventfd, the engine's fcntl was kvxd's, and a write to
- * a counter it saturated blocked the control core for good.) */
+ * blocking, and kvxd's keep their own flags (they are not the same file descriptions: with a
+ * shared eventfd, the engine's fcntl was kvxd's, and a write to a counter it saturated blocked
+ * the control core for good; mutant wake_end_shared hands the engine kvxd's own end).  Then it
+ * says it parks on the event ring and never takes a wake-up: kvxd wakes it far more often than
+ * its end holds (each send fails for room, MSG_DONTWAIT) and goes on answering. */
 static void
 test_rings_engine_cannot_block_kvxd(void **state)
 {

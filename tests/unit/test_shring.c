@@ -287,12 +287,12 @@ test_wake_never_blocks_the_producer(void **state)
 	}
 	assert_true(fd_readable(T.wake[1])); /* it is woken all the same */
 	assert_int_equal(T.p.wakes, 200000);
-	/* a drain takes what is waiting, in a bounded number of receives (16 of 64 bytes): what
+	/* a drain takes what is waiting, in a bounded number of receives (16 of 4096 bytes): what
 	 * stays keeps the end readable (a level-triggered wait comes back) */
 	assert_int_equal(ioctl(T.wake[1], FIONREAD, &queued), 0);
 	assert_true(queued > 0);
 	assert_int_equal(kvx_shring_wake_drain(T.wake[1]), 0);
-	assert_int_equal(fd_readable(T.wake[1]), queued > 16 * 64);
+	assert_int_equal(fd_readable(T.wake[1]), queued > 16 * 4096);
 }
 
 /* A producer that closed its end: the consumer's end reads EOF, and park_done says so (kvxd ends
