@@ -654,10 +654,6 @@ rings_free(struct kvx_conn *c)
 	c->ncevt = 0;
 }
 
-/* Ask kvxd for the session's rings (KVX_ENG_RINGS), with one core ring per polling core unless
- * KVX_CORE_RINGS=0 is in the environment.  Returns 0 with the rings
- * in use, 0 on the socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or
- * -errno when the session broke. */
 static bool
 is_socket(int fd)
 {
@@ -666,6 +662,10 @@ is_socket(int fd)
 	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* Ask kvxd for the session's rings (KVX_ENG_RINGS), with one core ring per polling core unless
+ * KVX_CORE_RINGS=0 is in the environment.  Returns 0 with the rings
+ * in use, 0 on the socket (KVX_RINGS=0, or kvxd refused them: an older kvxd says -EOPNOTSUPP), or
+ * -errno when the session broke. */
 static int
 rings_setup(struct kvx_conn *c)
 {
