@@ -1147,9 +1147,8 @@ rings_reply(struct kvxd_engine *e, uint64_t seq, const int fds[3])
 }
 
 /* What a session's rings leave behind when it closes: the mapping, our end of the event ring's
- * wake pair and
- * the core rings' producer sides, which a polling core may still be using in its current
- * iteration.  They go after an RCU grace period. */
+ * wake pair and the core rings' producer sides, which a polling core may still be using in its
+ * current iteration.  They go after an RCU grace period. */
 struct rings_gc {
 	struct rcu_head rcu;
 	void *map;
@@ -1175,8 +1174,7 @@ rings_gc_rcu(struct rcu_head *head)
 }
 
 /* Close: the socket side now; the mapping, our end of the event ring's wake pair and the core
- * rings once no
- * polling core can be in them (every room's evq was cleared before). */
+ * rings once no polling core can be in them (every room's evq was cleared before). */
 static void
 rings_close(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -1539,8 +1537,8 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		size_t n = strnlen(at, len - sizeof(struct kvx_eng_admin));
 		int rc;
 
-		if (n >=
-		    sizeof(cmd)) { /* never cut short and run: "fault a:1,b:2" is not "fault a:1" */
+		/* never cut short and run: "fault a:1,b:2" is not "fault a:1" */
+		if (n >= sizeof(cmd)) {
 			kvxd_engine_reply(d, e, h->seq, -ENAMETOOLONG, 0,
 					  "operator command longer than 255 bytes");
 			break;

@@ -78,8 +78,8 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 			d->ctr.events_sent++;
 		} else if (m->told == KVXD_TOLD_SPILL && atomic_load(&r->pc.told)) {
 			/* a state on the way whose room's end its engine was told meanwhile (its
-			 * next call saw the end before this EVENT was taken): never after the end
-			 */
+			 * next call saw the end before this EVENT was taken): never after the
+			 * end */
 		} else if (m->told == KVXD_TOLD_SPILL || m->told == KVXD_TOLD_CLAIM)
 			tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);
 		else if (kvxd_room_terminal_for_engine(r, m->state))

@@ -53,8 +53,8 @@ struct kvxd_metrics_http {
 	uint16_t port;
 	struct kvxd_fd ev;
 	struct cds_list_head conns;
-	struct cds_list_head
-		dead;	       /* evicted: freed after the loop's batch (kvxd_metrics_http_reap) */
+	/* evicted: freed after the loop's batch (kvxd_metrics_http_reap) */
+	struct cds_list_head dead;
 	uint64_t paused_until; /* 0: accepting */
 };
 
