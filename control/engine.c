@@ -35,6 +35,7 @@
 #define REFUSED_PER_UID_MAX 4	     /* refused sessions of one uid kept to tell them why */
 #define RING_BYTES (512u << 10)	     /* data bytes of each ring of a session (KVX_ENG_RINGS) */
 #define RING_BATCH 64		     /* requests taken from one submission ring per iteration */
+#define OPERATOR_SLOTS 4	     /* session slots only operators may take (kvxctl) */
 
 /* ---- credentials --------------------------------------------------------------------------- */
 
@@ -214,12 +215,24 @@ sessions_of(const struct kvxd *d, uid_t uid, uint32_t *live, uint32_t *refused)
 	}
 }
 
+/* Sessions that are not an operator's: they may take all slots but OPERATOR_SLOTS. */
+static int
+others_of(const struct kvxd *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < d->engines_end; i++)
+		n += d->engines[i] && !d->engines[i]->admin;
+	return n;
+}
+
 void
 kvxd_engine_accept(struct kvxd *d)
 {
 	for (;;) {
 		int fd = accept4(d->eng_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
 		uint32_t live, refused;
+		bool admin;
 		struct kvxd_cred cred;
 		struct kvxd_engine *e;
 		int rc;
@@ -255,10 +268,20 @@ kvxd_engine_accept(struct kvxd *d)
 				slot = i;
 				break;
 			}
+		admin = kvxd_cred_is_admin(d, &cred);
+		if (slot >= 0 && !admin && others_of(d) >= KVXD_MAX_ENGINES - OPERATOR_SLOTS) {
+			/* the last slots stay for an operator, who must be able to look and abort
+			 * however many engines are connected */
+			d->ctr.cap_operator_slots++;
+			slot = -1;
+		}
 		e = slot >= 0 ? calloc(1, sizeof(*e)) : NULL;
 		if (!e) {
-			KVX_WARN("engine connection refused: %d sessions already",
-				 KVXD_MAX_ENGINES);
+			KVX_WARN("engine connection refused (pid %d uid %u): %d sessions already%s",
+				 (int)cred.pid, (unsigned)cred.uid,
+				 KVXD_MAX_ENGINES - OPERATOR_SLOTS,
+				 admin ? " and the operators' slots"
+				       : " (the rest are operators')");
 			kvxd_cred_fini(&cred);
 			close(fd);
 			continue;
@@ -270,7 +293,7 @@ kvxd_engine_accept(struct kvxd *d)
 		e->uid = cred.uid;
 		e->gid = cred.gid;
 		e->pid = cred.pid;
-		e->admin = kvxd_cred_is_admin(d, &cred);
+		e->admin = admin;
 		kvxd_cred_fini(&cred);
 		if (live >= d->cfg.max_sessions_per_uid) {
 			d->ctr.cap_sessions++;
@@ -1478,6 +1501,13 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		}
 		if (((const struct kvx_eng_hello *)buf)->rank > KVX_RANK_MAX) {
 			kvxd_engine_reply(d, e, h->seq, -EINVAL, 0, "rank beyond KVX_RANK_MAX");
+			break;
+		}
+		if (e->hello) {
+			/* its rooms are keyed by the rank it said: another would strand them */
+			d->ctr.engine_bad++;
+			kvxd_engine_reply(d, e, h->seq, -EALREADY, 0,
+					  "HELLO comes once per session");
 			break;
 		}
 		e->rank = ((const struct kvx_eng_hello *)buf)->rank;

@@ -25,6 +25,10 @@
 #define BODY_MAX (1u << 20) /* a response, or one watch message */
 #define CALL_MS 3000	    /* a call's deadline */
 #define RETRY_MS 1000	    /* after a failure */
+/* a watch that says nothing for this long is set up again: a proxy or a broken path may drop it
+ * without a word (progress notifications, asked for, keep a healthy one talking if etcd sends
+ * them often enough) */
+#define WATCH_QUIET_MS 60000
 
 enum call { C_NONE = 0, C_GRANT, C_PUT, C_RANGE, C_KEEPALIVE, C_WATCH };
 
@@ -55,7 +59,8 @@ struct http {
 	char *body;
 	size_t body_len, body_cap;
 	uint64_t body_total; /* bytes of body received (a Content-Length body) */
-	uint64_t deadline;   /* 0: none (the watch) */
+	uint64_t deadline;   /* 0: none */
+	uint64_t started;
 };
 
 enum stage { S_IDLE = 0, S_GRANT, S_PUT, S_RANGE, S_RUN };
@@ -64,17 +69,23 @@ static const char *const stage_name[] = {"connecting", "granting a lease", "regi
 					 "reading the prefix", "registered"};
 
 struct kvxd_etcd {
-	struct http call, watch;
+	/* the lease's keepalives have a connection of their own: a slow read or registration
+	 * never holds them back past the lease */
+	struct http call, watch, ka;
 	enum stage st;
 	char lease[24]; /* the lease ID, decimal, as etcd writes it */
 	uint64_t retry_at, keepalive_at;
+	uint64_t
+		ttl_ms; /* the lease as etcd granted it (at most lease_s): keepalives every third */
 	uint64_t watch_at;     /* a watch that ended is set up again from then on (after a read) */
 	uint64_t resync_at;    /* a full read then: an entry was refused for want of room */
 	uint64_t watch_log_ms; /* the last "watch ended" line (at most one per 10 s) */
 	bool reregister;       /* our own key was deleted: register again */
+	bool own_clash;	       /* our name listed with another value: said once */
 	int64_t revision;
 	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
 	char key_b64[256], begin_b64[256], end_b64[256], val_b64[352];
+	char val[256]; /* what we register, as text */
 	char last_error[160];
 	bool failing; /* the last attempt failed: log only the first failure of a run */
 };
@@ -141,6 +152,7 @@ http_start(struct kvxd *d, struct http *h, enum call call, const char *path, con
 	h->call = call;
 	h->clen = -1;
 	h->deadline = now + CALL_MS; /* the watch: until its head arrives */
+	h->started = now;
 	h->ev = (struct kvxd_fd){.kind = KVXD_FD_ETCD, .ptr = h};
 	h->tx = malloc(blen + 256);
 	if (!h->tx)
@@ -435,6 +447,7 @@ fail(struct kvxd *d, const char *fmt, ...)
 	e->failing = true;
 	http_close(d, &e->call);
 	http_close(d, &e->watch);
+	http_close(d, &e->ka);
 	e->st = S_IDLE;
 	e->retry_at = kvxd_now_ms() + RETRY_MS;
 }
@@ -443,7 +456,7 @@ static void
 start(struct kvxd *d, enum call call, uint64_t now)
 {
 	struct kvxd_etcd *e = d->etcd;
-	struct http *h = call == C_WATCH ? &e->watch : &e->call;
+	struct http *h = call == C_WATCH ? &e->watch : call == C_KEEPALIVE ? &e->ka : &e->call;
 	char json[1024];
 	const char *path = "";
 	int rc;
@@ -475,7 +488,7 @@ start(struct kvxd *d, enum call call, uint64_t now)
 		path = "/v3/watch";
 		snprintf(json, sizeof(json),
 			 "{\"create_request\": {\"key\": \"%s\", \"range_end\": \"%s\", "
-			 "\"start_revision\": \"%" PRId64 "\"}}",
+			 "\"start_revision\": \"%" PRId64 "\", \"progress_notify\": true}}",
 			 e->begin_b64, e->end_b64, e->revision + 1);
 		break;
 	case C_NONE:
@@ -484,6 +497,8 @@ start(struct kvxd *d, enum call call, uint64_t now)
 	rc = http_start(d, h, call, path, json, now);
 	if (rc)
 		fail(d, "%s: %s", call_name[call], strerror(-rc));
+	else if (call == C_KEEPALIVE && h->deadline > now + e->ttl_ms / 3)
+		h->deadline = now + e->ttl_ms / 3; /* given up in time for one more try */
 }
 
 /* A key under our prefix: the node's name, or NULL. */
@@ -532,20 +547,47 @@ node_put(struct kvxd *d, struct json_object *kv)
 	const char *val = jstr(kv, "value");
 	struct kvx_config_addr addr;
 	uint8_t gids[KVX_MAX_RAILS][16];
+	bool named = name && kvx_config_name_ok(name); /* else never logged as it is */
 	int ngid, rc;
 
+	if (named && val && strcmp(name, d->cfg.name) == 0 &&
+	    !b64_decode(vbuf, sizeof(vbuf), val)) {
+		/* our own key: another node registering under our name is said, once */
+		bool clash = strcmp(vbuf, d->etcd->val) != 0;
+
+		if (clash && !d->etcd->own_clash) {
+			d->ctr.members_refused++;
+			KVX_WARN("membership: %s%s is listed at %s, not as we register it (%s): "
+				 "does another node have our name?",
+				 d->cfg.etcd_prefix, name,
+				 value_parse(vbuf, &addr, gids, &ngid) ? "a bad value" : addr.host,
+				 d->etcd->val);
+		}
+		d->etcd->own_clash = clash;
+		return;
+	}
 	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
 	    value_parse(vbuf, &addr, gids, &ngid)) {
 		d->ctr.members_refused++;
-		KVX_WARN("membership: a bad entry under %s refused (name '%s')", d->cfg.etcd_prefix,
-			 name ? name : "?");
+		KVX_WARN("membership: a bad entry under %s refused (%s%s%s)", d->cfg.etcd_prefix,
+			 named ? "name '" : "not a node name", named ? name : "", named ? "'" : "");
 		return;
 	}
-	if (strcmp(name, d->cfg.name) == 0)
-		return; /* our own key */
 	rc = kvxd_members_found(d, name, &addr, (const uint8_t(*)[16])gids, ngid);
+	if (rc == -EINVAL) /* counted there */
+		KVX_WARN("membership: a bad entry under %s refused (not a node name)",
+			 d->cfg.etcd_prefix);
 	if ((rc == -ENOBUFS || rc == -ENOSPC) && !d->etcd->resync_at)
 		d->etcd->resync_at = kvxd_now_ms() + 2 * RETRY_MS; /* once a slot may be free */
+}
+
+/* The lease lives ttl seconds (etcd's word) or lease_s (ours), whichever is shorter. */
+static void
+lease_ttl(struct kvxd *d, int64_t ttl)
+{
+	d->etcd->ttl_ms = d->cfg.lease_s * 1000ull;
+	if (ttl < (int64_t)d->cfg.lease_s)
+		d->etcd->ttl_ms = (uint64_t)ttl * 1000;
 }
 
 static int
@@ -557,6 +599,7 @@ on_grant(struct kvxd *d, struct json_object *o)
 	if (!jint(o, "ID", &id) || !jint(o, "TTL", &ttl) || ttl <= 0)
 		return -EPROTO;
 	snprintf(e->lease, sizeof(e->lease), "%" PRId64, id);
+	lease_ttl(d, ttl);
 	return 0;
 }
 
@@ -566,8 +609,9 @@ on_range(struct kvxd *d, struct json_object *o)
 	struct kvxd_etcd *e = d->etcd;
 	struct json_object *kvs = jobj(o, "kvs", json_type_array);
 
-	if (!jint(jobj(o, "header", json_type_object), "revision", &e->revision))
-		return -EPROTO;
+	if (!jint(jobj(o, "header", json_type_object), "revision", &e->revision) ||
+	    e->revision < 0 || e->revision == INT64_MAX)
+		return -EPROTO; /* the watch starts from the revision after it */
 	kvxd_members_sync_begin(d);
 	for (size_t i = 0; kvs && i < json_object_array_length(kvs); i++)
 		node_put(d, json_object_array_get_idx(kvs, i));
@@ -607,7 +651,8 @@ on_watch_msg(struct kvxd *d, struct json_object *msg)
 			node_put(d, kv);
 		}
 	}
-	if (jint(jobj(r, "header", json_type_object), "revision", &rev) && rev > e->revision)
+	if (jint(jobj(r, "header", json_type_object), "revision", &rev) && rev > e->revision &&
+	    rev < INT64_MAX)
 		e->revision = rev;
 	return 0;
 }
@@ -645,10 +690,9 @@ watch_take(struct kvxd *d)
 }
 
 static void
-call_done(struct kvxd *d, uint64_t now)
+call_done(struct kvxd *d, struct http *h, uint64_t now)
 {
 	struct kvxd_etcd *e = d->etcd;
-	struct http *h = &e->call;
 	enum call call = h->call;
 	struct json_object *o;
 	int rc = 0;
@@ -675,6 +719,8 @@ call_done(struct kvxd *d, uint64_t now)
 		/* a lease that expired or is unknown comes back without a TTL: register again */
 		if (!jint(jobj(o, "result", json_type_object), "TTL", &ttl) || ttl <= 0)
 			rc = -ENOENT;
+		else
+			lease_ttl(d, ttl);
 		break;
 	}
 	default:
@@ -695,7 +741,7 @@ call_done(struct kvxd *d, uint64_t now)
 		break;
 	case C_PUT:
 		d->ctr.etcd_registered++;
-		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
+		e->keepalive_at = now + e->ttl_ms / 3;
 		KVX_INFO("membership: registered as %s%s (lease %s, %u s)", d->cfg.etcd_prefix,
 			 d->cfg.name, e->lease, d->cfg.lease_s);
 		start(d, C_RANGE, now);
@@ -710,7 +756,7 @@ call_done(struct kvxd *d, uint64_t now)
 		break;
 	case C_KEEPALIVE:
 		e->failing = false;
-		e->keepalive_at = now + d->cfg.lease_s * 1000ull / 3;
+		e->keepalive_at = now + e->ttl_ms / 3;
 		break;
 	default:
 		break;
@@ -725,7 +771,12 @@ watch_ended(struct kvxd *d, const char *why, uint64_t now)
 	struct kvxd_etcd *e = d->etcd;
 
 	d->ctr.etcd_watch_restarts++;
-	if (now >= e->watch_log_ms + 10000 || !e->watch_log_ms) {
+	if (e->watch.head_done && e->watch.status == 200 && e->watch.deadline &&
+	    now >= e->watch.deadline) {
+		/* silent for WATCH_QUIET_MS: an idle prefix looks the same as a dropped watch */
+		KVX_INFO("membership: the watch said nothing for %d s: reading %s again",
+			 WATCH_QUIET_MS / 1000, d->cfg.etcd_prefix);
+	} else if (now >= e->watch_log_ms + 10000 || !e->watch_log_ms) {
 		e->watch_log_ms = now;
 		KVX_WARN("membership: the watch ended (%s): reading %s again", why,
 			 d->cfg.etcd_prefix);
@@ -749,7 +800,7 @@ kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 		if (rc == 1 && h->head_done && h->status != 200)
 			rc = -EPROTO;
 		if (rc == 1 && h->head_done)
-			h->deadline = 0; /* a stream from now on */
+			h->deadline = now + WATCH_QUIET_MS; /* a stream from now on */
 		if (rc == 1)
 			rc = watch_take(d);
 		if (e->reregister) {
@@ -769,7 +820,7 @@ kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	if (rc < 0)
 		fail(d, "%s: %s", call_name[h->call], strerror(-rc));
 	else if (rc == 1)
-		call_done(d, now);
+		call_done(d, h, now);
 }
 
 void
@@ -783,8 +834,18 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 		fail(d, "%s: no answer in %d ms", call_name[e->call.call], CALL_MS);
 		return;
 	}
+	if (e->ka.fd >= 0 && e->ka.deadline && now >= e->ka.deadline) {
+		fail(d, "keepalive: no answer in %" PRIu64 " ms", e->ka.deadline - e->ka.started);
+		return;
+	}
+	if (d->members_reread) {
+		/* a peer that moved lost its session: read where it is now */
+		d->members_reread = false;
+		if (e->st == S_RUN && !e->resync_at)
+			e->resync_at = now;
+	}
 	if (e->watch.fd >= 0 && e->watch.deadline && now >= e->watch.deadline)
-		watch_ended(d, "no answer", now);
+		watch_ended(d, "no answer", now); /* or silent too long (a stream) */
 	if (e->st == S_RUN && e->resync_at && now >= e->resync_at) {
 		/* an entry refused for want of room: read everything again.  With no watch open,
 		 * a full read is on its way already (from watch_at on), and that is it: due, the
@@ -795,11 +856,16 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 			e->watch_at = now;
 		}
 	}
-	if (e->st == S_IDLE && now >= e->retry_at)
+	if (e->st == S_IDLE && now >= e->retry_at) {
 		start(d, C_GRANT, now);
-	else if (e->st == S_RUN && e->call.fd < 0 && now >= e->keepalive_at)
-		start(d, C_KEEPALIVE, now); /* first: the lease is what keeps us a member */
-	else if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && now >= e->watch_at)
+		return;
+	}
+	if ((e->st == S_RANGE || e->st == S_RUN) && e->ka.fd < 0 && now >= e->keepalive_at) {
+		start(d, C_KEEPALIVE, now); /* the lease is what keeps us a member */
+		if (e->st == S_IDLE)
+			return; /* it failed */
+	}
+	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && now >= e->watch_at)
 		start(d, C_RANGE, now); /* the watch ended: everything again from a full read */
 }
 
@@ -815,9 +881,11 @@ kvxd_etcd_next_due(const struct kvxd *d)
 		due = e->call.deadline;
 	if (e->watch.fd >= 0 && e->watch.deadline && e->watch.deadline < due)
 		due = e->watch.deadline;
+	if (e->ka.fd >= 0 && e->ka.deadline && e->ka.deadline < due)
+		due = e->ka.deadline;
 	if (e->st == S_IDLE && e->retry_at < due)
 		due = e->retry_at;
-	if (e->st == S_RUN && e->call.fd < 0 && e->keepalive_at < due)
+	if ((e->st == S_RANGE || e->st == S_RUN) && e->ka.fd < 0 && e->keepalive_at < due)
 		due = e->keepalive_at;
 	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && e->watch_at < due)
 		due = e->watch_at;
@@ -850,7 +918,8 @@ kvxd_etcd_start(struct kvxd *d)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	e->call.fd = e->watch.fd = -1;
+	e->call.fd = e->watch.fd = e->ka.fd = -1;
+	e->ttl_ms = d->cfg.lease_s * 1000ull;
 	snprintf(key, sizeof(key), "%s%s", d->cfg.etcd_prefix, d->cfg.name);
 	/* our QPs' GIDs, one per rail, so that peers check exactly them (not only an IPv4-mapped
 	 * default, which holds for rail 0's address only) */
@@ -861,6 +930,7 @@ kvxd_etcd_start(struct kvxd *d)
 			break;
 		n += (size_t)snprintf(val + n, sizeof(val) - n, " %s", gid);
 	}
+	snprintf(e->val, sizeof(e->val), "%s", val);
 	if (b64_encode(e->key_b64, sizeof(e->key_b64), key) ||
 	    b64_encode(e->val_b64, sizeof(e->val_b64), val) ||
 	    b64_encode(e->begin_b64, sizeof(e->begin_b64), d->cfg.etcd_prefix)) {
@@ -885,6 +955,7 @@ kvxd_etcd_stop(struct kvxd *d)
 		return;
 	http_close(d, &d->etcd->call);
 	http_close(d, &d->etcd->watch);
+	http_close(d, &d->etcd->ka);
 	free(d->etcd);
 	d->etcd = NULL;
 }

@@ -186,6 +186,11 @@ struct kvxd_peer {
 	 * ends (kvxd_peer_tick removes it then), so that a lease that lapsed while etcd was slow
 	 * does not tear down a healthy session */
 	bool unlisted;
+	/* discovered, listed at another address or GID while its session was READY: the live,
+	 * authenticated session is kept (whoever can write to etcd must not end it); once it
+	 * ends, kvxd_peer_tick removes the peer and asks for a full read, which finds it where
+	 * the registry then says */
+	bool moved;
 	char fence_why[160];
 	uint32_t epoch;
 	/* several rails: rails whose QP failed in this session (its rooms' WRITEs avoid them), when
@@ -323,8 +328,8 @@ struct kvxd_counters {
 	uint64_t meta_parked; /* ROOM_METAs of a further endpoint waiting for the engine's ndest */
 	/* the engine socket: connections refused (credentials), operator commands refused (not
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
-	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions, cap_pools,
-		cap_pinned, cap_rooms;
+	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions,
+		cap_operator_slots, cap_pools, cap_pinned, cap_rooms;
 	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */
@@ -417,6 +422,7 @@ struct kvxd {
 	uint32_t nrooms[2];		/* rooms in the id table, by role (control/rooms.c) */
 	struct kvxd_metrics_http *http; /* [metrics] listen: the endpoint, or NULL */
 	struct kvxd_etcd *etcd;		/* [membership] etcd: the client, or NULL */
+	bool members_reread;		/* a peer that moved was removed: etcd reads everything */
 	uint32_t http_conns;		/* its open connections */
 	struct kvxd_counters ctr;
 	struct kvxd_hists hist;

@@ -187,7 +187,18 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	snprintf(cp.name, sizeof(cp.name), "%s", name);
 	if (p && kvx_config_peer_same(&cp, &d->cfg.peers[p->idx])) {
 		p->seen = true;
-		p->unlisted = false; /* listed again */
+		p->unlisted = p->moved = false; /* listed again, where it was */
+		return 0;
+	}
+	if (p && p->state == KVXD_PEER_READY) {
+		/* its authenticated session stays: an entry anyone with etcd access may write
+		 * never ends it (a node that did move loses that session to its heartbeat) */
+		if (!p->moved)
+			KVX_INFO("membership: %s is listed at %s:%u now; its live session is kept "
+				 "until it ends",
+				 name, addr->host, addr->port);
+		p->seen = p->moved = true;
+		p->unlisted = false;
 		return 0;
 	}
 	if (p) {
@@ -219,6 +230,7 @@ kvxd_members_lost(struct kvxd *d, const char *name)
 	if (!p || !p->discovered)
 		return;
 	if (p->state == KVXD_PEER_READY) {
+		p->moved = false; /* listed nowhere now */
 		if (!p->unlisted)
 			KVX_INFO("membership: %s is no longer listed; its live session is kept "
 				 "until "

@@ -470,6 +470,7 @@ control_counters(struct out *o, struct kvxd *d)
 	GAUGE("chunks_live", "chunks allocated and not yet freed", d->chunks.st.live);
 	family(o, "kvx_engine_cap_refused_total", "counter", "engine requests over a cap");
 	sample(o, L({"cap", "max_sessions_per_uid"}), c->cap_sessions);
+	sample(o, L({"cap", "operator_slots"}), c->cap_operator_slots); /* engines past 60 */
 	sample(o, L({"cap", "max_pools_per_engine"}), c->cap_pools);
 	sample(o, L({"cap", "max_pinned_mb_per_uid"}), c->cap_pinned);
 	sample(o, L({"cap", "max_rooms_per_engine"}), c->cap_rooms);

@@ -1207,10 +1207,17 @@ kvxd_peer_tick(struct kvxd *d, uint64_t now)
 			p->sweep_at_ms = now + SWEEP_MS;
 			journal_rollback(d, p);
 		}
-		if (p->unlisted && !p->removing && p->state != KVXD_PEER_READY) {
-			/* gone from etcd while its session lived: the session has ended now */
+		if ((p->unlisted || p->moved) && !p->removing && p->state != KVXD_PEER_READY) {
+			/* gone from etcd, or listed elsewhere, while its session lived: the session
+			 * has ended now.  A moved peer is found again by a full read (etcd's tick,
+			 * in this same pass), where the registry then lists it */
 			d->ctr.members_lost++;
-			kvxd_peer_remove(d, p, "left the membership (etcd); its session ended");
+			d->members_reread |= p->moved;
+			kvxd_peer_remove(d, p,
+					 p->moved
+						 ? "moved to another address or GID (etcd); its "
+						   "session ended"
+						 : "left the membership (etcd); its session ended");
 			continue;
 		}
 		idle_tick(d, p, now);

@@ -30,6 +30,9 @@ static struct {
 	char range_body[4096]; /* the JSON a range returns */
 	bool lease_lost;       /* keepalives answer without a TTL */
 	bool watch_503;	       /* watches are refused */
+	bool hold_ranges;      /* range calls wait for their answer while this is set */
+	int grant_ttl;	       /* the TTL grants and keepalives give (0: 3 s) */
+	const char *range_rev; /* the revision gw_range writes (NULL: "10") */
 	bool lax;	       /* fuzzing: no checks of what the client sends */
 	const char *raw_next;  /* the next call gets these bytes, then the connection closes */
 	size_t raw_len;
@@ -46,7 +49,8 @@ static void
 gw_range(const char *const *kv, int n)
 {
 	size_t off = (size_t)snprintf(gw.range_body, sizeof(gw.range_body),
-				      "{\"header\":{\"revision\":\"10\"},\"kvs\":[");
+				      "{\"header\":{\"revision\":\"%s\"},\"kvs\":[",
+				      gw.range_rev ? gw.range_rev : "10");
 
 	for (int i = 0; i < n; i++) {
 		char k[256], v[256];
@@ -164,8 +168,13 @@ gw_answer(struct gw_conn *c)
 		return;
 	}
 	if (strncmp(c->req, "POST /v3/lease/grant ", 21) == 0) {
+		char ans[128];
+
+		snprintf(ans, sizeof(ans),
+			 "{\"header\":{\"revision\":\"1\"},\"ID\":\"77\",\"TTL\":\"%d\"}",
+			 gw.grant_ttl ? gw.grant_ttl : 3);
 		gw.grants++;
-		gw_reply(c, "{\"header\":{\"revision\":\"1\"},\"ID\":\"77\",\"TTL\":\"3\"}", false);
+		gw_reply(c, ans, false);
 	} else if (strncmp(c->req, "POST /v3/kv/put ", 16) == 0) {
 		char k[64];
 
@@ -178,10 +187,13 @@ gw_answer(struct gw_conn *c)
 		gw.ranges++;
 		gw_reply(c, gw.range_body, false);
 	} else if (strncmp(c->req, "POST /v3/lease/keepalive ", 25) == 0) {
+		char ans[128];
+
+		snprintf(ans, sizeof(ans),
+			 "{\"result\":{\"header\":{},\"ID\":\"77\",\"TTL\":\"%d\"}}",
+			 gw.grant_ttl ? gw.grant_ttl : 3);
 		gw.keepalives++;
-		gw_reply(c,
-			 gw.lease_lost ? "{\"result\":{\"header\":{},\"ID\":\"77\"}}"
-				       : "{\"result\":{\"header\":{},\"ID\":\"77\",\"TTL\":\"3\"}}",
+		gw_reply(c, gw.lease_lost ? "{\"result\":{\"header\":{},\"ID\":\"77\"}}" : ans,
 			 true);
 	} else if (gw.watch_503 && strncmp(c->req, "POST /v3/watch ", 15) == 0) {
 		static const char no[] = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n";
@@ -235,7 +247,8 @@ gw_poll(void)
 			c->req[c->len] = '\0';
 		}
 		end = strstr(c->req, "\r\n\r\n");
-		if (!c->answered && end) {
+		if (!c->answered && end &&
+		    !(gw.hold_ranges && strncmp(c->req, "POST /v3/kv/range ", 18) == 0)) {
 			const char *cl = strstr(c->req, "Content-Length: ");
 
 			if (cl && c->len - (size_t)(end + 4 - c->req) >= strtoul(cl + 16, NULL, 10))

@@ -986,6 +986,70 @@ test_accept_checks_the_full_group_list(void **state)
 	eng_close(&outsider);
 }
 
+/* Engines that fill every slot they may take leave 4 for operators: the next engine is closed
+ * at accept, an operator (root) still gets in. */
+static void
+test_operators_keep_their_slots(void **state)
+{
+	gid_t sock_gid = getegid();
+	const int others = KVXD_MAX_ENGINES - 4;
+	struct eng *e = calloc((size_t)others + 1, sizeof(*e));
+	struct eng root;
+
+	need_root();
+	assert_non_null(e);
+	A.cfg.max_sessions_per_uid = KVXD_MAX_ENGINES;
+	assert_int_equal(listen_on(&A), 0);
+	for (int i = 0; i < others; i++) {
+		eng_connect_as(&e[i], &A, NOBODY, NOBODY, 1, &sock_gid);
+		if (i % 8 == 7)
+			pump_once();
+	}
+	for (int i = 0; i < 5; i++)
+		pump_once();
+	assert_int_equal(live_engines(&A), others);
+	eng_connect_as(&e[others], &A, NOBODY, NOBODY, 1, &sock_gid);
+	for (int i = 0; i < 10 && !e[others].closed; i++) {
+		pump_once();
+		eng_read(&e[others], 0, NULL);
+	}
+	assert_true(e[others].closed);
+	eng_connect(&root, &A);
+	assert_int_equal(eng_hello(&root, NULL), 0);
+	assert_int_equal(live_engines(&A), others + 1);
+	assert_int_equal(
+		counter(&root, "kvx_engine_cap_refused_total{node=\"a\",cap=\"operator_slots\"}"),
+		1);
+	eng_close(&root);
+	for (int i = 0; i <= others; i++)
+		eng_close(&e[i]);
+	free(e);
+}
+
+/* A second HELLO is refused and leaves the session as it was: its rooms stay keyed by the rank
+ * of the first. */
+static void
+test_second_hello_is_refused(void **state)
+{
+	struct eng e;
+	struct eng_reply r;
+
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_call(&e, KVX_ENG_HELLO,
+				  &(struct kvx_eng_hello){.version = KVX_ENG_VERSION, .rank = 3},
+				  sizeof(struct kvx_eng_hello), -1, NULL),
+			 0);
+	assert_int_equal(eng_call(&e, KVX_ENG_HELLO,
+				  &(struct kvx_eng_hello){.version = KVX_ENG_VERSION, .rank = 5},
+				  sizeof(struct kvx_eng_hello), -1, &r),
+			 -EALREADY);
+	assert_int_equal(live_engines(&A), 1);
+	assert_int_equal(A.engines[0]->rank, 3);
+	assert_int_equal(eng_admin(&e, "peers", &r), 0);
+	eng_close(&e);
+}
+
 /* An engine that is neither root, nor kvxd's uid, nor in admin_group: operator commands are
  * refused with -EPERM and change nothing; the read-only ones work; root's work. */
 static void
@@ -3590,6 +3654,8 @@ main(void)
 		cmocka_unit_test(test_credential_rules),
 		cmocka_unit_test(test_credentials_read_from_a_socket),
 		T(test_accept_checks_the_full_group_list),
+		T(test_operators_keep_their_slots),
+		T(test_second_hello_is_refused),
 		T(test_operator_commands_need_an_admin),
 		T(test_operator_commands_need_an_admin_unprivileged),
 		T(test_admin_group_member_may),

@@ -41,6 +41,8 @@
 #define A N[0]
 #define C N[1]
 #define PREFIX GW_PREFIX
+/* what "a" registers: its address and its one rail's GID (the fake device's) */
+#define OWN "127.0.0.1:7470 ::ffff:0.0.0.0"
 
 /* ---- the nodes ----------------------------------------------------------------------------- */
 
@@ -90,7 +92,7 @@ static char c_addr[64];
 static void
 start_found(const char *const *extra, int nextra)
 {
-	const char *kv[16] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", c_addr};
+	const char *kv[16] = {PREFIX "a", OWN, PREFIX "c", c_addr};
 
 	/* the fake device's GID, which c publishes with its address */
 	snprintf(c_addr, sizeof(c_addr), "127.0.0.1:%u ::ffff:0.0.0.0", c_as_static.addr.port);
@@ -223,7 +225,7 @@ static void
 test_watch_end_resyncs(void **state)
 {
 	static const char *const x1[] = {PREFIX "x1", "127.0.0.1:40001"};
-	const char *kv[] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", c_addr};
+	const char *kv[] = {PREFIX "a", OWN, PREFIX "c", c_addr};
 
 	(void)state;
 	start_found(x1, 1);
@@ -305,48 +307,180 @@ test_section_wins_over_etcd(void **state)
 	assert_false(p->discovered);
 	assert_int_equal(p->addr.port, c_as_static.addr.port);
 	assert_int_equal(p->state, KVXD_PEER_READY);
+	/* nor once its session ends */
+	kvxd_peer_admin(&C, "a", "pause");
+	PUMP_UNTIL(!node_ready(&A, "c"));
+	pump_ms(500);
+	assert_ptr_equal(kvxd_peer_find(&A, "c"), p);
+	assert_false(p->discovered);
+	assert_int_equal(p->addr.port, c_as_static.addr.port);
 	assert_int_equal(A.ctr.members_found + A.ctr.members_lost, 0);
 }
 
-/* a's CQs have room for one peer, c is found, then moves (a watch event with c at val, a
- * string of 64 bytes): the old slot holds its CQ share until it is torn down, so the new entry
- * is refused */
+/* a's CQs have room for one peer, c (found) holds it, and x1 is listed (a watch event): the
+ * entry is refused for want of room, and a full read is due later */
 static void
-c_moves_without_room(char *val)
+x1_without_room(void)
 {
-	char ev[512], k[64], v[128];
-
 	A.cfg.cq_depth = 2 * (A.cfg.sq_depth + A.cfg.rq_depth); /* room for one peer */
 	start_found(NULL, 0);
+	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}"); /* x1 */
+}
+
+/* c's entry moves (another GID, as a node restarted elsewhere would write, or anyone with
+ * write access to etcd) while its session is READY: the authenticated session is kept (before:
+ * torn down at once; mutant moved_ends_session).  Once that session ends, c is removed and
+ * found again where etcd lists it then (mutant moved_kept_forever). */
+static void
+test_moved_peer_keeps_its_session(void **state)
+{
+	char ev[512], k[64], v[128], val[64];
+	uint64_t resets;
+
+	(void)state;
+	start_found(NULL, 0);
+	resets = kvxd_peer_find(&C, "a")->n_resets;
 	b64(k, PREFIX "c");
-	snprintf(val, 64, "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
+	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
 	b64(v, val);
 	snprintf(ev, sizeof(ev),
 		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
 		 "\"%s\",\"value\":\"%s\"}}]}}",
 		 k, v);
 	gw_watch(ev);
-}
-
-/* A found node that moves while the CQs have room for no more peer: the old slot holds its
- * share until it is torn down, so the new entry is refused then, and taken by a later full
- * read (before: never, until the watch happened to end). */
-static void
-test_refused_entry_taken_later(void **state)
-{
-	char val[64];
-
-	(void)state;
-	c_moves_without_room(val);
-	PUMP_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_refused == 1);
-	assert_null(kvxd_peer_find(&A, "c"));
+	PUMP_UNTIL(kvxd_peer_find(&A, "c") && kvxd_peer_find(&A, "c")->moved);
+	pump_ms(2000);
+	assert_true(node_ready(&A, "c") && node_ready(&C, "a"));
+	assert_int_equal(kvxd_peer_find(&C, "a")->n_resets, resets);
+	assert_int_equal(A.ctr.members_lost, 0);
+	assert_int_equal(A.cfg.peers[kvxd_peer_find(&A, "c")->idx].gid[15], 0);
 	{
-		const char *kv[] = {PREFIX "a", "127.0.0.1:7470", PREFIX "c", val};
+		const char *kv[] = {PREFIX "a", OWN, PREFIX "c", val};
 
 		gw_range(kv, 2); /* what etcd holds now */
 	}
-	PUMP_UNTIL(kvxd_peer_find(&A, "c") != NULL);
+	kvxd_peer_admin(&C, "a", "pause"); /* the session ends */
+	PUMP_UNTIL(A.ctr.members_lost == 1 && A.ctr.members_found == 2);
+	assert_non_null(kvxd_peer_find(&A, "c"));
+	assert_false(kvxd_peer_find(&A, "c")->moved);
+	assert_int_equal(A.cfg.peers[kvxd_peer_find(&A, "c")->idx].gid[15], 1);
+}
+
+/* Keepalives have their own connection: a read that etcd answers slowly does not hold them
+ * back (before: they waited for the call, and a lease of 3 s could lapse behind a read that
+ * took up to its 3 s deadline). */
+static void
+test_keepalives_during_a_slow_read(void **state)
+{
+	int k0;
+
+	(void)state;
+	start_found(NULL, 0);
+	k0 = gw.keepalives;
+	gw.hold_ranges = true;
+	gw_watch_end(); /* a full read in 1 s, which etcd holds */
+	pump_ms(3500);
+	assert_int_equal(gw.watches, 1); /* the read is still held */
+	assert_true(gw.keepalives - k0 >= 3);
+	gw.hold_ranges = false;
+	PUMP_UNTIL(gw.watches == 2);
+	assert_true(node_ready(&A, "c"));
+}
+
+/* A lease granted shorter than lease_s is kept alive at a third of what etcd granted. */
+static void
+test_keepalives_follow_the_granted_ttl(void **state)
+{
+	int k0;
+
+	(void)state;
+	gw.grant_ttl = 1; /* lease_s is 3 */
+	start_found(NULL, 0);
+	k0 = gw.keepalives;
+	pump_ms(2000);
+	assert_true(gw.keepalives - k0 >= 5); /* every 333 ms, not every second */
+	gw.grant_ttl = 0;
+}
+
+/* A watch that says nothing for 60 s is set up again with a full read (a proxy may drop it
+ * without a word); one that talks (a progress notification) is kept. */
+static void
+test_silent_watch_is_set_up_again(void **state)
+{
+	int r0;
+
+	(void)state;
+	start_found(NULL, 0);
+	r0 = gw.ranges;
+	pump_ms(40000);
+	gw_watch("{\"result\":{\"header\":{\"revision\":\"10\"}}}"); /* progress */
+	pump_ms(40000);
+	assert_int_equal(gw.watches, 1);
+	assert_int_equal(gw.ranges, r0);
+	pump_ms(22000);
+	assert_int_equal(gw.watches, 2);
+	assert_int_equal(gw.ranges, r0 + 1);
+	assert_true(node_ready(&A, "c"));
+}
+
+/* Our own name listed with another value (another node configured with our name) is said and
+ * counted once, not on every read; nothing else changes. */
+static void
+test_own_name_elsewhere_is_said_once(void **state)
+{
+	const char *kv[] = {PREFIX "a", "127.0.0.1:9999", PREFIX "c", c_addr};
+
+	(void)state;
+	start_found(NULL, 0);
+	assert_int_equal(A.ctr.members_refused, 0);
+	gw_range(kv, 2);
+	gw_watch_end();
+	PUMP_UNTIL(gw.watches == 2);
+	assert_int_equal(A.ctr.members_refused, 1);
+	gw_watch_end();
+	PUMP_UNTIL(gw.watches == 3);
+	assert_int_equal(A.ctr.members_refused, 1);
+	assert_null(kvxd_peer_find(&A, "a"));
+	assert_true(node_ready(&A, "c"));
+}
+
+/* A read at the largest revision is refused (the watch would start past it: a signed
+ * overflow), counted, and the client starts over. */
+static void
+test_revision_at_the_end_refused(void **state)
+{
+	const char *kv[] = {PREFIX "a", OWN, PREFIX "c", c_addr};
+
+	(void)state;
+	start_found(NULL, 0);
+	gw.range_rev = "9223372036854775807";
+	gw_range(kv, 2);
+	gw_watch_end();
+	PUMP_UNTIL(A.ctr.etcd_errors == 1);
+	gw.range_rev = NULL;
+	gw_range(kv, 2);
+	PUMP_UNTIL(gw.watches == 2);
+	assert_true(node_ready(&A, "c"));
+}
+
+/* A node listed while the CQs have room for no more peer is refused then, and taken by a later
+ * full read once there is room (before: never, until the watch happened to end). */
+static void
+test_refused_entry_taken_later(void **state)
+{
+	const char *kv[] = {PREFIX "a", OWN, PREFIX "x1", "127.0.0.1:40001"};
+
+	(void)state;
+	x1_without_room();
+	PUMP_UNTIL(A.ctr.members_refused == 1);
+	assert_null(kvxd_peer_find(&A, "x1"));
+	gw_range(kv, 2);		   /* c left (its lease expired) */
+	kvxd_peer_admin(&A, "c", "pause"); /* and its session ended */
+	PUMP_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
+	assert_null(kvxd_peer_find(&A, "c"));
 	assert_int_equal(A.ctr.members_found, 2);
+	assert_int_equal(A.ctr.members_lost, 1);
 }
 
 /* An entry refused for want of room asks for a full read later (resync); when that time comes
@@ -356,11 +490,10 @@ test_refused_entry_taken_later(void **state)
 static void
 test_resync_due_without_a_watch_is_taken(void **state)
 {
-	char val[64];
 	uint64_t t0;
 
 	(void)state;
-	c_moves_without_room(val);
+	x1_without_room();
 	PUMP_UNTIL(A.ctr.members_refused == 1); /* the resync is due 2 s from now */
 	t0 = fake_ms;
 	pump_ms(1500);
@@ -446,6 +579,15 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_section_wins_over_etcd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_entry_taken_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_moved_peer_keeps_its_session, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalives_during_a_slow_read, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_keepalives_follow_the_granted_ttl, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_silent_watch_is_set_up_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_name_elsewhere_is_said_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_revision_at_the_end_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gid_per_rail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_key_deleted_registers_again, setup,
 						teardown),
