@@ -334,7 +334,7 @@ struct kvxd_counters {
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */
 	uint64_t http_200, http_400, http_404, http_405, http_431, http_500, http_refused_busy,
-		http_evicted, http_timeouts;
+		http_evicted, http_timeouts, http_renders;
 };
 
 /* Where the end of a room falls in kvxd_hists.room_latency[role][...] */

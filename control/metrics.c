@@ -496,6 +496,9 @@ control_counters(struct out *o, struct kvxd *d)
 		c->http_evicted);
 	COUNTER("metrics_http_timeouts_total", "metrics connections closed at their deadline",
 		c->http_timeouts);
+	COUNTER("metrics_http_renders_total",
+		"expositions rendered for the endpoint (one serves every scrape for 100 ms)",
+		c->http_renders);
 }
 
 /* Per polling core: its single-writer counters (verbs/pcore.h), read relaxed. */

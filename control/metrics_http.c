@@ -35,6 +35,10 @@
 #define RX_START 512 /* a request head's first buffer; it doubles up to KVXD_HTTP_REQ_MAX */
 #define PAUSE_MS 100 /* out of descriptors: the listener rests this long */
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* One rendering serves every scrape for this long: a client scraping in a loop, over as many
+ * connections as the cap allows, costs the control core at most 10 renderings a second, and a
+ * Prometheus server (one scrape every few seconds) always sees a fresh one. */
+#define CACHE_MS 100
 
 struct conn {
 	struct cds_list_head link; /* h->conns, oldest first */
@@ -55,7 +59,9 @@ struct kvxd_metrics_http {
 	struct cds_list_head conns;
 	/* evicted: freed after the loop's batch (kvxd_metrics_http_reap) */
 	struct cds_list_head dead;
-	uint64_t paused_until; /* 0: accepting */
+	uint64_t paused_until;	       /* 0: accepting */
+	struct kvxd_metrics_buf cache; /* the last rendering (cache.p NULL: none) */
+	uint64_t cache_at;
 };
 
 static const char resp_503[] = "HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
@@ -127,12 +133,20 @@ error_answer(struct kvxd *d, struct conn *c, int code, const char *reason, bool 
 	return answer(d, c, code, reason, "text/plain", body, (size_t)n, head);
 }
 
+/* The last rendering may serve a scrape at now (the clock never seen going back). */
+static bool
+fresh(const struct kvxd_metrics_http *h, uint64_t now)
+{
+	return h->cache.p && now >= h->cache_at && now < h->cache_at + CACHE_MS;
+}
+
 /* A complete request head is in c->rx (NUL-terminated): its answer into c->tx. */
 static int
 request(struct kvxd *d, struct conn *c)
 {
 	char *line = c->rx, *sp1, *sp2, *end;
 	struct kvxd_metrics_buf b = {.grow = true, .max = KVXD_HTTP_BODY_MAX};
+	uint64_t now = kvxd_now_ms();
 	size_t plen;
 	bool head;
 	int rc;
@@ -150,14 +164,19 @@ request(struct kvxd *d, struct conn *c)
 	plen = strcspn(sp1 + 1, "?");
 	if (plen != strlen("/metrics") || strncmp(sp1 + 1, "/metrics", plen) != 0)
 		return error_answer(d, c, 404, "Not Found", head);
-	if (kvxd_metrics_render(d, KVXD_METRICS_TEXT, KVXD_METRICS_HELP, &b)) {
-		KVX_WARN("metrics: the exposition is over %u bytes: answered 500",
-			 KVXD_HTTP_BODY_MAX);
-		kvxd_metrics_buf_fini(&b);
-		return error_answer(d, c, 500, "Internal Server Error", head);
+	if (!fresh(d->http, now)) {
+		kvxd_metrics_buf_fini(&d->http->cache);
+		d->ctr.http_renders++;
+		if (kvxd_metrics_render(d, KVXD_METRICS_TEXT, KVXD_METRICS_HELP, &b)) {
+			KVX_WARN("metrics: the exposition is over %u bytes: answered 500",
+				 KVXD_HTTP_BODY_MAX);
+			kvxd_metrics_buf_fini(&b);
+			return error_answer(d, c, 500, "Internal Server Error", head);
+		}
+		d->http->cache = b;
+		d->http->cache_at = now;
 	}
-	rc = answer(d, c, 200, "OK", CONTENT_TYPE, b.p, b.len, head);
-	kvxd_metrics_buf_fini(&b);
+	rc = answer(d, c, 200, "OK", CONTENT_TYPE, d->http->cache.p, d->http->cache.len, head);
 	return rc;
 }
 
@@ -451,6 +470,7 @@ kvxd_metrics_http_stop(struct kvxd *d)
 	while (!cds_list_empty(&h->conns))
 		conn_close(d, cds_list_first_entry(&h->conns, struct conn, link));
 	close(h->fd);
+	kvxd_metrics_buf_fini(&h->cache);
 	free(h);
 	d->http = NULL;
 }

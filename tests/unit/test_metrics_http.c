@@ -188,6 +188,37 @@ test_get_metrics(void **state)
 	assert_int_equal(A.ctr.http_200, 3);
 }
 
+/* One rendering serves every scrape for 100 ms: a client scraping in a loop cannot make the
+ * control core render without pause.  After that, a scrape sees the counters as they are. */
+static void
+test_renderings_are_shared_for_100_ms(void **state)
+{
+	char *got;
+
+	(void)state;
+	A.ctr.frames_rx = 1;
+	got = exchange("GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(got, "kvx_frames_rx_total{node=\"a\"} 1\n"));
+	free(got);
+	A.ctr.frames_rx = 2;
+	for (int i = 0; i < 20; i++) {
+		got = exchange("GET /metrics HTTP/1.1\r\n\r\n");
+		assert_non_null(strstr(got, "kvx_frames_rx_total{node=\"a\"} 1\n"));
+		free(got);
+	}
+	assert_int_equal(A.ctr.http_renders, 1);
+	assert_int_equal(A.ctr.http_200, 21);
+	fake_ms += 99;
+	got = exchange("GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(got, "kvx_frames_rx_total{node=\"a\"} 1\n"));
+	free(got);
+	fake_ms += 1;
+	got = exchange("GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(got, "kvx_frames_rx_total{node=\"a\"} 2\n"));
+	assert_non_null(strstr(got, "kvx_metrics_http_renders_total{node=\"a\"} 2\n"));
+	free(got);
+}
+
 static void
 test_other_requests(void **state)
 {
@@ -426,6 +457,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_renderings_are_shared_for_100_ms, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_get_metrics, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_too_large_is_closed, setup, teardown),
