@@ -277,11 +277,11 @@ kvxd_engine_accept(struct kvxd *d)
 		}
 		e = slot >= 0 ? calloc(1, sizeof(*e)) : NULL;
 		if (!e) {
-			KVX_WARN("engine connection refused (pid %d uid %u): %d sessions already%s",
-				 (int)cred.pid, (unsigned)cred.uid,
-				 KVXD_MAX_ENGINES - OPERATOR_SLOTS,
-				 admin ? " and the operators' slots"
-				       : " (the rest are operators')");
+			KVX_WARN("engine connection refused (pid %d uid %u): %s", (int)cred.pid,
+				 (unsigned)cred.uid,
+				 slot >= 0 ? "out of memory"
+				 : admin   ? "every session slot is taken"
+					   : "every session slot but the operators' is taken");
 			kvxd_cred_fini(&cred);
 			close(fd);
 			continue;

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,13 @@
 #define CALL_MS 3000	    /* a call's deadline */
 #define RETRY_MS 1000	    /* after a failure */
 /* a watch that says nothing for this long is set up again: a proxy or a broken path may drop it
- * without a word (progress notifications, asked for, keep a healthy one talking if etcd sends
- * them often enough) */
-#define WATCH_QUIET_MS 60000
+ * without a word.  kvxd asks for progress notifications, which etcd sends on a quiet watch every
+ * 10 minutes by default (--experimental-watch-progress-notify-interval), so a healthy watch is
+ * never this silent; TCP keepalives on its socket find a peer host that went away sooner */
+#define WATCH_QUIET_MS (11 * 60 * 1000)
+#define WATCH_KEEPIDLE_S 10 /* TCP keepalive on the watch: probes after 10 s of silence, */
+#define WATCH_KEEPINTVL_S 2 /* every 2 s, */
+#define WATCH_KEEPCNT 3	    /* 3 unanswered end it */
 
 enum call { C_NONE = 0, C_GRANT, C_PUT, C_RANGE, C_KEEPALIVE, C_WATCH };
 
@@ -75,6 +80,7 @@ struct kvxd_etcd {
 	enum stage st;
 	char lease[24]; /* the lease ID, decimal, as etcd writes it */
 	uint64_t retry_at, keepalive_at;
+	uint64_t lease_ok_at; /* the lease was last known alive then (registered, or renewed) */
 	uint64_t
 		ttl_ms; /* the lease as etcd granted it (at most lease_s): keepalives every third */
 	uint64_t watch_at;     /* a watch that ended is set up again from then on (after a read) */
@@ -452,6 +458,18 @@ fail(struct kvxd *d, const char *fmt, ...)
 	e->retry_at = kvxd_now_ms() + RETRY_MS;
 }
 
+/* The watch's socket probes a silent peer (a host gone, a path cut) instead of waiting on it. */
+static void
+watch_keepalive(int fd)
+{
+	int one = 1, idle = WATCH_KEEPIDLE_S, intvl = WATCH_KEEPINTVL_S, cnt = WATCH_KEEPCNT;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 static void
 start(struct kvxd *d, enum call call, uint64_t now)
 {
@@ -498,7 +516,9 @@ start(struct kvxd *d, enum call call, uint64_t now)
 	if (rc)
 		fail(d, "%s: %s", call_name[call], strerror(-rc));
 	else if (call == C_KEEPALIVE && h->deadline > now + e->ttl_ms / 3)
-		h->deadline = now + e->ttl_ms / 3; /* given up in time for one more try */
+		h->deadline = now + e->ttl_ms / 3; /* given up in time for more tries */
+	else if (call == C_WATCH)
+		watch_keepalive(h->fd);
 }
 
 /* A key under our prefix: the node's name, or NULL. */
@@ -741,6 +761,7 @@ call_done(struct kvxd *d, struct http *h, uint64_t now)
 		break;
 	case C_PUT:
 		d->ctr.etcd_registered++;
+		e->lease_ok_at = now;
 		e->keepalive_at = now + e->ttl_ms / 3;
 		KVX_INFO("membership: registered as %s%s (lease %s, %u s)", d->cfg.etcd_prefix,
 			 d->cfg.name, e->lease, d->cfg.lease_s);
@@ -754,8 +775,8 @@ call_done(struct kvxd *d, struct http *h, uint64_t now)
 		e->st = S_RUN;
 		start(d, C_WATCH, now);
 		break;
-	case C_KEEPALIVE:
-		e->failing = false;
+	case C_KEEPALIVE: /* (etcd answers again: said once the read succeeds) */
+		e->lease_ok_at = now;
 		e->keepalive_at = now + e->ttl_ms / 3;
 		break;
 	default:
@@ -773,8 +794,8 @@ watch_ended(struct kvxd *d, const char *why, uint64_t now)
 	d->ctr.etcd_watch_restarts++;
 	if (e->watch.head_done && e->watch.status == 200 && e->watch.deadline &&
 	    now >= e->watch.deadline) {
-		/* silent for WATCH_QUIET_MS: an idle prefix looks the same as a dropped watch */
-		KVX_INFO("membership: the watch said nothing for %d s: reading %s again",
+		/* silent for WATCH_QUIET_MS, progress notifications included: dropped */
+		KVX_WARN("membership: the watch said nothing for %d s: reading %s again",
 			 WATCH_QUIET_MS / 1000, d->cfg.etcd_prefix);
 	} else if (now >= e->watch_log_ms + 10000 || !e->watch_log_ms) {
 		e->watch_log_ms = now;
@@ -808,6 +829,7 @@ kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 			KVX_WARN("membership: our key %s%s was deleted: registering again",
 				 d->cfg.etcd_prefix, d->cfg.name);
 			http_close(d, &e->call);
+			http_close(d, &e->ka);
 			http_close(d, h);
 			e->st = S_IDLE;
 			e->retry_at = now;
@@ -835,8 +857,16 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 		return;
 	}
 	if (e->ka.fd >= 0 && e->ka.deadline && now >= e->ka.deadline) {
-		fail(d, "keepalive: no answer in %" PRIu64 " ms", e->ka.deadline - e->ka.started);
-		return;
+		if (now >= e->lease_ok_at + e->ttl_ms) {
+			/* no keepalive answered for a whole TTL: the lease is gone */
+			fail(d, "keepalive: none answered in %" PRIu64 " ms, the lease's TTL",
+			     e->ttl_ms);
+			return;
+		}
+		/* a slow answer (an election, say): another try, while the lease still lives */
+		d->ctr.etcd_errors++;
+		http_close(d, &e->ka);
+		e->keepalive_at = now;
 	}
 	if (d->members_reread) {
 		/* a peer that moved lost its session: read where it is now */

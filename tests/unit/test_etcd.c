@@ -403,8 +403,19 @@ test_keepalives_follow_the_granted_ttl(void **state)
 	gw.grant_ttl = 0;
 }
 
-/* A watch that says nothing for 60 s is set up again with a full read (a proxy may drop it
- * without a word); one that talks (a progress notification) is kept. */
+/* ms of the fake clock in steps of 100 ms (minutes of it, quickly) */
+static void
+pump_coarse(uint64_t ms)
+{
+	for (uint64_t t = 0; t < ms; t += 100) {
+		pump_once();
+		fake_ms += 100;
+	}
+}
+
+/* A watch that says nothing for 11 minutes is set up again with a full read (a proxy may drop it
+ * without a word); one that talks (a progress notification, which etcd sends every 10 minutes
+ * by default) is kept. */
 static void
 test_silent_watch_is_set_up_again(void **state)
 {
@@ -413,15 +424,86 @@ test_silent_watch_is_set_up_again(void **state)
 	(void)state;
 	start_found(NULL, 0);
 	r0 = gw.ranges;
-	pump_ms(40000);
+	pump_coarse(8 * 60000);
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"10\"}}}"); /* progress */
-	pump_ms(40000);
+	pump_coarse(10 * 60000);
 	assert_int_equal(gw.watches, 1);
 	assert_int_equal(gw.ranges, r0);
-	pump_ms(22000);
+	pump_coarse(2 * 60000);
 	assert_int_equal(gw.watches, 2);
 	assert_int_equal(gw.ranges, r0 + 1);
 	assert_true(node_ready(&A, "c"));
+}
+
+/* A keepalive that gets no answer within a third of the TTL is tried again while the lease still
+ * lives (an etcd election), without starting over; only a whole TTL without an answered one
+ * starts the client over (a new lease).  Registering again closes a keepalive still open. */
+static void
+test_slow_keepalive_tried_again(void **state)
+{
+	char k[64], ev[256];
+	uint64_t e0;
+
+	(void)state;
+	start_found(NULL, 0);
+	PUMP_UNTIL(gw.keepalives >= 1);
+	e0 = A.ctr.etcd_errors;
+	gw.hold_keepalives = true;
+	PUMP_UNTIL(gw_held("POST /v3/lease/keepalive ") == 1);
+	pump_ms(1500); /* its deadline passes: a second try */
+	assert_true(A.ctr.etcd_errors > e0);
+	assert_int_equal(gw.grants, 1);
+	gw.hold_keepalives = false;
+	PUMP_UNTIL(gw.keepalives >= 2);
+	pump_ms(500);
+	assert_int_equal(gw.grants, 1);
+	assert_int_equal(gw.watches, 1);
+	/* held for longer than the TTL: the lease is taken for gone, registered anew */
+	gw.hold_keepalives = true;
+	pump_ms(4000);
+	assert_int_equal(gw.grants, 2);
+	gw.hold_keepalives = false;
+	PUMP_UNTIL(gw.watches == 2);
+	/* our key deleted while a keepalive waits: registered again, that keepalive closed */
+	gw.hold_keepalives = true;
+	PUMP_UNTIL(gw_held("POST /v3/lease/keepalive ") == 1);
+	b64(k, PREFIX "a");
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"type\":"
+		 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
+		 k);
+	gw_watch(ev);
+	PUMP_UNTIL(gw.puts == 3);
+	pump_ms(50); /* well before that keepalive's own deadline */
+	assert_int_equal(gw_held("POST /v3/lease/keepalive "), 0);
+	gw.hold_keepalives = false;
+	PUMP_UNTIL(gw.watches == 3);
+	assert_true(node_ready(&A, "c"));
+}
+
+/* A found node that moves while it has no live session is replaced at once: removed, and added
+ * at its new place. */
+static void
+test_moved_idle_peer_replaced_at_once(void **state)
+{
+	char ev[512], k[64], v[128], val[64];
+
+	(void)state;
+	start_found(NULL, 0);
+	kvxd_peer_admin(&A, "c", "pause");
+	PUMP_UNTIL(!node_ready(&A, "c"));
+	b64(k, PREFIX "c");
+	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
+	b64(v, val);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 k, v);
+	gw_watch(ev);
+	PUMP_UNTIL(A.ctr.members_found == 2);
+	assert_int_equal(A.ctr.members_lost, 1);
+	assert_int_equal(A.cfg.peers[kvxd_peer_find(&A, "c")->idx].gid[15], 1);
+	assert_false(kvxd_peer_find(&A, "c")->moved);
 }
 
 /* Our own name listed with another value (another node configured with our name) is said and
@@ -585,6 +667,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_keepalives_follow_the_granted_ttl, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_silent_watch_is_set_up_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_keepalive_tried_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_moved_idle_peer_replaced_at_once, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_own_name_elsewhere_is_said_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_revision_at_the_end_refused, setup, teardown),
