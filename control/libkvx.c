@@ -380,8 +380,12 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
 		return -ETIMEDOUT;
-	if (p[0].revents & POLLIN)
-		(void)kvx_shring_wake_drain(c->evt_wake); /* kvxd's end closed: so is its socket */
+	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+	    kvx_shring_wake_drain(c->evt_wake) == -EPIPE && !p[1].revents) {
+		/* kvxd closed its wake end but not the session: its end would stay readable,
+		 * and every wait here would return at once, for good (a spin, no deadline) */
+		return rings_any(c) ? 0 : conn_reset(c);
+	}
 	if (p[1].revents) {
 		/* what kvxd put into the ring before it went away comes first */
 		if (rings_any(c))
@@ -389,6 +393,9 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 		r = sock_recv(c);
 		return r == -EAGAIN ? 0 : r;
 	}
+	if (deadline >= 0 && now_ms() >= deadline && !rings_any(c))
+		return -ETIMEDOUT; /* woken for nothing at the deadline: it has passed all the same
+				    */
 	return 0;
 }
 
@@ -574,6 +581,8 @@ wait_reply(struct kvx_conn *c, uint64_t seq)
 		n = recv_one(c);
 		if (n == -EAGAIN && c->rings) {
 			n = ring_wait(c, deadline);
+			if (n == 0 && now_ms() >= deadline)
+				return -ETIMEDOUT; /* even if the rings keep waking us */
 			if (n == 0)
 				continue;
 		}
@@ -676,7 +685,7 @@ rings_setup(struct kvx_conn *c)
 	struct stat st;
 	uint64_t size, total;
 	size_t one;
-	int r, ncore;
+	int r, ncore, seals;
 
 	if (env && strcmp(env, "0") == 0)
 		return 0;
@@ -713,9 +722,10 @@ rings_setup(struct kvx_conn *c)
 		ncore = (int)extra;
 	}
 	total = (2 + (uint64_t)ncore) * one;
-	if (!(fcntl(c->got_fds[0], F_GET_SEALS) & F_SEAL_SHRINK) || !is_socket(c->got_fds[1]) ||
-	    !is_socket(c->got_fds[2]) || fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) ||
-	    fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
+	seals = fcntl(c->got_fds[0], F_GET_SEALS); /* -1 on a file that has none: refused */
+	if (!S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+	    !is_socket(c->got_fds[1]) || !is_socket(c->got_fds[2]) ||
+	    fcntl(c->got_fds[1], F_SETFL, O_NONBLOCK) || fcntl(c->got_fds[2], F_SETFL, O_NONBLOCK))
 		goto out;
 	c->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, c->got_fds[0], 0);
 	if (c->ring_map == MAP_FAILED) {

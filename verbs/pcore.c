@@ -997,6 +997,13 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		return;
 	}
 	r = caa_container_of(n, struct kvx_pcore_room, by_token);
+	if (r->core != c->idx) {
+		/* the token table is every core's: a room of another core (its source writes on
+		 * the QP of the room's own core) is never touched here, its state and event ring
+		 * being that core's alone */
+		stat_add(&c->st.imm_not_owner, 1);
+		return;
+	}
 	src = wc->imm & ((1u << KVXD_TOKEN_SHIFT) - 1);
 	bit = 1u << src;
 	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state)) {

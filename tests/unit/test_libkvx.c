@@ -63,6 +63,7 @@ enum bad_rings {
 	RINGS_ODD_SIZE,	   /* value is not a power of two */
 	RINGS_REFUSED_FDS, /* status -EOPNOTSUPP, yet the three fds come along */
 	RINGS_EVENTFDS,	   /* wake ends that are eventfds, not sockets (shared descriptions) */
+	RINGS_UNSEALED,	   /* a file on a filesystem without seals: it could shrink under us */
 };
 
 /* Corrupt the event ring instead of answering the next request. */
@@ -471,7 +472,10 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 	assert_true(one > 0);
 	assert_int_equal(kvx_shring_wake_pair(sub), 0);
 	assert_int_equal(kvx_shring_wake_pair(evt), 0);
-	fds[0] = memfd_create("fake-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (bad == RINGS_UNSEALED) /* the build directory's filesystem: F_GET_SEALS fails */
+		fds[0] = open(".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	else
+		fds[0] = memfd_create("fake-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (bad == RINGS_EVENTFDS) {
 		fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -484,7 +488,11 @@ fake_rings(struct fake *f, uint64_t seq, int bad, uint64_t size, int ncore)
 	fds[3] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	assert_true(fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0);
 	assert_int_equal(ftruncate(fds[0], (off_t)(bad == RINGS_SMALL_MEMFD ? one : total)), 0);
-	assert_int_equal(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	if (bad != RINGS_UNSEALED)
+		assert_int_equal(
+			fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	else
+		assert_true(fcntl(fds[0], F_GET_SEALS) < 0); /* what the case is about */
 	if (bad == RINGS_GOOD) {
 		f->ring_map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
 		assert_true(f->ring_map != MAP_FAILED);
@@ -1741,6 +1749,26 @@ fd_readable_within(int fd, int timeout_ms)
 	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
+/* kvxd closes its end of the event ring's wake-up pair but not the session: that end reads EOF
+ * for good.  A wait on it must not return at once forever (a spin that ignored every deadline,
+ * even timeout 0): libkvx ends the connection (-ECONNRESET).  SIGALRM ends the test if not. */
+static void
+test_rings_wake_end_closed_ends_the_connection(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_event ev[4];
+	char out[32];
+
+	sync_fake(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	shutdown(fx->f.evt_wake, SHUT_RDWR); /* as if closed: kvxd's end reads EOF */
+	pthread_mutex_unlock(&fx->f.mu);
+	alarm(10);
+	assert_int_equal(kvx_event_read(fx->c, ev, 4, 0), -ECONNRESET);
+	assert_int_equal(kvx_admin(fx->c, "peers", out, sizeof(out)), -ECONNRESET);
+	alarm(0);
+}
+
 /* Every request goes through the submission ring and every reply and event comes back through
  * the event ring: after HELLO and RINGS the socket carries nothing.  kvx_conn_fd() is readable
  * whenever events wait, in the ring or in the queue, and they are read in order. */
@@ -2172,7 +2200,7 @@ test_rings_bad_reply_leaks_no_fd(void **state)
 {
 	static const int bads[] = {RINGS_TWO_FDS,     RINGS_FOUR_FDS, RINGS_NO_FDS,
 				   RINGS_SMALL_MEMFD, RINGS_ODD_SIZE, RINGS_REFUSED_FDS,
-				   RINGS_EVENTFDS};
+				   RINGS_EVENTFDS,    RINGS_UNSEALED};
 	static struct fake f;
 
 	(void)state;
@@ -2418,6 +2446,8 @@ main(void)
 						setup_rings_small, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_times_out,
 						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_wake_end_closed_ends_the_connection,
+						setup_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_tail, setup_rings,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_corrupt_event_ring_record, setup_rings,

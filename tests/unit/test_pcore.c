@@ -313,6 +313,23 @@ test_immediate_from_another_peer_not_credited(void **state)
 	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
 }
 
+/* An immediate for a room of another polling core (the token table is shared; the room's source
+ * writes on the QP of the room's own core) arrives on this core's QP: not credited, and the
+ * room, its state and its event ring (that core's alone) are left untouched. */
+static void
+test_immediate_on_another_core_not_credited(void **state)
+{
+	uint32_t src[1] = {1}, dst[1] = {2};
+	struct kvx_pcore_room *d = decode_room(17, dst, 1), *p = prefill_room(d, dst, 1);
+
+	d->core = E.dc.core.idx + 1; /* the room is core 1's */
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_null(find_event(d, KVX_ROOM_SUCCESS));
+	assert_int_equal(d->src_done_mask, 0);
+	assert_int_equal(atomic_load(&E.dc.core.st.imm_not_owner), 1);
+}
+
 /* The source's immediate from a session its ROOM_META did not go out on: not credited. */
 static void
 test_immediate_from_another_session_not_credited(void **state)
@@ -377,6 +394,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_immediate_from_another_peer_not_credited,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_room_free_wakes_no_control_core, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_immediate_on_another_core_not_credited, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_immediate_from_another_session_not_credited,
 						setup, teardown),
