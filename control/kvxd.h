@@ -218,8 +218,13 @@ struct kvxd_peer {
 	uint64_t n_handshakes, n_setup_failures, n_resets;
 	uint64_t hs_start_us; /* when this setup left IDLE (the handshake histogram) */
 	/* what this peer's frames made us hold: rooms its ROOM_META created, tombstones its
-	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer) */
-	uint32_t rooms_held, tombstones_held;
+	 * ABORTs left ([security] max_rooms_per_peer, max_tombstones_per_peer), and its ROOM_METAs
+	 * parked on other endpoints' rooms until their engine says how many endpoints they feed
+	 * (they count against max_rooms_per_peer with the rooms) */
+	uint32_t rooms_held, tombstones_held, parked_held;
+	/* the slot's epoch when this peer took it: what carries an earlier epoch (a parked
+	 * ROOM_META) is an earlier peer's, and never charged to this one */
+	uint32_t slot_epoch;
 	/* the rooms that depend on it: decode rooms it is a source of, prefill rooms it owns
 	 * (struct kvxd_room_link, control/rooms.h) */
 	struct cds_list_head rooms;

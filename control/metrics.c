@@ -664,6 +664,11 @@ gauges(struct out *o, struct kvxd *d)
 	       "tombstones a peer's ABORTs left (max_tombstones_per_peer)");
 	for (int i = 0; i < d->npeers; i++)
 		peer_sample(o, d, i, d->peers[i].tombstones_held);
+	family(o, "kvx_peer_parked_held", "gauge",
+	       "a peer's ROOM_METAs parked on other endpoints' rooms (with its rooms: "
+	       "max_rooms_per_peer)");
+	for (int i = 0; i < d->npeers; i++)
+		peer_sample(o, d, i, d->peers[i].parked_held);
 	n = bytes = 0;
 	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i]) {

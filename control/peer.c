@@ -80,7 +80,7 @@ peer_slot_init(struct kvxd *d, int i, const struct kvx_config_peer *cp)
 	uint32_t epoch = p->epoch;
 
 	free(p->pend_status);
-	*p = (struct kvxd_peer){.idx = i, .epoch = epoch};
+	*p = (struct kvxd_peer){.idx = i, .epoch = epoch, .slot_epoch = epoch};
 	if (cp != &d->cfg.peers[i])
 		d->cfg.peers[i] = *cp;
 	snprintf(p->name, sizeof(p->name), "%s", cp->name);
@@ -1349,13 +1349,20 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		r = NULL;
 		own = -1;
 	}
-	if (r && r->refused && own >= 0 && r->owner[own].gen != rm->gen &&
+	if (r && own >= 0 && r->owner[own].gen != rm->gen &&
 	    kvx_room_state_terminal(kvxd_room_state(r))) {
-		/* its own endpoint reuses the id while the room, failed for a refused chunk,
-		 * waits for its engine's close: told at once rather than left to time out */
+		/* its own endpoint reuses the id while the room cannot go yet: it failed for a
+		 * refused chunk and waits for its engine's close, or its earlier attempt still
+		 * drains or owes its ABORT_ACK (decode fenced and released it).  Told at once, the
+		 * owner keeping that attempt's generation; taken, this metadata would reach a
+		 * core that drops it (the room ended), and the new room would hear nothing until
+		 * its timeout */
 		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
-			    "the room failed here (a chunk was refused) and its engine has not "
-			    "closed it yet");
+			    r->refused
+				    ? "the room failed here (a chunk was refused) and its engine "
+				      "has not closed it yet"
+				    : "the room's earlier attempt still drains here: open it "
+				      "again later");
 		return;
 	}
 	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
@@ -1378,10 +1385,19 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 			return;
 		}
 		if (!r->ndest) { /* the engine has not said yet: wait for its first chunk */
+			if (!kvxd_room_meta_parked(r, p->idx, rm->dst_rank) &&
+			    p->rooms_held + p->parked_held >= d->cfg.max_rooms_per_peer) {
+				/* parked metadata is held like a room's: one that parked on
+				 * rooms without end would hold memory no cap bounds */
+				meta_refuse(d, p, rm, &d->ctr.meta_refused_cap, -EDQUOT,
+					    "the peer holds max_rooms_per_peer rooms and parked "
+					    "metadata");
+				return;
+			}
 			meta = meta_new(p, rm);
 			if (!meta)
 				return;
-			if (!kvxd_room_meta_park(r, meta)) {
+			if (!kvxd_room_meta_park(d, r, meta)) {
 				free(meta);
 				meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
 					    "too many decode endpoints for one room");
@@ -1392,9 +1408,9 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 		}
 	}
 	if (!r || (r->tombstone && r->engine_id < 0 && !r->nowners)) {
-		if (p->rooms_held >= d->cfg.max_rooms_per_peer) {
+		if (p->rooms_held + p->parked_held >= d->cfg.max_rooms_per_peer) {
 			meta_refuse(d, p, rm, &d->ctr.meta_refused_cap, -EDQUOT,
-				    "the peer holds max_rooms_per_peer rooms");
+				    "the peer holds max_rooms_per_peer rooms and parked metadata");
 			return;
 		}
 		if (!r)

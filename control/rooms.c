@@ -259,17 +259,38 @@ kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank
 }
 
 bool
-kvxd_room_meta_park(struct kvxd_room *r, struct kvxd_meta *m)
+kvxd_room_meta_parked(const struct kvxd_room *r, int peer, uint32_t rank)
+{
+	for (int i = 0; i < r->nparked; i++)
+		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank)
+			return true;
+	return false;
+}
+
+/* Parked metadata m leaves its room: its peer holds one less (unless the peer went, and its slot
+ * is another's now: m came in an epoch before that one's). */
+static void
+parked_uncharge(struct kvxd *d, const struct kvxd_meta *m)
+{
+	struct kvxd_peer *p = &d->peers[m->peer];
+
+	if ((int32_t)(m->epoch - p->slot_epoch) >= 0 && p->parked_held)
+		p->parked_held--;
+}
+
+bool
+kvxd_room_meta_park(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m)
 {
 	for (int i = 0; i < r->nparked; i++)
 		if (r->parked[i]->peer == m->peer && r->parked[i]->dst_rank == m->dst_rank) {
-			free(r->parked[i]);
+			free(r->parked[i]); /* the same endpoint's again: charged once */
 			r->parked[i] = m;
 			return true;
 		}
 	if (r->nparked == KVXD_MAX_TARGETS)
 		return false;
 	r->parked[r->nparked++] = m;
+	d->peers[m->peer].parked_held++;
 	return true;
 }
 
@@ -286,6 +307,7 @@ parked_refuse(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m, int erro
 					  .src_rank = r->pc.rank};
 
 	d->ctr.meta_refused_owner++;
+	parked_uncharge(d, m);
 	snprintf(st.reason, sizeof(st.reason), "ROOM_META refused by %s: %s", d->cfg.name, why);
 	if (d->peers[m->peer].epoch == m->epoch)
 		kvxd_peer_push_status(d, &d->peers[m->peer], &st);
@@ -321,6 +343,7 @@ kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 		struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_META, .room = &r->pc, .ptr = m};
 
 		if (r->nowners < r->ndest && d->peers[m->peer].epoch == m->epoch) {
+			parked_uncharge(d, m); /* an owner's now, as the room's endpoints are */
 			kvxd_room_set_owner(d, r, m->peer, m->dst_rank, m->gen);
 			if (kvx_pcore_send(&d->cores[r->pc.core], &msg))
 				free(m);
@@ -339,9 +362,9 @@ kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 void
 kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank)
 {
-	(void)d;
 	for (int i = 0; i < r->nparked; i++)
 		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank) {
+			parked_uncharge(d, r->parked[i]);
 			free(r->parked[i]);
 			memmove(&r->parked[i], &r->parked[i + 1],
 				sizeof(r->parked[0]) * (size_t)(r->nparked - i - 1));
@@ -465,6 +488,7 @@ kvxd_room_remove(struct kvxd *d, struct kvxd_room *r)
 		return;
 	r->removing = true;
 	kvxd_room_charge(d, r, -1, false);
+	kvxd_room_meta_refuse_parked(d, r); /* told, and no longer charged to their peers */
 	kvxd_room_engine_left(d, r);
 	peer_unlink_all(d, r);
 	kvxd_timer_cancel(&d->room_timers, &r->tm);

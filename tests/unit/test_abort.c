@@ -190,6 +190,36 @@ test_reuse_of_a_refused_room_told_at_once(void **state)
 	assert_ptr_equal(room(&B, 108, KVX_ROOM_PREFILL), pb); /* still the engine's */
 }
 
+/* A source's room that ended but still has a WR in flight (its QP retries after decode fenced
+ * it: rxe takes seconds), and decode's engine opens the id again: the source tells it at once
+ * that the earlier attempt still drains there.  Before, the new metadata went to a core that
+ * dropped it (the room had ended) and the new room heard nothing until its waiting timeout. */
+static void
+test_reuse_while_the_source_drains_told_at_once(void **state)
+{
+	struct kvxd_room *da = open_room(&A, 109, 2), *pb = room(&B, 109, KVX_ROOM_PREFILL);
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[2] = {0, 1};
+	uint64_t refused = B.ctr.meta_refused_owner, t0;
+
+	(void)state;
+	assert_true(kvxd_decode_abort(&A, da, -ECANCELED, "test") > 0);
+	PUMP_UNTIL(kvxd_room_released(da));
+	kvxd_room_remove(&A, da);
+	pump_once();
+	atomic_fetch_add(&pb->pc.wr_posted, 1); /* a WR of the earlier attempt still in flight */
+	t0 = fake_ms;
+	assert_true(kvxd_decode_room_open(&A, -1, 109, &pool[0], pages, 2, names, 1) > 0);
+	da = room(&A, 109, KVX_ROOM_DECODE);
+	PUMP_UNTIL(kvxd_room_state(da) == KVX_ROOM_DRAINING);
+	assert_true(fake_ms - t0 < 100);
+	assert_int_equal(B.ctr.meta_refused_owner, refused + 1);
+	atomic_fetch_add(&pb->pc.wr_done, 1); /* it completes: the source drains, and ACKs */
+	PUMP_UNTIL(kvxd_room_released(da));
+	assert_int_equal(A.ctr.waiting_timeouts, 0);
+	assert_int_equal(A.ctr.fences, 0);
+}
+
 static void
 test_stale_generation_ack_never_releases(void **state)
 {
@@ -729,6 +759,40 @@ test_per_peer_caps(void **state)
 	assert_null(room(&B, 107, KVX_ROOM_PREFILL));
 }
 
+/* Metadata parked on another endpoint's rooms (their engine has not said how many endpoints
+ * they feed) counts against max_rooms_per_peer like the rooms a peer's metadata creates: c
+ * parks on a's two rooms, and its own next room is refused; once one parked metadata leaves (its
+ * room ended), c may hold one more.  Before, parked metadata was charged to nobody: a peer
+ * could park up to 8 per room on every room, beyond any cap. */
+static void
+test_parked_metadata_counts_against_the_cap(void **state)
+{
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	struct kvxd_peer *pc = peer_of(&B, "c");
+	uint32_t pages[1] = {0};
+	struct kvxd_room *a301, *c303;
+
+	(void)state;
+	B.cfg.max_rooms_per_peer = 2;
+	a301 = open_room(&A, 301, 1);
+	open_room(&A, 302, 1);
+	assert_true(kvxd_decode_room_open(&C, -1, 301, &pool[2], pages, 1, names, 1) > 0);
+	assert_true(kvxd_decode_room_open(&C, -1, 302, &pool[2], pages, 1, names, 1) > 0);
+	PUMP_UNTIL(pc->parked_held == 2);
+	assert_int_equal(pc->rooms_held, 0);
+	assert_true(kvxd_decode_room_open(&C, -1, 303, &pool[2], pages, 1, names, 1) > 0);
+	c303 = room(&C, 303, KVX_ROOM_DECODE);
+	PUMP_UNTIL(B.ctr.meta_refused_cap == 1);
+	PUMP_UNTIL(kvxd_room_released(c303)); /* told at once */
+	/* a's room 301 ends: c's metadata parked on it is refused, and no longer held */
+	assert_true(kvxd_decode_abort(&A, a301, -ECANCELED, "test") > 0);
+	PUMP_UNTIL(pc->parked_held == 1);
+	assert_true(kvxd_decode_room_open(&C, -1, 304, &pool[2], pages, 1, names, 1) > 0);
+	PUMP_UNTIL(room(&B, 304, KVX_ROOM_PREFILL) != NULL);
+	assert_int_equal(pc->rooms_held, 1);
+	assert_int_equal(B.ctr.meta_refused_cap, 1);
+}
+
 /* The dialer of a session the acceptor still rolls back (its cores still wait for the old
  * QPs' flushes: a planned replacement, a rail retried, on a slow node) is refused with BYE BUSY
  * and dials again shortly: nothing counts as a failed setup, and the session comes back once
@@ -772,6 +836,10 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_abort_waits_for_drain_then_releases, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reuse_while_the_source_drains_told_at_once,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parked_metadata_counts_against_the_cap, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_generation_ack_never_releases, setup,
 						teardown),
