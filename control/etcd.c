@@ -65,7 +65,6 @@ struct http {
 	size_t body_len, body_cap;
 	uint64_t body_total; /* bytes of body received (a Content-Length body) */
 	uint64_t deadline;   /* 0: none */
-	uint64_t started;
 };
 
 enum stage { S_IDLE = 0, S_GRANT, S_PUT, S_RANGE, S_RUN };
@@ -81,8 +80,8 @@ struct kvxd_etcd {
 	char lease[24]; /* the lease ID, decimal, as etcd writes it */
 	uint64_t retry_at, keepalive_at;
 	uint64_t lease_ok_at; /* the lease was last known alive then (registered, or renewed) */
-	uint64_t
-		ttl_ms; /* the lease as etcd granted it (at most lease_s): keepalives every third */
+	/* the lease as etcd granted it (at most lease_s): keepalives every third of it */
+	uint64_t ttl_ms;
 	uint64_t watch_at;     /* a watch that ended is set up again from then on (after a read) */
 	uint64_t resync_at;    /* a full read then: an entry was refused for want of room */
 	uint64_t watch_log_ms; /* the last "watch ended" line (at most one per 10 s) */
@@ -158,7 +157,6 @@ http_start(struct kvxd *d, struct http *h, enum call call, const char *path, con
 	h->call = call;
 	h->clen = -1;
 	h->deadline = now + CALL_MS; /* the watch: until its head arrives */
-	h->started = now;
 	h->ev = (struct kvxd_fd){.kind = KVXD_FD_ETCD, .ptr = h};
 	h->tx = malloc(blen + 256);
 	if (!h->tx)
