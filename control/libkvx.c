@@ -393,9 +393,9 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 		r = sock_recv(c);
 		return r == -EAGAIN ? 0 : r;
 	}
+	/* woken for nothing at the deadline: it has passed all the same */
 	if (deadline >= 0 && now_ms() >= deadline && !rings_any(c))
-		return -ETIMEDOUT; /* woken for nothing at the deadline: it has passed all the same
-				    */
+		return -ETIMEDOUT;
 	return 0;
 }
 

@@ -149,7 +149,6 @@ request(struct kvxd *d, struct conn *c)
 	uint64_t now = kvxd_now_ms();
 	size_t plen;
 	bool head;
-	int rc;
 
 	end = line + strcspn(line, "\r\n");
 	*end = '\0';
@@ -176,8 +175,7 @@ request(struct kvxd *d, struct conn *c)
 		d->http->cache = b;
 		d->http->cache_at = now;
 	}
-	rc = answer(d, c, 200, "OK", CONTENT_TYPE, d->http->cache.p, d->http->cache.len, head);
-	return rc;
+	return answer(d, c, 200, "OK", CONTENT_TYPE, d->http->cache.p, d->http->cache.len, head);
 }
 
 /* Write what the socket takes; close once all of it went.  Never waits. */

@@ -328,6 +328,30 @@ x1_without_room(void)
 		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}"); /* x1 */
 }
 
+/* A watch event at revision rev: PREFIX name put with the value val. */
+static void
+watch_put(const char *name, const char *val, int rev)
+{
+	char ev[768], key[64], k[96], v[256];
+
+	snprintf(key, sizeof(key), PREFIX "%s", name);
+	b64(k, key);
+	b64(v, val);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"%d\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 rev, k, v);
+	gw_watch(ev);
+}
+
+/* A watch event: c is listed with another GID (val, 64 bytes: what it says). */
+static void
+c_moves(char *val)
+{
+	snprintf(val, 64, "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
+	watch_put("c", val, 11);
+}
+
 /* c's entry moves (another GID, as a node restarted elsewhere would write, or anyone with
  * write access to etcd) while its session is READY: the authenticated session is kept (before:
  * torn down at once; mutant moved_ends_session).  Once that session ends, c is removed and
@@ -335,20 +359,13 @@ x1_without_room(void)
 static void
 test_moved_peer_keeps_its_session(void **state)
 {
-	char ev[512], k[64], v[128], val[64];
+	char val[64];
 	uint64_t resets;
 
 	(void)state;
 	start_found(NULL, 0);
 	resets = kvxd_peer_find(&C, "a")->n_resets;
-	b64(k, PREFIX "c");
-	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
-	b64(v, val);
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"%s\",\"value\":\"%s\"}}]}}",
-		 k, v);
-	gw_watch(ev);
+	c_moves(val);
 	PUMP_UNTIL(kvxd_peer_find(&A, "c") && kvxd_peer_find(&A, "c")->moved);
 	pump_ms(2000);
 	assert_true(node_ready(&A, "c") && node_ready(&C, "a"));
@@ -486,20 +503,13 @@ test_slow_keepalive_tried_again(void **state)
 static void
 test_moved_idle_peer_replaced_at_once(void **state)
 {
-	char ev[512], k[64], v[128], val[64];
+	char val[64];
 
 	(void)state;
 	start_found(NULL, 0);
 	kvxd_peer_admin(&A, "c", "pause");
 	PUMP_UNTIL(!node_ready(&A, "c"));
-	b64(k, PREFIX "c");
-	snprintf(val, sizeof(val), "127.0.0.1:%u ::ffff:0.0.0.1", c_as_static.addr.port);
-	b64(v, val);
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"%s\",\"value\":\"%s\"}}]}}",
-		 k, v);
-	gw_watch(ev);
+	c_moves(val);
 	PUMP_UNTIL(A.ctr.members_found == 2);
 	assert_int_equal(A.ctr.members_lost, 1);
 	assert_int_equal(A.cfg.peers[kvxd_peer_find(&A, "c")->idx].gid[15], 1);
@@ -590,20 +600,12 @@ test_resync_due_without_a_watch_is_taken(void **state)
 static void
 test_gid_per_rail(void **state)
 {
-	char ev[768], k[64], v[256], val[192];
 	const struct kvx_config_peer *cp;
 	struct kvxd_peer *p;
 
 	(void)state;
 	start_found(NULL, 0);
-	b64(k, PREFIX "d");
-	snprintf(val, sizeof(val), "127.0.0.1:9 ::ffff:10.77.0.2 ::ffff:10.78.0.2");
-	b64(v, val);
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"%s\",\"value\":\"%s\"}}]}}",
-		 k, v);
-	gw_watch(ev);
+	watch_put("d", "127.0.0.1:9 ::ffff:10.77.0.2 ::ffff:10.78.0.2", 11);
 	PUMP_UNTIL(kvxd_peer_find(&A, "d") != NULL);
 	p = kvxd_peer_find(&A, "d");
 	cp = &A.cfg.peers[p->idx];
@@ -614,14 +616,7 @@ test_gid_per_rail(void **state)
 	assert_int_equal(cp->rail_gid[0][13], 78);
 	assert_int_equal(cp->rail_gid[0][15], 2);
 
-	b64(k, PREFIX "e");
-	snprintf(val, sizeof(val), "127.0.0.1:9 ::1 ::2 ::3 ::4 ::5");
-	b64(v, val);
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"12\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"%s\",\"value\":\"%s\"}}]}}",
-		 k, v);
-	gw_watch(ev);
+	watch_put("e", "127.0.0.1:9 ::1 ::2 ::3 ::4 ::5", 12);
 	PUMP_UNTIL(A.ctr.members_refused == 1);
 	assert_null(kvxd_peer_find(&A, "e"));
 }
