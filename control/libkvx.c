@@ -206,17 +206,16 @@ evq_push(struct kvx_conn *c, const struct kvx_event *ev)
 		struct kvx_event *nq;
 		uint32_t i;
 
-		if (c->q_cap >= c->q_max) {
-			/* an event came that cannot be kept: rather than lose it (a room's end
-			 * among them), the session ends, loudly: every call fails from now on,
-			 * and kvxd sees it go (its rooms take the engine-loss path) */
+		nq = c->q_cap < c->q_max ? malloc(ncap * sizeof(*nq)) : NULL;
+		if (!nq) {
+			/* an event came that cannot be kept (too many unread, or no memory):
+			 * rather than lose it (a room's end among them), the session ends,
+			 * loudly: every call fails from now on, and kvxd sees it go (its rooms
+			 * take the engine-loss path) */
 			shutdown(c->fd, SHUT_RDWR);
 			c->err = -ENOBUFS;
 			return c->err;
 		}
-		nq = malloc(ncap * sizeof(*nq));
-		if (!nq)
-			return -ENOMEM;
 		for (i = 0; i < c->q_len; i++)
 			nq[i] = c->q[(c->q_head + i) % c->q_cap];
 		free(c->q);

@@ -1385,7 +1385,7 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 			return;
 		}
 		if (!r->ndest) { /* the engine has not said yet: wait for its first chunk */
-			if (!kvxd_room_meta_parked(r, p->idx, rm->dst_rank) &&
+			if (!kvxd_room_meta_parked(d, r, p->idx, rm->dst_rank) &&
 			    p->rooms_held + p->parked_held >= d->cfg.max_rooms_per_peer) {
 				/* parked metadata is held like a room's: one that parked on
 				 * rooms without end would hold memory no cap bounds */

@@ -258,23 +258,31 @@ kvxd_room_set_owner(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank
 	r->owner[k].gen = gen;
 }
 
+/* Parked metadata m came from its slot's present peer (not an earlier one, gone: m came in an
+ * epoch before the slot was that one's), who is charged for it. */
+static bool
+parked_current(const struct kvxd *d, const struct kvxd_meta *m)
+{
+	return (int32_t)(m->epoch - d->peers[m->peer].slot_epoch) >= 0;
+}
+
 bool
-kvxd_room_meta_parked(const struct kvxd_room *r, int peer, uint32_t rank)
+kvxd_room_meta_parked(const struct kvxd *d, const struct kvxd_room *r, int peer, uint32_t rank)
 {
 	for (int i = 0; i < r->nparked; i++)
-		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank)
+		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank &&
+		    parked_current(d, r->parked[i]))
 			return true;
 	return false;
 }
 
-/* Parked metadata m leaves its room: its peer holds one less (unless the peer went, and its slot
- * is another's now: m came in an epoch before that one's). */
+/* Parked metadata m leaves its room: its peer holds one less. */
 static void
 parked_uncharge(struct kvxd *d, const struct kvxd_meta *m)
 {
 	struct kvxd_peer *p = &d->peers[m->peer];
 
-	if ((int32_t)(m->epoch - p->slot_epoch) >= 0 && p->parked_held)
+	if (parked_current(d, m) && p->parked_held)
 		p->parked_held--;
 }
 
@@ -283,8 +291,12 @@ kvxd_room_meta_park(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m)
 {
 	for (int i = 0; i < r->nparked; i++)
 		if (r->parked[i]->peer == m->peer && r->parked[i]->dst_rank == m->dst_rank) {
-			free(r->parked[i]); /* the same endpoint's again: charged once */
+			/* the same endpoint's again (charged once), or the slot's earlier peer's
+			 * (charged to nobody now): m is charged in its place */
+			parked_uncharge(d, r->parked[i]);
+			free(r->parked[i]);
 			r->parked[i] = m;
+			d->peers[m->peer].parked_held++;
 			return true;
 		}
 	if (r->nparked == KVXD_MAX_TARGETS)

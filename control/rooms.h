@@ -236,7 +236,8 @@ int kvxd_room_owner(const struct kvxd_room *r, int peer, uint32_t rank);
  * until it leaves.  false: KVXD_MAX_TARGETS are parked. */
 bool kvxd_room_meta_park(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m);
 /* Prefill: endpoint (peer, rank) has metadata parked on r. */
-bool kvxd_room_meta_parked(const struct kvxd_room *r, int peer, uint32_t rank);
+bool kvxd_room_meta_parked(const struct kvxd *d, const struct kvxd_room *r, int peer,
+			   uint32_t rank);
 /* Prefill: the engine said (r->ndest): the parked metadata is taken in arrival order while
  * the room has fewer than ndest owners (on to its core), the rest refused and reported. */
 void kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r);

@@ -258,8 +258,8 @@ drop_pending(struct kvxd_core *c, struct kvx_pcore_room *r)
 /* Take work only while the outbox can take all it may produce, so out_put() never fails.
  * A room's failure is up to KVXD_MAX_TARGETS status pushes (fan-out), its event, its drain
  * and a chunk or meta given back; an iteration fails at most the rooms of its completions
- * (KVXD_BATCH), of its messages (8) and of the chunks it posts (KVXD_BATCH, plus one in
- * parts) or whose post fails (the same ones). */
+ * (KVXD_BATCH), of its messages (8) and of the ready rooms it takes (KVXD_BATCH, ready_drain:
+ * their chunks posted, in parts, or whose post fails), plus one a marker's completion retires. */
 #define OUTBOX_RESERVE ((KVXD_MAX_TARGETS + 3) * (3 * KVXD_BATCH + 8 + 1) + 64)
 #define DEAD_BATCH 64 /* chunks given back per iteration, at most */
 
@@ -780,11 +780,13 @@ chunk_fits_room(const struct kvxd_meta *m, const struct kvxd_chunk *ch, char *wh
 static int
 ready_drain(struct kvxd_core *c)
 {
-	struct kvx_pcore_room *r = c->ready_head, *next;
-	int moved = 0;
+	struct kvx_pcore_room *r = c->ready_head, *next, *kept = NULL;
+	int moved = 0, visited = 0;
 
-	for (; r && moved < KVXD_BATCH; r = next) {
+	/* at most KVXD_BATCH rooms an iteration, what OUTBOX_RESERVE counts on */
+	for (; r && moved < KVXD_BATCH && visited < KVXD_BATCH; r = next) {
 		next = r->ready_next;
+		visited++;
 		while (r->pend_head && moved < KVXD_BATCH) {
 			struct kvxd_chunk *ch = r->pend_head;
 			bool blocked = false;
@@ -829,13 +831,56 @@ ready_drain(struct kvxd_core *c)
 		}
 		if (!r->pend_head)
 			ready_remove(c, r);
+		else
+			kept = r;
+	}
+	/* The rooms visited that still wait go behind the others: rooms waiting for their
+	 * connection never hold back the ones after them. */
+	if (r && kept) {
+		c->ready_tail->ready_next = c->ready_head;
+		c->ready_head = r;
+		kept->ready_next = NULL;
+		c->ready_tail = kept;
 	}
 	return moved;
 }
 
-static void
+/*
+ * The zero-length signalled WRITE that retires the WRs before it (q->marker: the last WR the QP
+ * took, to the same remote address and key).  A refused marker moves the QP to ERR (QP_STUCK),
+ * where it is taken and flushed: tried again at every iteration until then.
+ */
+static int
+post_marker(struct kvxd_qpc *q)
+{
+	struct kvxd_wr *w = wr_get(q); /* the list's refused WRs gave their slots back */
+	int posted = 0;
+
+	if (!w)
+		return 0;
+	w->room = NULL;
+	q->marker.wr_id = (uint64_t)(uintptr_t)w;
+	q->marker.sg = NULL;
+	q->marker.nsge = 0;
+	q->marker.with_imm = false;
+	q->marker.signaled = true;
+	if (kvx_vx->post_write_chain(q->qp, &q->marker, 1, &posted))
+		q->stuck = true;
+	if (!posted) {
+		wr_put(q, w);
+		return 0;
+	}
+	q->sq_used++;
+	out_append(q, w);
+	q->marker_due = false;
+	return 1;
+}
+
+static int
 flush_chains(struct kvxd_core *c)
 {
+	int work = 0;
+
 	for (struct kvxd_qpc *q = c->qpcs; q; q = q->next) {
 		int posted = 0, rc;
 
@@ -871,10 +916,19 @@ flush_chains(struct kvxd_core *c)
 			 * wait for the flushes, which the move to ERR brings */
 			if (rc && posted == q->chain_n)
 				q->stuck = true;
+			/* It took the list in part: the WRs it took run, and the last of them may
+			 * be unsignalled, a completion that never comes.  A signalled marker after
+			 * them retires them all. */
+			else if (rc && posted > 0 && !q->chain[posted - 1].signaled) {
+				q->marker = q->chain[posted - 1];
+				q->marker_due = true;
+			}
 			q->chain_n = 0;
 			if (rc)
 				drain_recheck(c);
 		}
+		if (q->marker_due)
+			work += post_marker(q);
 		if (q->stuck && !q->stuck_sent && kvx_mbox_free_count(c->outbox) > 0) {
 			/* the move to ERR is a syscall: the control core's, at once, not when the
 			 * connection's replacement comes round (a full outbox: next iteration) */
@@ -900,6 +954,7 @@ flush_chains(struct kvxd_core *c)
 			q->rq_deficit -= rposted;
 		}
 	}
+	return work;
 }
 
 /* ---- completions --------------------------------------------------------------------------- */
@@ -915,6 +970,8 @@ wr_retire(struct kvxd_qpc *q, struct kvxd_wr *w)
 		q->out_tail = NULL;
 	q->sq_used--;
 	wr_put(q, w);
+	if (!r)
+		return; /* a marker */
 	atomic_store_explicit(&r->wr_done,
 			      atomic_load_explicit(&r->wr_done, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
@@ -945,6 +1002,11 @@ on_send_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 	}
 	assert(q->out_head == w);
 	wr_retire(q, w);
+	if (!r) {
+		/* the marker: every WR before it is retired, the QP is errored already */
+		qpc_check_quiesced(c, q);
+		return;
+	}
 	if (wc->status == KVX_VX_WC_SUCCESS) {
 		stat_add(&c->st.wc_ok, 1);
 		prefill_check_done(c, r);
@@ -1272,7 +1334,7 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 	work += n;
 	if (c->ready_head)
 		work += ready_drain(c);
-	flush_chains(c);
+	work += flush_chains(c);
 	if (c->nhold)
 		hold_check(c);
 	if (c->dead_head) /* after this iteration's own messages went out */

@@ -219,6 +219,8 @@ struct kvxd_qpc {
 	bool errored, closing, quiesce_sent;
 	bool stuck;	 /* it holds WRs it will not run (their doorbell was refused) */
 	bool stuck_sent; /* and QP_STUCK went to the control core */
+	bool marker_due; /* it took a list in part: marker still to post (post_marker) */
+	struct kvx_vx_write marker;
 	struct kvxd_wr *wrs;
 	int free_head;
 	uint32_t max_sge;

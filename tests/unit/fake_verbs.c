@@ -52,7 +52,8 @@ static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
 static struct kvx_vx_qp *qps[FAKE_MAX_QP];
 static uint32_t next_key = 0x100, next_qpn = 0x11;
 static bool hold_mode, defer_flush;
-static int refuse_doorbell_nth, refuse_doorbell_err; /* fake_vx_refuse_doorbell */
+static int refuse_doorbell_nth, refuse_doorbell_err;	  /* fake_vx_refuse_doorbell */
+static int refuse_wr_nth, refuse_wr_count, refuse_wr_err; /* fake_vx_refuse_wr */
 static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
 static struct {
@@ -71,6 +72,7 @@ fake_vx_install(void)
 	memset(fail_script, 0, sizeof(fail_script));
 	hold_mode = defer_flush = false;
 	refuse_doorbell_nth = refuse_doorbell_err = 0;
+	refuse_wr_nth = refuse_wr_count = refuse_wr_err = 0;
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
 }
@@ -548,8 +550,12 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 		return refuse_doorbell_err;
 	}
 	for (int i = 0; i < n; i++) {
-		if (w[i].nsge < 1 || w[i].nsge > fake_max_sge)
+		if (w[i].nsge > fake_max_sge)
 			return -EINVAL; /* like a device: the bad WR and the rest are refused */
+		if (refuse_wr_count && --refuse_wr_nth <= 0) {
+			refuse_wr_count--;
+			return refuse_wr_err;
+		}
 		if (q->state == QPS_ERR) {
 			cq_push(q->cq, w[i].wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
 		} else if (hold_mode) {
@@ -578,6 +584,14 @@ fpost_recv(struct kvx_vx_qp *q, const uint64_t *ids, int n, int *posted)
 			q->recv_ids[q->recv_tail++ % 1024] = ids[i];
 	}
 	return 0;
+}
+
+void
+fake_vx_refuse_wr(int nth, int count, int err)
+{
+	refuse_wr_nth = nth;
+	refuse_wr_count = count;
+	refuse_wr_err = err;
 }
 
 void

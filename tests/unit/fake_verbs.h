@@ -36,6 +36,9 @@ void fake_vx_fail_stop(const char *op);
  * a QP not in RTS.  They wait in hold mode's queue and flush when the QP goes to ERR (a test
  * leaves them there: fake_vx_release would run them, which rxe never does). */
 void fake_vx_refuse_doorbell(int nth, int err);
+/* Refuse count WRs from the nth one offered from now on (1-based): each ends its list there
+ * with err, the WRs before it taken (a device's bad_wr). */
+void fake_vx_refuse_wr(int nth, int count, int err);
 /* Hold mode: posted writes are queued on their QP and complete only when released. */
 void fake_vx_hold(bool on);
 /* Execute (and complete) up to n held writes of qp in order; returns how many. */

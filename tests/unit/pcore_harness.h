@@ -28,7 +28,7 @@ struct env {
 	struct kvxd_msg out[4096];
 	int nout;
 	uint32_t next_token;
-	struct kvx_pcore_room *rooms[64];
+	struct kvx_pcore_room *rooms[128];
 	int nrooms;
 };
 
@@ -130,7 +130,7 @@ setup(void **state)
 static __attribute__((unused)) struct kvx_pcore_room *
 track(struct kvx_pcore_room *r)
 {
-	assert_true(E.nrooms < 64);
+	assert_true(E.nrooms < 128);
 	E.rooms[E.nrooms++] = r;
 	return r;
 }

@@ -486,6 +486,40 @@ test_parked_meta_dies_with_its_peer(void **state)
 		assert_int_equal(mem[2][i], 0); /* nothing written into c */
 }
 
+/* The same endpoint's ROOM_META again, from the node that has the slot now, takes the place of
+ * the one the slot's earlier peer parked, and is charged to its peer (before: the earlier one
+ * counted as its own, charged to nobody, and it went past max_rooms_per_peer uncharged). */
+static void
+test_parked_meta_of_a_slots_new_peer_is_charged(void **state)
+{
+	struct kvxd_peer *pc = kvxd_peer_find(&B, "c");
+	int slot = pc->idx;
+	struct kvxd_room *rb, *rc;
+	char err[512];
+
+	(void)state;
+	open_from(&A, 701, "b", 4);
+	PUMP_UNTIL((rb = kvxd_room_find(&B, 701, 0, KVX_ROOM_PREFILL)) && rb->nowners == 1);
+	rc = open_from(&C, 701, "b", 4);
+	PUMP_UNTIL(B.ctr.meta_parked == 1);
+	assert_int_equal(apply(b_config("c", NULL, 0), err, sizeof(err)), 0);
+	PUMP_UNTIL(kvxd_room_state(rc) == KVX_ROOM_RELEASED);
+	PUMP_UNTIL(pc->vacant);
+	B.cfg.cq_depth = 1u << 20;
+	assert_int_equal(apply(b_config(NULL, NULL, 0), err, sizeof(err)), 0);
+	pc = kvxd_peer_find(&B, "c");
+	assert_int_equal(pc->idx, slot);
+	PUMP_UNTIL(node_ready(&C, "b") && node_ready(&B, "c"));
+	assert_int_equal(pc->parked_held, 0);
+	nodes_remove_rooms(&C);
+	open_from(&C, 701, "b", 4); /* c opens the room again */
+	PUMP_UNTIL(B.ctr.meta_parked == 2);
+	assert_int_equal(rb->nparked, 1);
+	assert_int_equal(pc->parked_held, 1);
+	kvxd_room_meta_refuse_parked(&B, rb);
+	assert_int_equal(pc->parked_held, 0);
+}
+
 /* A peer removed while a connection of it waits to authenticate: the connection is dropped, and
  * an event for it still in the loop's batch finds it dropped, not freed (before: the removal
  * freed it, and the batch's next event used it: glibc's "double free or corruption" in a
@@ -539,6 +573,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_slot_waits_for_tombstones, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_meta_dies_with_its_peer, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_parked_meta_of_a_slots_new_peer_is_charged,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending_connection_of_a_removed_peer, setup,
 						teardown),
 	};

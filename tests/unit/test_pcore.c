@@ -226,6 +226,79 @@ test_error_counts_until_siblings_flush(void **state)
 	fake_vx_hold(false);
 }
 
+/* A QP that takes a list in part (bad_wr mid-list): the WRs it took run, the last of them
+ * unsignalled, so no completion would ever retire them and the room would never drain (its
+ * source pages never given back).  A signalled marker posted after them retires them all. */
+static void
+test_list_taken_in_part_is_retired_by_a_marker(void **state)
+{
+	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7}; /* 4 runs x 3 buffers = 12 WRs */
+	struct kvx_pcore_room *d = decode_room(14, dst, 4), *p = prefill_room(d, dst, 4);
+
+	fake_vx_refuse_wr(12, 1, -EINVAL); /* the chunk's last, signalled WR */
+	submit(p, 0, src, 4, 0, true);
+	run();
+	assert_int_equal(get_event(p, KVX_ROOM_FAILED)->error, -EINVAL);
+	assert_int_equal(atomic_load(&p->wr_posted), 11);
+	assert_int_equal(atomic_load(&p->wr_done), 11);
+	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
+	assert_int_equal(E.pf.qpc->sq_used, 0);
+}
+
+/* The marker refused too: the QP goes to ERR (QP_STUCK), where the marker is taken and
+ * flushed, and the WRs before it are retired then; nothing is credited before. */
+static void
+test_refused_marker_waits_for_the_error_state(void **state)
+{
+	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7};
+	struct kvx_pcore_room *d = decode_room(15, dst, 4), *p = prefill_room(d, dst, 4);
+
+	fake_vx_refuse_wr(12, 1000, -ENOMEM);
+	submit(p, 0, src, 4, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(count_msgs(KVXD_MSG_QP_STUCK), 1);
+	assert_int_equal(atomic_load(&p->wr_posted) - atomic_load(&p->wr_done), 11);
+	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 0);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 0);
+	/* the control core's answer to QP_STUCK; in ERR the device takes WRs (and flushes them) */
+	assert_int_equal(kvx_vx->qp_to_err(E.pf.qpc->qp), 0);
+	fake_vx_refuse_wr(0, 0, 0);
+	run();
+	assert_int_equal(atomic_load(&p->wr_posted), atomic_load(&p->wr_done));
+	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
+}
+
+/* An iteration takes at most KVXD_BATCH ready rooms (the outbox reserve counts on it), and the
+ * rooms it took that still wait (their peer not connected) go behind the rest: a room ready
+ * behind KVXD_BATCH + 1 waiting ones moves in the iteration after next, not never. */
+static void
+test_waiting_rooms_never_hold_back_the_rest(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1};
+	struct kvx_pcore_room *d, *p;
+
+	fill(0, 0x5a);
+	for (uint32_t i = 0; i <= KVXD_BATCH; i++) {
+		d = decode_room(100 + i, dst, 1);
+		p = prefill_room_peer(d, dst, 1, 1); /* peer 1: not connected */
+		submit(p, 0, src, 1, 0, true);
+	}
+	run();
+	d = decode_room(99, dst, 1);
+	p = prefill_room(d, dst, 1);
+	submit(p, 0, src, 1, 0, true);
+	kvx_pcore_poll_once(&E.pf.core); /* takes p in, visits KVXD_BATCH waiting rooms */
+	assert_int_equal(atomic_load(&p->wr_posted), 0);
+	kvx_pcore_poll_once(&E.pf.core);
+	assert_int_not_equal(atomic_load(&p->wr_posted), 0);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_true(landed(1, 0x5a));
+}
+
 static void
 test_chunk_for_failed_room_is_skipped(void **state)
 {
@@ -384,6 +457,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_wr_error_fails_room_and_quiesces_qp, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_error_counts_until_siblings_flush, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_list_taken_in_part_is_retired_by_a_marker,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_marker_waits_for_the_error_state,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiting_rooms_never_hold_back_the_rest, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_failed_room_is_skipped, setup,
 						teardown),
