@@ -656,14 +656,14 @@ kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t 
 		rc = kvx_vx->qp_to_err(q->qp);
 		if (rc) {
 			/* its connection's replacement moves it there later */
-			KVX_WARN("peer %s: qp 0x%x refused a doorbell and cannot be moved to the "
+			KVX_WARN("peer %s: qp 0x%x refused a post and cannot be moved to the "
 				 "error state: %s",
 				 p->name, q->qpn, strerror(-rc));
 			return;
 		}
 		d->ctr.qp_stuck++;
-		KVX_WARN("peer %s: qp 0x%x (rail %d) took WRs but refused their doorbell: moved "
-			 "to the error state, they flush",
+		KVX_WARN("peer %s: qp 0x%x (rail %d) refused a post (a WR of the list, or its "
+			 "doorbell): moved to the error state, what it holds flushes",
 			 p->name, q->qpn, q->rail);
 		return;
 	}

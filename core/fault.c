@@ -9,6 +9,7 @@
 
 static const char *const fault_names[KVX_FAULT_COUNT] = {
 	[KVX_FAULT_WR_CORRUPT_RKEY] = "wr.corrupt_rkey",
+	[KVX_FAULT_WR_REFUSED] = "wr.refused",
 	[KVX_FAULT_HS_AFTER_SOCKET] = "handshake.after_socket",
 	[KVX_FAULT_HS_AFTER_SLOT] = "handshake.after_slot",
 	[KVX_FAULT_HS_AFTER_QPC] = "handshake.after_qpc_alloc",

@@ -18,6 +18,9 @@
 
 enum kvx_fault_point {
 	KVX_FAULT_WR_CORRUPT_RKEY,    /* wr.corrupt_rkey: a chunk's writes use a wrong rkey */
+	KVX_FAULT_WR_REFUSED,	      /* wr.refused: the device refuses a chunk's last WR (more
+				       * scatter-gather entries than the QP has), after taking
+				       * the WRs before it */
 	KVX_FAULT_HS_AFTER_SOCKET,    /* handshake.after_socket: control connection */
 	KVX_FAULT_HS_AFTER_SLOT,      /* handshake.after_slot: the peer-table slot (session) */
 	KVX_FAULT_HS_AFTER_QPC,	      /* handshake.after_qpc_alloc: a core's QP context */

@@ -658,11 +658,12 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 	struct kvxd_qpc *used[KVX_MAX_RAILS] = {0};
 	struct kvxd_qpc *last_q = NULL;
 	int added = 0;
-	bool corrupt = false;
+	bool corrupt = false, refuse;
 
 	*done = false;
 	if (kvx_fault_hit(KVX_FAULT_WR_CORRUPT_RKEY))
 		corrupt = true;
+	refuse = kvx_fault_hit(KVX_FAULT_WR_REFUSED);
 	while (r->post_b < ch->nbufs) {
 		uint32_t cursor = c->stripe;
 		struct kvxd_qpc *q = stripe_qpc(c, m);
@@ -719,6 +720,8 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 	for (int k = 0; k < KVX_MAX_RAILS; k++)
 		if (used[k] && used[k]->chain_n > base[k])
 			used[k]->chain[used[k]->chain_n - 1].signaled = true;
+	if (refuse && last_q) /* one entry beyond the QP's: the device refuses that WR */
+		last_q->chain[last_q->chain_n - 1].nsge = last_q->max_sge + 1;
 	if (r->post_b >= ch->nbufs) {
 		*done = true;
 		r->post_b = r->post_i = 0;
@@ -912,14 +915,17 @@ flush_chains(struct kvxd_core *c)
 				}
 				qpc_mark_errored(c, q);
 			}
-			/* the QP holds every WR of the list but will not run them: their rooms
-			 * wait for the flushes, which the move to ERR brings */
-			if (rc && posted == q->chain_n)
+			/* A refused post leaves the QP in RTS, its receives posted: it goes to ERR
+			 * (QP_STUCK), where what it holds flushes and it quiesces.  When it took
+			 * every WR of the list (a refused doorbell), those never run: their rooms
+			 * wait for their flushes. */
+			if (rc)
 				q->stuck = true;
-			/* It took the list in part: the WRs it took run, and the last of them may
-			 * be unsignalled, a completion that never comes.  A signalled marker after
-			 * them retires them all. */
-			else if (rc && posted > 0 && !q->chain[posted - 1].signaled) {
+			/* It took the list in part: the WRs it took may have run already, the last
+			 * of them unsignalled, a completion that never comes, flushed or not.  A
+			 * signalled marker after them retires them all. */
+			if (rc && posted > 0 && posted < q->chain_n &&
+			    !q->chain[posted - 1].signaled) {
 				q->marker = q->chain[posted - 1];
 				q->marker_due = true;
 			}

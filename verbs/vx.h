@@ -72,7 +72,7 @@ struct kvx_vx_wc {
 struct kvx_vx_write {
 	uint64_t wr_id;
 	const struct kvx_vx_sge *sg;
-	uint32_t nsge; /* 1 .. the QP's max_sge */
+	uint32_t nsge; /* 1 .. the QP's max_sge (0: a zero-length WRITE, pcore's marker) */
 	uint64_t raddr;
 	uint32_t rkey;
 	bool with_imm;

@@ -76,6 +76,10 @@ connect_qpcs(int peer, uint32_t epoch, struct kvxd_qpc **pfq, struct kvxd_qpc **
 		ids[i] = (uint64_t)(uintptr_t)&dc->recv_tag;
 	assert_int_equal(kvx_vx->post_recv_burst(dc->qp, ids, 64, &posted), 0);
 	dc->rq_posted = 64;
+	for (int i = 0; i < 64; i++) /* every QP has its receives, as in kvxd */
+		ids[i] = (uint64_t)(uintptr_t)&pf->recv_tag;
+	assert_int_equal(kvx_vx->post_recv_burst(pf->qp, ids, 64, &posted), 0);
+	pf->rq_posted = 64;
 	for (int k = 0; k < 2; k++) {
 		struct kvxd_core *core = k ? &E.dc.core : &E.pf.core;
 		struct kvxd_qpc *q = k ? dc : pf;

@@ -242,8 +242,33 @@ test_list_taken_in_part_is_retired_by_a_marker(void **state)
 	assert_int_equal(atomic_load(&p->wr_posted), 11);
 	assert_int_equal(atomic_load(&p->wr_done), 11);
 	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
-	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
 	assert_int_equal(E.pf.qpc->sq_used, 0);
+	/* the QP is still in RTS, its receives posted: it goes to ERR to quiesce */
+	assert_int_equal(count_msgs(KVXD_MSG_QP_STUCK), 1);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 0);
+	assert_int_equal(kvx_vx->qp_to_err(E.pf.qpc->qp), 0); /* the control core's answer */
+	run();
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
+}
+
+/* A list refused from its first WR: nothing was taken, but the QP, in RTS with its receives
+ * posted, would never quiesce: it goes to ERR (QP_STUCK) and is replaced. */
+static void
+test_refused_list_moves_the_qp_to_error(void **state)
+{
+	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7};
+	struct kvx_pcore_room *d = decode_room(16, dst, 4), *p = prefill_room(d, dst, 4);
+
+	fake_vx_refuse_wr(1, 1, -ENOMEM);
+	submit(p, 0, src, 4, 0, true);
+	run();
+	assert_int_equal(get_event(p, KVX_ROOM_FAILED)->error, -ENOMEM);
+	assert_int_equal(atomic_load(&p->wr_posted), 0);
+	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_STUCK), 1);
+	assert_int_equal(kvx_vx->qp_to_err(E.pf.qpc->qp), 0);
+	run();
+	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
 }
 
 /* The marker refused too: the QP goes to ERR (QP_STUCK), where the marker is taken and
@@ -462,6 +487,8 @@ main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_marker_waits_for_the_error_state,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_list_moves_the_qp_to_error, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_waiting_rooms_never_hold_back_the_rest, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_failed_room_is_skipped, setup,

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_wr_failure.sh: a room whose RDMA write fails (the prefill kvxd is told to corrupt the
 # destination rkey of its next write chain) ends FAILED on both sides, pushed to decode at
-# once; the errored QP is replaced by fresh QPs on both sides, and later rooms succeed.
+# once; the errored QP is replaced by fresh QPs on both sides, and later rooms succeed.  Then
+# the same for a WR the device refuses mid-list (wr.refused).
 . "$(dirname "$0")/lib.sh"
 
 kvxd_start prefill
@@ -39,4 +40,29 @@ wait_peer prefill decode 20
 [ "$(json_get "$KVX_LOGDIR/after.json" rooms)" = 16 ] || fail "after: not all rooms done"
 ctl prefill peers | grep -q "epoch [2-9]" || fail "no new session: $(ctl prefill peers)"
 ctl prefill peers
+
+# The device refuses a chunk's last WR after taking the three before it (unsignalled: no
+# completion of theirs ever comes).  The marker kvxd posts after them retires them: the room
+# fails on both sides, its QP quiesces and is replaced, and later rooms succeed.  Without the
+# marker the room never drains and the QP is never replaced.
+fired() { ctl prefill counters | grep -F kvx_fault_fired_total | grep -F '"wr.refused"' | awk '{ print $2 }'; }
+replaced_before=$(($(metric prefill qp_replaced_total) + $(metric decode qp_replaced_total)))
+ctl prefill fault wr.refused:0 || fail "cannot arm wr.refused"
+"${B[@]}" --rooms 1 --allow-failures >"$KVX_LOGDIR/refused.json" 2>"$KVX_LOGDIR/refused.err" ||
+	fail "bench with the refused WR failed: $(cat "$KVX_LOGDIR/refused.json" "$KVX_LOGDIR/refused.err")"
+cat "$KVX_LOGDIR/refused.json"
+[ "$(fired)" = 1 ] || fail "wr.refused did not fire: $(fired)"
+[ "$(json_get "$KVX_LOGDIR/refused.json" failed_prefill)" = 1 ] || fail "prefill did not see the room fail"
+[ "$(json_get "$KVX_LOGDIR/refused.json" failed_decode)" = 1 ] || fail "decode did not see the room fail"
+grep -q "post_send failed" "$KVX_LOGDIR/refused.json" "$KVX_LOGDIR/refused.err" \
+	"$KVX_LOGDIR/prefill.log" || fail "the refused post is not reported"
+replaced_again() {
+	[ $(($(metric prefill qp_replaced_total) + $(metric decode qp_replaced_total))) -gt "$replaced_before" ]
+}
+wait_until 20 replaced_again || fail "the QP of the refused WR was not replaced"
+wait_peer decode prefill 20
+wait_peer prefill decode 20
+"${B[@]}" --rooms 16 --inflight 4 >"$KVX_LOGDIR/after2.json" || fail "rooms after the refused WR failed"
+[ "$(json_get "$KVX_LOGDIR/after2.json" verified)" = ok ] || fail "after the refused WR: not verified"
+[ "$(json_get "$KVX_LOGDIR/after2.json" rooms)" = 16 ] || fail "after the refused WR: not all rooms done"
 echo "PASS: wr failure"
