@@ -226,18 +226,28 @@ test_error_counts_until_siblings_flush(void **state)
 	fake_vx_hold(false);
 }
 
+/* A room whose one chunk (4 runs x 3 buffers = 12 WRs, one signalled) meets a QP that refuses
+ * count WRs from the nth (fake_vx_refuse_wr), run until the cores are idle. */
+static struct kvx_pcore_room *
+refused_room(uint64_t id, int nth, int count, int err)
+{
+	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7};
+	struct kvx_pcore_room *d = decode_room(id, dst, 4), *p = prefill_room(d, dst, 4);
+
+	fake_vx_refuse_wr(nth, count, err);
+	submit(p, 0, src, 4, 0, true);
+	run();
+	return p;
+}
+
 /* A QP that takes a list in part (bad_wr mid-list): the WRs it took run, the last of them
  * unsignalled, so no completion would ever retire them and the room would never drain (its
  * source pages never given back).  A signalled marker posted after them retires them all. */
 static void
 test_list_taken_in_part_is_retired_by_a_marker(void **state)
 {
-	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7}; /* 4 runs x 3 buffers = 12 WRs */
-	struct kvx_pcore_room *d = decode_room(14, dst, 4), *p = prefill_room(d, dst, 4);
+	struct kvx_pcore_room *p = refused_room(14, 12, 1, -EINVAL); /* its last, signalled WR */
 
-	fake_vx_refuse_wr(12, 1, -EINVAL); /* the chunk's last, signalled WR */
-	submit(p, 0, src, 4, 0, true);
-	run();
 	assert_int_equal(get_event(p, KVX_ROOM_FAILED)->error, -EINVAL);
 	assert_int_equal(atomic_load(&p->wr_posted), 11);
 	assert_int_equal(atomic_load(&p->wr_done), 11);
@@ -256,12 +266,8 @@ test_list_taken_in_part_is_retired_by_a_marker(void **state)
 static void
 test_refused_list_moves_the_qp_to_error(void **state)
 {
-	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7};
-	struct kvx_pcore_room *d = decode_room(16, dst, 4), *p = prefill_room(d, dst, 4);
+	struct kvx_pcore_room *p = refused_room(16, 1, 1, -ENOMEM);
 
-	fake_vx_refuse_wr(1, 1, -ENOMEM);
-	submit(p, 0, src, 4, 0, true);
-	run();
 	assert_int_equal(get_event(p, KVX_ROOM_FAILED)->error, -ENOMEM);
 	assert_int_equal(atomic_load(&p->wr_posted), 0);
 	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
@@ -276,12 +282,8 @@ test_refused_list_moves_the_qp_to_error(void **state)
 static void
 test_refused_marker_waits_for_the_error_state(void **state)
 {
-	uint32_t src[4] = {0, 2, 4, 6}, dst[4] = {1, 3, 5, 7};
-	struct kvx_pcore_room *d = decode_room(15, dst, 4), *p = prefill_room(d, dst, 4);
+	struct kvx_pcore_room *p = refused_room(15, 12, 1000, -ENOMEM);
 
-	fake_vx_refuse_wr(12, 1000, -ENOMEM);
-	submit(p, 0, src, 4, 0, true);
-	run();
 	assert_non_null(find_event(p, KVX_ROOM_FAILED));
 	assert_int_equal(count_msgs(KVXD_MSG_QP_STUCK), 1);
 	assert_int_equal(atomic_load(&p->wr_posted) - atomic_load(&p->wr_done), 11);
