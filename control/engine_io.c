@@ -112,14 +112,19 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 
 /*
  * Send one whole message to the engine now if its socket takes it and nothing waits before it;
- * else queue it (sent on EPOLLOUT).  Never waits.  When the queue would pass reply_queue_kb the
- * session is doomed (an engine that does not read loses its own session, nothing else).
+ * else queue it (sent on EPOLLOUT).  Never waits.  When the queue would pass its limit the
+ * session is doomed (an engine that does not read loses its own session, nothing else).  The
+ * limit is reply_queue_kb, and for an event at least what the engine's rooms can say at once
+ * (every state of each, KVX_ROOM_STATE_COUNT): a burst of room ends (a peer lost with
+ * thousands of them) never costs an engine that reads its session and its rooms' ends; what it
+ * can make kvxd hold stays bounded by its rooms (max_rooms_per_engine).
  * Returns 0, or -ENOTCONN, -ENOBUFS, -ENOMEM or the send error (the session is then doomed).
  */
 int
 kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t len, bool event)
 {
-	uint64_t limit = (uint64_t)d->cfg.reply_queue_kb * 1024;
+	uint64_t limit = (uint64_t)d->cfg.reply_queue_kb * 1024,
+		 rooms = (uint64_t)e->nrooms * KVX_ROOM_STATE_COUNT * sizeof(struct kvx_eng_event);
 	struct kvxd_outmsg *m;
 
 	if (e->doomed)
@@ -143,13 +148,17 @@ kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t
 			return rc;
 		}
 	}
+	if (event && rooms > limit)
+		limit = rooms;
 	if (e->outq_bytes + len > limit) {
 		char why[160];
 
 		d->ctr.engine_queue_overflows++;
 		snprintf(why, sizeof(why),
-			 "%llu bytes of replies and events unread: [engine] reply_queue_kb = %u",
-			 (unsigned long long)(e->outq_bytes + len), d->cfg.reply_queue_kb);
+			 "%llu bytes of replies and events unread: [engine] reply_queue_kb = %u "
+			 "(events: %llu, what its rooms can say)",
+			 (unsigned long long)(e->outq_bytes + len), d->cfg.reply_queue_kb,
+			 (unsigned long long)rooms);
 		KVX_WARN("engine %d (pid %d uid %u) does not read: %s", e->id, (int)e->pid,
 			 (unsigned)e->uid, why);
 		kvxd_engine_doom(d, e, why);

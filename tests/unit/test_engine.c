@@ -71,6 +71,7 @@ struct eng {
 	bool closed; /* kvxd closed the session */
 	struct kvx_event ev[64];
 	int nev;
+	uint32_t nstate[KVX_ROOM_STATE_COUNT]; /* events seen, by state (ev: the first 64) */
 	uint64_t replies_seen, last_reply_seq;
 };
 
@@ -275,8 +276,10 @@ eng_read(struct eng *e, uint64_t want, struct eng_reply *out)
 			const struct kvx_eng_event *ev = (const void *)buf;
 
 			assert_int_equal(n, sizeof(*ev));
-			assert_true(e->nev < 64);
-			e->ev[e->nev++] = ev->ev;
+			if (e->nev < 64)
+				e->ev[e->nev++] = ev->ev;
+			if (ev->ev.state < KVX_ROOM_STATE_COUNT)
+				e->nstate[ev->ev.state]++;
 			continue;
 		}
 		assert_int_equal(h->type, KVX_ENG_REPLY);
@@ -1685,6 +1688,45 @@ test_a_slow_reader_gets_everything_in_order(void **state)
 	assert_int_equal(counter(&slow, "kvx_engine_queue_overflows_total{node=\"a\"}"), 0);
 	assert_int_equal(A.engines[0]->outq_bytes, 0);
 	eng_close(&slow);
+}
+
+/* A burst of room ends far past reply_queue_kb (a source lost with 400 rooms in flight: their
+ * FAILED, DRAINING and RELEASED in a few loop passes) while the engine reads late: it keeps its
+ * session and hears every room's end (before: queue overflow, the session closed and the rest
+ * of the ends lost, though the engine read). */
+static void
+test_a_burst_of_room_ends_keeps_the_session(void **state)
+{
+	enum { NROOMS = 400 };
+	struct eng e;
+	int pool;
+
+	A.cfg.reply_queue_kb = 64;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	pool = eng_pool_id(&e, 256, 16, 1);
+	assert_true(pool > 0);
+	for (uint64_t id = 1; id <= NROOMS; id++)
+		assert_int_equal(eng_room_open(&e, id, pool, 4, NULL), 0);
+	for (uint64_t id = 1; id <= NROOMS; id++) /* the source fails them all at once */
+		assert_true(kvxd_decode_abort(&A, kvxd_room_find(&A, id, 0, KVX_ROOM_DECODE),
+					      -EHOSTUNREACH, "test") > 0);
+	for (int i = 0; i < 400 && e.nstate[KVX_ROOM_RELEASED] < NROOMS && !e.closed; i++)
+		pump_once(); /* the engine reads nothing meanwhile */
+	assert_false(e.closed);
+	assert_non_null(A.engines[0]);
+	assert_true(A.engines[0]->outq_bytes > (uint64_t)A.cfg.reply_queue_kb * 1024);
+	for (int i = 0; i < 2000 && e.nstate[KVX_ROOM_RELEASED] < NROOMS && !e.closed; i++) {
+		pump_once();
+		eng_read(&e, 0, NULL);
+	}
+	assert_false(e.closed);
+	assert_int_equal(e.nstate[KVX_ROOM_RELEASED], NROOMS);
+	assert_int_equal(counter(&e, "kvx_engine_queue_overflows_total{node=\"a\"}"), 0);
+	for (uint64_t id = 1; id <= NROOMS; id++)
+		assert_int_equal(eng_room_req(&e, KVX_ENG_ROOM_CLOSE, id), 0);
+	eng_close(&e);
 }
 
 /* An event that the socket took is counted sent, once, and arrives once (the old check read a
@@ -3661,6 +3703,7 @@ main(void)
 		T(test_admin_group_member_may),
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
+		T(test_a_burst_of_room_ends_keeps_the_session),
 		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),
