@@ -453,6 +453,21 @@ room_open_msg(uint64_t buf[ROOM_OPEN_BUF_WORDS], uint64_t id, int pool, uint32_t
 	return (size_t)((uint8_t *)(pages + n) - (uint8_t *)m);
 }
 
+/* Node d listens; engine e connects, says HELLO and registers a pool of 16 pages of 256 B
+ * (one buffer), whose id is returned. */
+static int
+eng_with_pool(struct eng *e, struct kvxd *d)
+{
+	int pool;
+
+	assert_int_equal(listen_on(d), 0);
+	eng_connect(e, d);
+	assert_int_equal(eng_hello(e, NULL), 0);
+	pool = eng_pool_id(e, 256, 16, 1);
+	assert_true(pool > 0);
+	return pool;
+}
+
 /* Decode: open room id on pool with pages 0..n-1, source "b". */
 static int
 eng_room_open(struct eng *e, uint64_t id, int pool, uint32_t n, struct eng_reply *out)
@@ -1702,11 +1717,7 @@ test_a_burst_of_room_ends_keeps_the_session(void **state)
 	int pool;
 
 	A.cfg.reply_queue_kb = 64;
-	assert_int_equal(listen_on(&A), 0);
-	eng_connect(&e, &A);
-	assert_int_equal(eng_hello(&e, NULL), 0);
-	pool = eng_pool_id(&e, 256, 16, 1);
-	assert_true(pool > 0);
+	pool = eng_with_pool(&e, &A);
 	for (uint64_t id = 1; id <= NROOMS; id++)
 		assert_int_equal(eng_room_open(&e, id, pool, 4, NULL), 0);
 	for (uint64_t id = 1; id <= NROOMS; id++) /* the source fails them all at once */
@@ -1857,11 +1868,7 @@ test_cap_rooms_per_engine_decode(void **state)
 	int pool;
 
 	A.cfg.max_rooms_per_engine = 2;
-	assert_int_equal(listen_on(&A), 0);
-	eng_connect(&e, &A);
-	assert_int_equal(eng_hello(&e, NULL), 0);
-	pool = eng_pool_id(&e, 256, 16, 1);
-	assert_true(pool > 0);
+	pool = eng_with_pool(&e, &A);
 	assert_int_equal(eng_room_open(&e, 1, pool, 4, NULL), 0);
 	assert_int_equal(eng_room_open(&e, 2, pool, 4, NULL), 0);
 	assert_int_equal(eng_room_open(&e, 3, pool, 4, &r), -EDQUOT);
@@ -1892,11 +1899,7 @@ test_cap_rooms_per_engine_prefill(void **state)
 	int pool;
 
 	B.cfg.max_rooms_per_engine = 1;
-	assert_int_equal(listen_on(&B), 0);
-	eng_connect(&e, &B);
-	assert_int_equal(eng_hello(&e, NULL), 0);
-	pool = eng_pool_id(&e, 256, 16, 1);
-	assert_true(pool > 0);
+	pool = eng_with_pool(&e, &B);
 	eng_chunk_x(&e, 10, pool, 2, 0, false);
 	eng_chunk(&e, 10, pool, 2, 2); /* the same room again: fine */
 	eng_chunk(&e, 11, pool, 2, 0);
@@ -2467,11 +2470,7 @@ test_refusals_past_twice_the_cap_close_the_session(void **state)
 
 	(void)state;
 	B.cfg.max_rooms_per_engine = 2;
-	assert_int_equal(listen_on(&B), 0);
-	eng_connect(&e, &B);
-	assert_int_equal(eng_hello(&e, NULL), 0);
-	pool = eng_pool_id(&e, 256, 16, 1);
-	assert_true(pool > 0);
+	pool = eng_with_pool(&e, &B);
 	eng_chunk_x(&e, 40, pool, 2, 0, false);
 	eng_chunk_x(&e, 41, pool, 2, 0, false);
 	for (uint64_t id = 42; id < 44; id++) { /* over the cap: kept failed */
