@@ -21,10 +21,13 @@
 struct rooms_walk {
 	struct kvxd_metrics_buf *b;
 	int n;
+	int engine; /* -2: every room (an operator); else only that session's */
 };
 
-#define ADMIN_HELP                                                                                \
-	"commands: peers | rooms | counters [json] | help (every engine); fault NAME:N[,NAME:N] " \
+#define ADMIN_HELP                                                                            \
+	"commands: peers | rooms (an engine's own; operators: all) | counters [json] | help " \
+	"(every "                                                                             \
+	"engine); fault NAME:N[,NAME:N] "                                                     \
 	"| peer NAME pause|resume|try | reload (operators)\n"
 
 static int
@@ -36,6 +39,8 @@ room_line(struct kvx_room_table_node *n, void *arg)
 	/* the core's reason is final once the room is terminal (verbs/pcore.h) */
 	const char *reason = kvx_room_state_terminal(st) ? r->pc.reason : "";
 
+	if (w->engine != -2 && r->engine_id != w->engine)
+		return 0; /* another engine's, or nobody's yet: its id is not told */
 	w->n++;
 	kvxd_metrics_buf_printf(
 		w->b, "room %llu %s gen %u state %s abort %s outstanding %llu%s%s\n",
@@ -51,7 +56,7 @@ room_line(struct kvx_room_table_node *n, void *arg)
 
 /* The command's text into b (appended). */
 static int
-admin_run(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *b)
+admin_run(struct kvxd *d, const char *cmd, bool admin, int engine, struct kvxd_metrics_buf *b)
 {
 #define P(...) kvxd_metrics_buf_printf(b, __VA_ARGS__)
 	if (strcmp(cmd, "peers") == 0) {
@@ -74,7 +79,7 @@ admin_run(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *
 		return 0;
 	}
 	if (strcmp(cmd, "rooms") == 0) {
-		struct rooms_walk w = {.b = b};
+		struct rooms_walk w = {.b = b, .engine = admin ? -2 : engine};
 
 		rcu_read_lock();
 		kvx_room_table_for_each(d->by_id, room_line, &w);
@@ -162,13 +167,13 @@ too_long(struct kvxd_metrics_buf *b, const char *cmd)
 }
 
 int
-kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
+kvxd_admin(struct kvxd *d, const char *cmd, bool admin, int engine, char *out, size_t len)
 {
 	struct kvxd_metrics_buf b = {.p = out, .cap = len};
 	int rc;
 
 	out[0] = '\0';
-	rc = admin_run(d, cmd, admin, &b);
+	rc = admin_run(d, cmd, admin, engine, &b);
 	if (b.overflow && strncmp(cmd, "counters", 8) == 0) {
 		too_long(&b, cmd); /* a cut exposition would mislead */
 		return -EMSGSIZE;
@@ -177,12 +182,12 @@ kvxd_admin(struct kvxd *d, const char *cmd, bool admin, char *out, size_t len)
 }
 
 int
-kvxd_admin_text(struct kvxd *d, const char *cmd, bool admin, struct kvxd_metrics_buf *b)
+kvxd_admin_text(struct kvxd *d, const char *cmd, bool admin, int engine, struct kvxd_metrics_buf *b)
 {
 	int rc;
 
 	*b = (struct kvxd_metrics_buf){.grow = true, .max = KVXD_ADMIN_TEXT_MAX};
-	rc = admin_run(d, cmd, admin, b);
+	rc = admin_run(d, cmd, admin, engine, b);
 	if (b->overflow || !b->p) {
 		if (!b->p || !b->cap) {
 			kvxd_metrics_buf_fini(b);

@@ -1434,7 +1434,7 @@ admin_at(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const struct kvx_e
 
 		free(e->admin_text);
 		e->admin_text = NULL;
-		rc = kvxd_admin_text(d, cmd, e->admin, &b);
+		rc = kvxd_admin_text(d, cmd, e->admin, e->id, &b);
 		if (rc == -EPERM && !e->admin)
 			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
 				 "admin",
@@ -1459,6 +1459,37 @@ admin_at(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const struct kvx_e
 		free(e->admin_text);
 		e->admin_text = NULL;
 	}
+}
+
+/* A session that went: its operator commands are not run.  Their answers would go nowhere,
+ * and each could walk every room (its ring may hold 65,536 of them, all taken at once). */
+static bool
+admin_gone(struct kvxd *d, struct kvxd_engine *e)
+{
+	if (e->gone)
+		d->ctr.engine_admin_gone++;
+	return e->gone;
+}
+
+/* KVX_ENG_ADMIN: the command (n bytes at at, NUL-terminated or not) and its text in one reply. */
+static void
+admin_now(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const char *at, size_t n)
+{
+	char cmd[sizeof(e->admin_cmd)], text[KVX_ENG_TEXT_MAX];
+	int rc;
+
+	n = strnlen(at, n);
+	if (n >= sizeof(cmd)) { /* never cut short and run: "fault a:1,b:2" is not "fault a:1" */
+		kvxd_engine_reply(d, e, seq, -ENAMETOOLONG, 0,
+				  "operator command longer than 255 bytes");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%.*s", (int)n, at);
+	rc = kvxd_admin(d, cmd, e->admin, e->id, text, sizeof(text));
+	if (rc == -EPERM && !e->admin)
+		KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an admin",
+			 e->id, (int)e->pid, (unsigned)e->uid, cmd);
+	kvxd_engine_reply(d, e, seq, rc, 0, text);
 }
 
 static void
@@ -1561,28 +1592,15 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 			    : -EBADMSG;
 		kvxd_engine_reply(d, e, h->seq, v < 0 ? (int)v : 0, v, NULL);
 		break;
-	case KVX_ENG_ADMIN: {
-		char cmd[sizeof(e->admin_cmd)];
-		const char *at = (const char *)buf + sizeof(struct kvx_eng_admin);
-		size_t n = strnlen(at, len - sizeof(struct kvx_eng_admin));
-		int rc;
-
-		/* never cut short and run: "fault a:1,b:2" is not "fault a:1" */
-		if (n >= sizeof(cmd)) {
-			kvxd_engine_reply(d, e, h->seq, -ENAMETOOLONG, 0,
-					  "operator command longer than 255 bytes");
+	case KVX_ENG_ADMIN:
+		if (admin_gone(d, e))
 			break;
-		}
-		snprintf(cmd, sizeof(cmd), "%.*s", (int)n, at);
-		rc = kvxd_admin(d, cmd, e->admin, text, sizeof(text));
-		if (rc == -EPERM && !e->admin)
-			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
-				 "admin",
-				 e->id, (int)e->pid, (unsigned)e->uid, cmd);
-		kvxd_engine_reply(d, e, h->seq, rc, 0, text);
+		admin_now(d, e, h->seq, (const char *)buf + sizeof(struct kvx_eng_admin),
+			  len - sizeof(struct kvx_eng_admin));
 		break;
-	}
 	case KVX_ENG_ADMIN_AT:
+		if (admin_gone(d, e))
+			break;
 		if (len < sizeof(struct kvx_eng_admin_at)) {
 			d->ctr.engine_bad++;
 			kvxd_engine_reply(d, e, h->seq, -EBADMSG, 0, "ADMIN_AT: too short");
@@ -1617,6 +1635,8 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 	}
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		return;
+	if (events & (EPOLLHUP | EPOLLERR))
+		e->gone = true;
 	for (int i = 0; i < 64 && !e->doomed && !e->close_after_flush; i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
@@ -1637,7 +1657,7 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 			 * still hands out what the engine sent before it went (its last chunks:
 			 * they bind their rooms to it, so its loss fails them at once), then the
 			 * end of the stream */
-			e->reset_seen = true;
+			e->reset_seen = e->gone = true;
 			continue;
 		}
 		if (n <= 0) {
@@ -1646,6 +1666,7 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 			/* what it put into its submission ring before it went is taken first,
 			 * like the datagrams it sent (its last chunks bind their rooms to it);
 			 * bounded: the ring holds at most RING_BYTES / 8 records */
+			e->gone = true;
 			if (e->rings)
 				ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
 			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(err));

@@ -266,8 +266,10 @@ struct kvxd_engine {
 	bool close_after_flush; /* close once outq is empty */
 	bool doomed;		/* closed at the end of this loop iteration */
 	bool reset_seen;	/* its socket said ECONNRESET: what it sent before is still read */
-	uint32_t nrooms;	/* rooms whose engine_id is this session (max_rooms_per_engine) */
-	uint64_t chunk_bytes;	/* its chunks kvxd holds (max_chunk_mb_per_engine) */
+	bool gone;	 /* its end of the socket closed: what it sent before is taken, its operator
+			  * commands are not run (nobody reads their answers) */
+	uint32_t nrooms; /* rooms whose engine_id is this session (max_rooms_per_engine) */
+	uint64_t chunk_bytes; /* its chunks kvxd holds (max_chunk_mb_per_engine) */
 	/* ids of attempts a chunk of which was refused against this engine's own ended room of
 	 * that id (it closed it while it drained, or its end was told): the attempt's next chunk,
 	 * once that room is gone, fails the room it opens.  Cleared by the engine's close. */
@@ -333,8 +335,8 @@ struct kvxd_counters {
 	uint64_t meta_parked; /* ROOM_METAs of a further endpoint waiting for the engine's ndest */
 	/* the engine socket: connections refused (credentials), operator commands refused (not
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
-	uint64_t engine_refused, admin_denied, engine_queue_overflows, cap_sessions,
-		cap_operator_slots, cap_pools, cap_pinned, cap_rooms;
+	uint64_t engine_refused, admin_denied, engine_admin_gone, engine_queue_overflows,
+		cap_sessions, cap_operator_slots, cap_pools, cap_pinned, cap_rooms;
 	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */

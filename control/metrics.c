@@ -449,6 +449,9 @@ control_counters(struct out *o, struct kvxd *d)
 		c->engine_refused);
 	COUNTER("engine_admin_denied_total", "operator commands refused (not an admin)",
 		c->admin_denied);
+	COUNTER("engine_admin_gone_total",
+		"operator commands of a session that went, not run (nobody reads the answer)",
+		c->engine_admin_gone);
 	COUNTER("engine_queue_overflows_total", "engines disconnected for not reading",
 		c->engine_queue_overflows);
 	COUNTER("engine_rings_total", "engine sessions moved to shared-memory rings",

@@ -1068,6 +1068,56 @@ test_second_hello_is_refused(void **state)
 	eng_close(&e);
 }
 
+/* An operator command of a session that went before kvxd read it is not run: nobody reads its
+ * answer, and a ring of them, all taken at once when the session ends, would hold the control
+ * core (each "rooms" walks every room). */
+static void
+test_commands_of_a_gone_session_are_not_run(void **state)
+{
+	struct eng e;
+
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	kvx_fault_disarm_all();
+	assert_true(eng_admin_send(&e, "fault handshake.stall:0") != 0);
+	assert_true(eng_admin_send(&e, "rooms") != 0);
+	eng_close(&e);
+	for (int i = 0; i < 10; i++)
+		pump_once();
+	assert_int_equal(live_engines(&A), 0);
+	assert_int_equal(A.ctr.engine_admin_gone, 2);
+	assert_false(kvx_fault_hit(KVX_FAULT_HS_STALL)); /* not armed */
+}
+
+/* "rooms" lists an engine's own rooms only (another engine's ids, a claim away from its rooms,
+ * are not told); an operator sees every room. */
+static void
+test_rooms_lists_only_the_engines_own(void **state)
+{
+	struct eng root, user;
+	struct eng_reply r;
+	int pool;
+
+	need_root();
+	pool = eng_with_pool(&root, &A);
+	eng_connect_as(&user, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&user, NULL), 0);
+	assert_int_equal(eng_room_open(&root, 8, pool, 4, NULL), 0);
+	pool = eng_pool_id(&user, 256, 16, 1);
+	assert_true(pool > 0);
+	assert_int_equal(eng_room_open(&user, 7, pool, 4, NULL), 0);
+	assert_int_equal(eng_admin(&user, "rooms", &r), 0);
+	assert_non_null(strstr(r.text, "room 7 "));
+	assert_null(strstr(r.text, "room 8 "));
+	assert_non_null(strstr(r.text, "rooms 1\n"));
+	assert_int_equal(eng_admin(&root, "rooms", &r), 0);
+	assert_non_null(strstr(r.text, "room 7 "));
+	assert_non_null(strstr(r.text, "room 8 "));
+	eng_close(&user);
+	eng_close(&root);
+}
+
 /* An engine that is neither root, nor kvxd's uid, nor in admin_group: operator commands are
  * refused with -EPERM and change nothing; the read-only ones work; root's work. */
 static void
@@ -3703,6 +3753,8 @@ main(void)
 		T(test_an_engine_that_never_reads_is_disconnected),
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_a_burst_of_room_ends_keeps_the_session),
+		T(test_rooms_lists_only_the_engines_own),
+		T(test_commands_of_a_gone_session_are_not_run),
 		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),

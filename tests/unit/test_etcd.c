@@ -121,7 +121,7 @@ test_found_and_lost(void **state)
 	{
 		static char out[4096];
 
-		assert_int_equal(kvxd_admin(&A, "peers", false, out, sizeof(out)), 0);
+		assert_int_equal(kvxd_admin(&A, "peers", false, -1, out, sizeof(out)), 0);
 		assert_non_null(strstr(out, "peer c 127.0.0.1:"));
 		assert_non_null(strstr(out, " discovered"));
 	}

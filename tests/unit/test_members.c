@@ -362,9 +362,9 @@ test_reload_from_file(void **state)
 	assert_non_null(strstr(err, ":3:"));
 	assert_int_equal(B.ctr.reloads_refused, 1);
 	/* the operator command: the same, with the error in its reply; operators only */
-	assert_int_equal(kvxd_admin(&B, "reload", false, out, sizeof(out)), -EPERM);
+	assert_int_equal(kvxd_admin(&B, "reload", false, -1, out, sizeof(out)), -EPERM);
 	assert_int_equal(B.ctr.reloads_refused, 1);
-	assert_int_equal(kvxd_admin(&B, "reload", true, out, sizeof(out)), -EINVAL);
+	assert_int_equal(kvxd_admin(&B, "reload", true, -1, out, sizeof(out)), -EINVAL);
 	assert_non_null(strstr(out, "reload refused, nothing changed: "));
 	assert_non_null(strstr(out, ":3: [node] listen"));
 	assert_int_equal(B.ctr.reloads_refused, 2);
@@ -376,7 +376,7 @@ test_reload_from_file(void **state)
 	assert_int_equal(B.ctr.peers_added + B.ctr.peers_removed, 0);
 
 	write_b(path, "c");
-	assert_int_equal(kvxd_admin(&B, "reload", true, out, sizeof(out)), 0);
+	assert_int_equal(kvxd_admin(&B, "reload", true, -1, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "0 peers added, 1 removed"));
 	assert_null(kvxd_peer_find(&B, "c"));
 	assert_int_equal(B.ctr.peers_removed, 1);

@@ -676,15 +676,15 @@ test_admin_counters(void **state)
 	int i;
 
 	(void)state;
-	assert_int_equal(kvxd_admin(&A, "counters", false, out, sizeof(out)), 0);
+	assert_int_equal(kvxd_admin(&A, "counters", false, -1, out, sizeof(out)), 0);
 	why = check_exposition(&k, out);
 	if (why)
 		fail_msg("%s", why);
 	assert_non_null(strstr(out, "kvx_room_latency_seconds_bucket{"));
 	assert_null(strstr(out, "# HELP"));
-	assert_int_equal(kvxd_admin(&A, "counters json", false, out, sizeof(out)), 0);
+	assert_int_equal(kvxd_admin(&A, "counters json", false, -1, out, sizeof(out)), 0);
 	assert_true(json_valid(out));
-	assert_int_equal(kvxd_admin(&A, "counters", false, out, 1000), -EMSGSIZE);
+	assert_int_equal(kvxd_admin(&A, "counters", false, -1, out, 1000), -EMSGSIZE);
 	assert_non_null(strstr(out, "scrape [metrics] listen"));
 
 	/* the largest node: every counter 20 digits wide */
@@ -700,8 +700,8 @@ test_admin_counters(void **state)
 			 "a-peer-with-a-name-as-long-as-a-name-may-be-....................", i);
 	memset(&A.ctr, 0xff, sizeof(A.ctr));
 	memset(&A.hist, 0xff, sizeof(A.hist));
-	assert_int_equal(kvxd_admin(&A, "counters", false, out, sizeof(out)), -EMSGSIZE);
-	assert_int_equal(kvxd_admin_text(&A, "counters", false, &b), 0);
+	assert_int_equal(kvxd_admin(&A, "counters", false, -1, out, sizeof(out)), -EMSGSIZE);
+	assert_int_equal(kvxd_admin_text(&A, "counters", false, -1, &b), 0);
 	print_message("counters at their largest: %zu bytes (bound %u)\n", b.len,
 		      KVXD_ADMIN_TEXT_MAX);
 	assert_true(b.len > sizeof(out) && b.len < KVXD_ADMIN_TEXT_MAX / 4);
@@ -710,7 +710,7 @@ test_admin_counters(void **state)
 	if (why)
 		fail_msg("%s", why);
 	kvxd_metrics_buf_fini(&b);
-	assert_int_equal(kvxd_admin_text(&A, "counters json", false, &b), 0);
+	assert_int_equal(kvxd_admin_text(&A, "counters json", false, -1, &b), 0);
 	print_message("counters json at their largest: %zu bytes\n", b.len);
 	assert_true(json_valid(b.p));
 	kvxd_metrics_buf_fini(&b);
