@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -286,7 +287,13 @@ kvxd_engine_accept(struct kvxd *d)
 			close(fd);
 			continue;
 		}
-		e->id = ++d->next_engine_id;
+		/* ids go round within 1..INT_MAX - 1 (a negative one means "no engine"), never
+		 * one a live session has */
+		do
+			d->next_engine_id =
+				d->next_engine_id >= INT_MAX - 1 ? 1 : d->next_engine_id + 1;
+		while (kvxd_engine_by_id(d, d->next_engine_id));
+		e->id = d->next_engine_id;
 		e->fd = fd;
 		e->sub_wake = e->evt_wake = -1;
 		CDS_INIT_LIST_HEAD(&e->rooms);

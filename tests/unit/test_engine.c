@@ -1068,6 +1068,30 @@ test_second_hello_is_refused(void **state)
 	eng_close(&e);
 }
 
+/* Session ids go round at INT_MAX - 1 to 1, past the ids live sessions hold (before: a signed
+ * overflow, then negative ids, which mean "no engine": the session's events were dropped). */
+static void
+test_session_ids_go_round(void **state)
+{
+	struct eng one, two;
+
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&one, &A);
+	assert_int_equal(eng_hello(&one, NULL), 0);
+	assert_non_null(kvxd_engine_by_id(&A, 1));
+	A.next_engine_id = INT_MAX - 2;
+	eng_connect(&two, &A);
+	assert_int_equal(eng_hello(&two, NULL), 0);
+	assert_non_null(kvxd_engine_by_id(&A, INT_MAX - 1));
+	eng_close(&two);
+	eng_connect(&two, &A);
+	assert_int_equal(eng_hello(&two, NULL), 0);
+	assert_non_null(kvxd_engine_by_id(&A, 2)); /* 1 is the first session's */
+	assert_int_equal(live_engines(&A), 2);
+	eng_close(&two);
+	eng_close(&one);
+}
+
 /* An operator command of a session that went before kvxd read it is not run: nobody reads its
  * answer, and a ring of them, all taken at once when the session ends, would hold the control
  * core (each "rooms" walks every room). */
@@ -3755,6 +3779,7 @@ main(void)
 		T(test_a_burst_of_room_ends_keeps_the_session),
 		T(test_rooms_lists_only_the_engines_own),
 		T(test_commands_of_a_gone_session_are_not_run),
+		T(test_session_ids_go_round),
 		T(test_sessions_above_a_closed_slot_are_served),
 		T(test_pools_above_an_unregistered_slot_are_found),
 		T(test_rings_carry_requests_and_replies),
