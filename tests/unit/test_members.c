@@ -486,21 +486,19 @@ test_parked_meta_dies_with_its_peer(void **state)
 		assert_int_equal(mem[2][i], 0); /* nothing written into c */
 }
 
-/* The same endpoint's ROOM_META again, from the node that has the slot now, takes the place of
- * the one the slot's earlier peer parked, and is charged to its peer (before: the earlier one
- * counted as its own, charged to nobody, and it went past max_rooms_per_peer uncharged). */
-static void
-test_parked_meta_of_a_slots_new_peer_is_charged(void **state)
+/* Room id at b fed by a, with c's ROOM_META parked on it; then c is removed and added back in
+ * the same slot, the parked metadata now its earlier peer's.  Returns b's room. */
+static struct kvxd_room *
+stale_parked_meta(uint64_t id)
 {
 	struct kvxd_peer *pc = kvxd_peer_find(&B, "c");
 	int slot = pc->idx;
 	struct kvxd_room *rb, *rc;
 	char err[512];
 
-	(void)state;
-	open_from(&A, 701, "b", 4);
-	PUMP_UNTIL((rb = kvxd_room_find(&B, 701, 0, KVX_ROOM_PREFILL)) && rb->nowners == 1);
-	rc = open_from(&C, 701, "b", 4);
+	open_from(&A, id, "b", 4);
+	PUMP_UNTIL((rb = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL)) && rb->nowners == 1);
+	rc = open_from(&C, id, "b", 4);
 	PUMP_UNTIL(B.ctr.meta_parked == 1);
 	assert_int_equal(apply(b_config("c", NULL, 0), err, sizeof(err)), 0);
 	PUMP_UNTIL(kvxd_room_state(rc) == KVX_ROOM_RELEASED);
@@ -511,13 +509,47 @@ test_parked_meta_of_a_slots_new_peer_is_charged(void **state)
 	assert_int_equal(pc->idx, slot);
 	PUMP_UNTIL(node_ready(&C, "b") && node_ready(&B, "c"));
 	assert_int_equal(pc->parked_held, 0);
+	assert_int_equal(rb->nparked, 1);
 	nodes_remove_rooms(&C);
+	return rb;
+}
+
+/* The same endpoint's ROOM_META again, from the node that has the slot now, takes the place of
+ * the one the slot's earlier peer parked, and is charged to its peer (before: the earlier one
+ * counted as its own, charged to nobody, and it went past max_rooms_per_peer uncharged). */
+static void
+test_parked_meta_of_a_slots_new_peer_is_charged(void **state)
+{
+	struct kvxd_room *rb = stale_parked_meta(701);
+	struct kvxd_peer *pc = kvxd_peer_find(&B, "c");
+
+	(void)state;
 	open_from(&C, 701, "b", 4); /* c opens the room again */
 	PUMP_UNTIL(B.ctr.meta_parked == 2);
 	assert_int_equal(rb->nparked, 1);
 	assert_int_equal(pc->parked_held, 1);
 	kvxd_room_meta_refuse_parked(&B, rb);
 	assert_int_equal(pc->parked_held, 0);
+}
+
+/* ... and a peer at max_rooms_per_peer does not park it: the earlier peer's entry is not its own
+ * (before: "already parked", the cap was not checked). */
+static void
+test_parked_meta_of_a_slots_earlier_peer_is_not_its_own(void **state)
+{
+	struct kvxd_room *rb = stale_parked_meta(703);
+	struct kvxd_peer *pc = kvxd_peer_find(&B, "c");
+
+	(void)state;
+	B.cfg.max_rooms_per_peer = 1;
+	open_from(&C, 704, "b", 4); /* c's one room at b */
+	PUMP_UNTIL(kvxd_room_find(&B, 704, 0, KVX_ROOM_PREFILL) != NULL);
+	assert_int_equal(pc->rooms_held, 1);
+	open_from(&C, 703, "b", 4);
+	PUMP_UNTIL(B.ctr.meta_refused_cap == 1);
+	assert_int_equal(B.ctr.meta_parked, 1);
+	assert_int_equal(pc->parked_held, 0);
+	assert_int_equal(rb->nparked, 1); /* the earlier peer's, charged to nobody */
 }
 
 /* A peer removed while a connection of it waits to authenticate: the connection is dropped, and
@@ -575,6 +607,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_parked_meta_of_a_slots_new_peer_is_charged,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_parked_meta_of_a_slots_earlier_peer_is_not_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending_connection_of_a_removed_peer, setup,
 						teardown),
 	};
