@@ -24,11 +24,10 @@ struct rooms_walk {
 	int engine; /* -2: every room (an operator); else only that session's */
 };
 
-#define ADMIN_HELP                                                                            \
-	"commands: peers | rooms (an engine's own; operators: all) | counters [json] | help " \
-	"(every "                                                                             \
-	"engine); fault NAME:N[,NAME:N] "                                                     \
-	"| peer NAME pause|resume|try | reload (operators)\n"
+#define ADMIN_HELP                                                                        \
+	"commands: peers | rooms (its own; an operator's: all) | counters [json] | help " \
+	"(every engine); fault NAME:N[,NAME:N] | peer NAME pause|resume|try | reload "    \
+	"(operators)\n"
 
 static int
 room_line(struct kvx_room_table_node *n, void *arg)
