@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -366,11 +368,24 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 	return n;
 }
 
+/* Whether fd is a file of memory: a memfd (tmpfs, or hugetlbfs with MFD_HUGETLB), or a file of
+ * tmpfs (/dev/shm) or hugetlbfs. */
+static bool
+pool_fd_is_memory(int fd)
+{
+	struct statfs fs;
+
+	return fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
+}
+
 /*
  * Register the engine's memfd as a pool: nbufs x npages x page_size bytes, computed in 64 bits
  * with overflow checks against POOL_BYTES_MAX; the memfd must hold them (it may be larger: the
- * pool is its start).  Then the caps: pools per engine and pinned bytes per uid (-EDQUOT), free
- * pool slots on the node (-ENOSPC).  Returns the pool id or -errno, with why set on refusals.
+ * pool is its start), and it must be memory (shmem or hugetlbfs), never a file of a filesystem:
+ * registering the MR faults its pages in on the control core, and a file on a filesystem the
+ * engine serves itself (FUSE) would hold the control core for as long as the engine likes.
+ * Then the caps: pools per engine and pinned bytes per uid (-EDQUOT), free pool slots on the
+ * node (-ENOSPC).  Returns the pool id or -errno, with why set on refusals.
  */
 static int
 pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd,
@@ -399,8 +414,9 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	}
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(why, wlen, "the pool's fd is not a memfd or regular file");
+	if (!S_ISREG(st.st_mode) || !pool_fd_is_memory(fd)) {
+		snprintf(why, wlen,
+			 "the pool's fd is not a memfd (nor a file of tmpfs or hugetlbfs)");
 		return -EINVAL;
 	}
 	if (st.st_size < 0 || (uint64_t)st.st_size < len) {

@@ -97,7 +97,8 @@ const char *kvx_node_name(const struct kvx_conn *c);
  * its own fd and mapping).  Returns the pool id (> 0) or -errno: -EDQUOT when the engine has
  * [engine] max_pools_per_engine pools or its uid would pin more than max_pinned_mb_per_uid,
  * -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB, -ERANGE when the memfd is
- * smaller than the geometry. */
+ * smaller than the geometry, -EINVAL when the fd is not memory (a memfd, MFD_HUGETLB or not, or
+ * a file of tmpfs or hugetlbfs: never a file of a disk or FUSE filesystem). */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
 /* Unregister a pool.  Returns 0; -EBUSY while a room or chunk still uses it (it stays
  * registered and usable; a prefill room uses the pools its chunks read until it is closed and

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -2020,6 +2022,46 @@ test_pool_geometry_overflow_refused(void **state)
 	eng_close(&e);
 }
 
+/* A pool's fd must be memory: a regular file of a disk filesystem (or of a FUSE one, which the
+ * engine could serve itself and never answer the MR registration's page faults) is refused;
+ * a memfd and a file of /dev/shm are taken. */
+static void
+test_pool_of_a_disk_file_refused(void **state)
+{
+	char path[64] = "/tmp/kvx-test-pool-XXXXXX";
+	struct kvx_eng_pool_reg m = {.geom = {4096, 4, 2}};
+	struct eng_reply r;
+	struct statfs fs;
+	struct eng e;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(fstatfs(fd, &fs), 0);
+	if (fs.f_type == TMPFS_MAGIC) { /* /tmp is memory here: the case cannot be made */
+		close(fd);
+		skip();
+	}
+	assert_int_equal(ftruncate(fd, 4096 * 8), 0);
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	assert_int_equal(eng_call(&e, KVX_ENG_POOL_REG, &m, sizeof(m), fd, &r), -EINVAL);
+	assert_non_null(strstr(r.text, "not a memfd"));
+	close(fd);
+	/* a file of /dev/shm is memory */
+	strcpy(path, "/dev/shm/kvx-test-pool-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 4096 * 8), 0);
+	assert_int_equal(eng_call(&e, KVX_ENG_POOL_REG, &m, sizeof(m), fd, &r), 0);
+	assert_true(r.value > 0);
+	close(fd);
+	assert_true(eng_pool_reg(&e, 4096, 4, 2, 4096 * 8, &r) == 0 && r.value > 0);
+	eng_close(&e);
+}
+
 /* A pool whose deregistration failed on one rail after it succeeded on another is never taken
  * again (the freed key of the first rail could name a later MR); the sweep finishes it. */
 static void
@@ -3807,6 +3849,7 @@ main(void)
 		T(test_cap_rooms_per_engine_decode),
 		T(test_cap_rooms_per_engine_prefill),
 		T(test_pool_geometry_overflow_refused),
+		T(test_pool_of_a_disk_file_refused),
 		T(test_chunk_destination_range_checked),
 		cmocka_unit_test_setup_teardown(test_pool_half_deregistered_not_taken, setup_rails,
 						teardown),
