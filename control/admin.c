@@ -10,6 +10,7 @@
 
 #include "control/abort.h"
 #include "control/admin.h"
+#include "control/engine_io.h"
 #include "control/members.h"
 #include "control/metrics.h"
 #include "control/peer_io.h"
@@ -79,9 +80,17 @@ admin_run(struct kvxd *d, const char *cmd, bool admin, int engine, struct kvxd_m
 	}
 	if (strcmp(cmd, "rooms") == 0) {
 		struct rooms_walk w = {.b = b, .engine = admin ? -2 : engine};
+		struct kvxd_engine *e = admin || engine < 0 ? NULL : kvxd_engine_by_id(d, engine);
+		struct kvxd_room *r;
 
 		rcu_read_lock();
-		kvx_room_table_for_each(d->by_id, room_line, &w);
+		if (admin)
+			kvx_room_table_for_each(d->by_id, room_line, &w);
+		else if (e) /* its own rooms, and no walk of the others' */
+			cds_list_for_each_entry(r, &e->rooms, eng_link)
+			{
+				room_line(&r->pc.by_id, &w);
+			}
 		rcu_read_unlock();
 		P("rooms %d\n", w.n);
 		return 0;

@@ -1346,6 +1346,17 @@ fail:
 
 static void handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, int fd);
 
+/* Whether more of the session's requests are taken now: not once it is closing, nor after an
+ * operator command ran for it in this loop pass (the rest wait for the next pass, in order:
+ * an engine that sends commands in a loop gets one walk of a table per pass, never a pass of
+ * them while other sessions, peers and timers wait).  A session that went has what it sent
+ * taken at once: its commands are not run. */
+static bool
+taking(const struct kvxd *d, const struct kvxd_engine *e)
+{
+	return !e->doomed && !e->close_after_flush && (e->gone || e->admin_pass != d->loop_pass);
+}
+
 /* Take up to max requests from the session's submission ring.  Returns how many. */
 static int
 ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
@@ -1353,7 +1364,7 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 	static uint64_t buf[KVX_ENG_MSG_MAX / sizeof(uint64_t)];
 	int work = 0;
 
-	for (uint64_t k = 0; e->rings && k < max && !e->doomed && !e->close_after_flush; k++) {
+	for (uint64_t k = 0; e->rings && k < max && taking(d, e); k++) {
 		ssize_t n = kvx_shring_get(&e->sub, buf, sizeof(buf));
 
 		if (n == 0)
@@ -1457,6 +1468,7 @@ admin_at(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const struct kvx_e
 
 		free(e->admin_text);
 		e->admin_text = NULL;
+		e->admin_pass = d->loop_pass;
 		rc = kvxd_admin_text(d, cmd, e->admin, e->id, &b);
 		if (rc == -EPERM && !e->admin)
 			KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an "
@@ -1508,6 +1520,7 @@ admin_now(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const char *at, s
 		return;
 	}
 	snprintf(cmd, sizeof(cmd), "%.*s", (int)n, at);
+	e->admin_pass = d->loop_pass;
 	rc = kvxd_admin(d, cmd, e->admin, e->id, text, sizeof(text));
 	if (rc == -EPERM && !e->admin)
 		KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an admin",
@@ -1660,7 +1673,7 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		return;
 	if (events & (EPOLLHUP | EPOLLERR))
 		e->gone = true;
-	for (int i = 0; i < 64 && !e->doomed && !e->close_after_flush; i++) {
+	for (int i = 0; i < 64 && taking(d, e); i++) {
 		union {
 			char c[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;

@@ -282,6 +282,9 @@ struct kvxd_engine {
 	size_t admin_text_len;
 	int admin_rc; /* the command's status, in every page's reply */
 	char admin_cmd[256];
+	/* the loop pass (kvxd.loop_pass) in which it last had an operator command run: nothing
+	 * more of it is taken in that pass (a "rooms" or "counters" walks or renders a table) */
+	uint64_t admin_pass;
 	uint64_t outq_bytes;
 	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
 	bool rings;
@@ -415,6 +418,7 @@ struct kvxd {
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
 	bool stopping;
+	uint64_t loop_pass; /* kvxd_loop_once() calls so far */
 	/* a peer's frames wait in its stream: kvxd_peers_flush() writes them (after the engines
 	 * were woken, so a decode engine's open is answered before its ROOM_META goes out; every
 	 * frame of an iteration to one peer in one send) */

@@ -241,6 +241,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	uint64_t next, now;
 	int n;
 
+	d->loop_pass++;
 	kvx_rcu_quiescent();
 	if (drain_outboxes(d))
 		timeout_ms = 0;
