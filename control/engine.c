@@ -1227,6 +1227,7 @@ rings_close(struct kvxd *d, struct kvxd_engine *e)
 	struct rings_gc *g = e->ring_gc;
 
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->sub_wake, NULL);
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->evt_wake, NULL); /* closed after a grace period */
 	g->map = e->ring_map;
 	g->map_len = e->ring_map_len;
 	g->evt_wake = e->evt_wake;
@@ -1321,8 +1322,11 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 	e->nevq = ncore;
 	e->ring_gc = gc;
 	e->ring_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_RING, .ptr = e};
+	e->room_ev = (struct kvxd_fd){.kind = KVXD_FD_ENGINE_ROOM, .ptr = e};
 	if (kvxd_epoll_add(d, e->sub_wake, &e->ring_ev, EPOLLIN)) /* its requests would wait */
 		kvxd_engine_doom(d, e, "cannot watch its submission ring's wake-ups");
+	else if (kvxd_epoll_add(d, e->evt_wake, &e->room_ev, EPOLLIN)) /* its events would */
+		kvxd_engine_doom(d, e, "cannot watch its event ring's wake-ups");
 	d->ctr.engine_rings++;
 	return;
 fail:
@@ -1392,13 +1396,13 @@ kvxd_engine_rings_poll(struct kvxd *d)
 	return work;
 }
 
-/* Before the loop blocks: announce it on every submission ring.  Returns 2 when a submission
- * ring has requests (do not block), 1 when events wait for room in an event ring (the engine
- * does not wake us when it reads: retry soon), else 0. */
-int
+/* Before the loop blocks: announce it on every submission ring.  Returns true when a
+ * submission ring has requests (do not block).  Events that wait for room in an event ring
+ * need no retry here: the engine wakes us when it takes something (kvxd_engine_ring_room). */
+bool
 kvxd_engine_rings_park(struct kvxd *d)
 {
-	int busy = 0;
+	bool busy = false;
 
 	for (int i = 0; i < d->engines_end; i++) {
 		struct kvxd_engine *e = d->engines[i];
@@ -1407,9 +1411,7 @@ kvxd_engine_rings_park(struct kvxd *d)
 			continue;
 		kvx_shring_park_prepare(&e->sub);
 		if (!kvx_shring_empty(&e->sub))
-			busy = 2;
-		else if (e->outq_head && !busy)
-			busy = 1;
+			busy = true;
 	}
 	return busy;
 }
@@ -1422,6 +1424,20 @@ kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken)
 	if (e->rings && kvx_shring_park_done(&e->sub, woken) == -EPIPE && !e->doomed) {
 		d->ctr.engine_bad++;
 		kvxd_engine_doom(d, e, "it closed its submission ring's wake-up socket");
+	}
+}
+
+/* The session's event-ring wake end is readable: the engine took something from a ring we wait
+ * to put into (kvx_shring_starve), and what waits goes in at the next iteration.  An engine that
+ * closed its end of the pair broke the session (ours would stay readable). */
+void
+kvxd_engine_ring_room(struct kvxd *d, struct kvxd_engine *e)
+{
+	if (e->doomed || !e->rings)
+		return;
+	if (kvx_shring_wake_drain(e->evt_wake) == -EPIPE) {
+		d->ctr.engine_bad++;
+		kvxd_engine_doom(d, e, "it closed its event ring's wake-up socket");
 	}
 }
 

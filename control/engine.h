@@ -26,8 +26,9 @@ void kvxd_engine_reap(struct kvxd *d);
  * submission rings' requests; announce parking (see engine.c); after the wait;
  * flush event queues into their rings and wake parked engines. */
 int kvxd_engine_rings_poll(struct kvxd *d);
-int kvxd_engine_rings_park(struct kvxd *d);
+bool kvxd_engine_rings_park(struct kvxd *d);
 void kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken);
+void kvxd_engine_ring_room(struct kvxd *d, struct kvxd_engine *e);
 void kvxd_engine_rings_notify(struct kvxd *d);
 void kvxd_engine_close_all(struct kvxd *d);
 /* Unregister pools whose engine went away, or whose deregistration failed, once nothing points

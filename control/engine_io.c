@@ -89,8 +89,13 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 		struct kvxd_outmsg *m = e->outq_head;
 		ssize_t n = send_one(e, m->data, m->len);
 
-		if (n == -EAGAIN)
+		if (n == -EAGAIN) {
+			/* no room in the event ring: the engine wakes us when it takes
+			 * something (kvxd_engine_ring_room), unless it did already */
+			if (e->rings && kvx_shring_starve(&e->evt))
+				continue;
 			break;
+		}
 		if (n < 0)
 			return (int)n;
 		if ((size_t)n != m->len)
@@ -103,7 +108,7 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 			e->outq_tail = NULL;
 		free(m);
 	}
-	/* with rings, room in the event ring is seen by retrying each loop iteration */
+	/* with rings, room in the event ring is told by the engine (kvx_shring_starve) */
 	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head && !e->rings ? EPOLLOUT : 0));
 	if (!e->outq_head && e->close_after_flush)
 		kvxd_engine_doom(d, e, "session refused");

@@ -62,6 +62,7 @@ enum kvxd_fd_kind {
 	KVXD_FD_PENDING,
 	KVXD_FD_ENGINE,
 	KVXD_FD_ENGINE_RING, /* an engine session's submission-ring wake end (ptr: the session) */
+	KVXD_FD_ENGINE_ROOM, /* its event ring's wake end: the engine took what we wait to put */
 	KVXD_FD_OUTBOX,
 	KVXD_FD_SIGNAL,
 	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
@@ -294,6 +295,7 @@ struct kvxd_engine {
 	size_t ring_map_len;
 	int sub_wake, evt_wake;
 	struct kvxd_fd ring_ev;
+	struct kvxd_fd room_ev; /* evt_wake: the engine made room in its event ring */
 	/* with core rings: one event ring per polling core, each produced by its core (its
 	 * decode rooms' events, verbs/pcore.h); the memfd holds them after the two rings above */
 	struct kvx_pcore_evq *evq[KVX_MAX_CORES];

@@ -338,8 +338,8 @@ recv_one(struct kvx_conn *c)
 			      ((const struct kvx_eng_hdr *)c->rx)->type != KVX_ENG_EVENT))
 			n = -EPROTO;
 	}
-	if (n == 0 && evt_ready)
-		n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx));
+	if (n == 0 && evt_ready && (n = kvx_shring_get(&c->evt, c->rx, sizeof(c->rx))) > 0)
+		kvx_shring_taken(&c->evt); /* kvxd may wait for the room */
 	if (n > 0)
 		return (int)n;
 	if (n < 0) {

@@ -207,6 +207,9 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 		break; /* drained every iteration */
 	case KVXD_FD_ENGINE_RING:
 		break; /* read after the wait (kvxd_engine_ring_unpark), taken every iteration */
+	case KVXD_FD_ENGINE_ROOM:
+		kvxd_engine_ring_room(d, f->ptr); /* what waits goes in at the next iteration */
+		break;
 	case KVXD_FD_METRICS_LISTEN:
 	case KVXD_FD_METRICS_CONN:
 		kvxd_metrics_http_on_event(d, f, events);
@@ -257,14 +260,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	for (int c = 0; c < d->ncores; c++)
 		if (!kvx_mbox_empty(d->cores[c].outbox))
 			timeout_ms = 0;
-	switch (kvxd_engine_rings_park(d)) {
-	case 2: /* a submission ring has requests */
+	if (kvxd_engine_rings_park(d)) /* a submission ring has requests */
 		timeout_ms = 0;
-		break;
-	case 1: /* events wait for room in an event ring */
-		timeout_ms = timeout_ms > 1 ? 1 : timeout_ms;
-		break;
-	}
 	next = kvxd_rooms_next_due(d);
 	if (kvxd_peer_next_due(d) < next)
 		next = kvxd_peer_next_due(d);

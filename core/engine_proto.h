@@ -26,8 +26,10 @@
 #include "kvx/kvx.h"
 
 /* 2: HELLO carries the rank; ROOM_OPEN has regions; CHUNK a region, buffers and ndest
- * 3: the rings' wake-ups are socket pairs, not eventfds (KVX_ENG_RINGS) */
-#define KVX_ENG_VERSION 3
+ * 3: the rings' wake-ups are socket pairs, not eventfds (KVX_ENG_RINGS)
+ * 4: an engine that takes from its event ring while kvxd waits for room there wakes kvxd
+ *    (kvx_shring_taken): kvxd no longer looks again every millisecond */
+#define KVX_ENG_VERSION 4
 #define KVX_ENG_MSG_MAX (64 * 1024)		  /* largest datagram either side sends */
 #define KVX_ENG_TEXT_MAX (KVX_ENG_MSG_MAX - 1024) /* admin reply text (counters: every metric) */
 
@@ -72,8 +74,11 @@ struct kvx_eng_hello {
  * sends every request that carries no fd through the submission ring (the same messages, checked
  * the same way); the socket stays for requests with an fd (POOL_REG) and tells each side that
  * the other went away.  The engine's side of the event ring starts parked: kvxd wakes it after
- * a batch unless the engine announced that it is reading the ring.  An engine that closes its
- * end of the submission pair ends its session.  Refused with
+ * a batch unless the engine announced that it is reading the ring.  The other way, kvxd that
+ * finds no room in the event ring says so in the ring (kvx_shring_starve), and the engine that
+ * takes a message from it next sends one byte on its end of the event pair (kvx_shring_taken);
+ * kvxd looks again only then.  An engine that closes its end of either pair ends its
+ * session.  Refused with
  * -EALREADY when the session already has rings, -EBUSY while replies wait for the socket.
  *
  * Core rings: an engine that sets KVX_ENG_RINGS_CORE in flags (a request of the full length;

@@ -15,11 +15,13 @@ enum { REC_MSG = 0x6d5a, REC_PAD = 0x7061 }; /* a zeroed header is neither */
 #define WAKE_DRAIN_BYTES 4096
 
 /* The shared header: one cache line per writer, so neither side's stores bounce the other's
- * line.  Only tail, head and parked are ever read by the other side. */
+ * line on the normal path.  starved shares parked's line: the producer sets it only when the
+ * ring is full. */
 struct kvx_shring_shared {
 	_Alignas(64) _Atomic uint64_t tail; /* producer: bytes published */
 	_Alignas(64) _Atomic uint64_t head; /* consumer: bytes consumed */
 	_Alignas(64) _Atomic uint32_t parked;
+	_Atomic uint32_t starved; /* the producer waits for room (kvx_shring_starve) */
 	_Alignas(64) uint8_t data[];
 };
 
@@ -112,9 +114,9 @@ kvx_shring_max_msg(const struct kvx_shring *r)
 
 /* The consumer's head, checked: it never goes backwards and never passes what we published. */
 static int
-load_head(struct kvx_shring *r)
+load_head_mo(struct kvx_shring *r, memory_order mo)
 {
-	uint64_t h = atomic_load_explicit(&r->sh->head, memory_order_acquire);
+	uint64_t h = atomic_load_explicit(&r->sh->head, mo);
 
 	if (h < r->other || h > r->pos) {
 		r->broken = true;
@@ -122,6 +124,26 @@ load_head(struct kvx_shring *r)
 	}
 	r->other = h;
 	return 0;
+}
+
+static int
+load_head(struct kvx_shring *r)
+{
+	return load_head_mo(r, memory_order_acquire);
+}
+
+bool
+kvx_shring_starve(struct kvx_shring *r)
+{
+	uint64_t seen = r->other;
+
+	if (r->broken)
+		return false;
+	/* seq_cst: ordered before the head load (pairs with the fence in kvx_shring_taken) */
+	atomic_store_explicit(&r->sh->starved, 1, memory_order_seq_cst);
+	if (load_head_mo(r, memory_order_seq_cst))
+		return true; /* the next put reports it */
+	return r->other != seen;
 }
 
 uint64_t
@@ -230,6 +252,23 @@ kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
 bad:
 	r->broken = true;
 	return -EPROTO;
+}
+
+bool
+kvx_shring_taken(struct kvx_shring *r)
+{
+	const char one = 1;
+
+	/* after our head store, before the starved load (pairs with kvx_shring_starve) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&r->sh->starved, memory_order_relaxed) ||
+	    !atomic_exchange_explicit(&r->sh->starved, 0, memory_order_relaxed))
+		return false;
+	/* never blocks: EAGAIN means a wake-up is pending already, EPIPE that the producer
+	 * closed its end */
+	(void)!send(r->wake_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	r->wakes++;
+	return true;
 }
 
 bool

@@ -24,7 +24,10 @@
  * more, and blocks on its end of the ring's wake socket pair; a producer that published sends a
  * byte on its end only when the consumer announced it (kvx_shring_notify, once per batch).  Same
  * protocol as core/mbox.h: a wake-up is never lost, and a busy consumer costs the producer no
- * syscall.
+ * syscall.  The other way, a producer that found no room and waits for it announces it
+ * (kvx_shring_starve, then looks at the head once more), and the consumer that takes a message
+ * next sends a byte on its end (kvx_shring_taken): the producer watches its end and need not
+ * look again and again.
  *
  * The wake-up is a socket pair (kvx_shring_wake_pair), not a shared eventfd, because each side
  * must own the file description it uses: a descriptor passed to another process shares its
@@ -59,7 +62,7 @@ struct kvx_shring {
 	int wake_fd;	/* this side's end of the ring's wake socket pair */
 	bool producer;
 	bool broken;	/* -EPROTO was returned: the other side is not to be trusted */
-	uint64_t wakes; /* producer: wake-ups sent */
+	uint64_t wakes; /* wake-ups sent (a producer: for messages; a consumer: for room) */
 	uint64_t full;	/* producer: puts refused for room */
 };
 
@@ -96,6 +99,11 @@ int kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len);
 /* Producer: after a batch of puts, wake the consumer if it announced that it parks.  Returns
  * true if it sent a wake-up (or found one pending: the consumer's end is full). */
 bool kvx_shring_notify(struct kvx_shring *r);
+/* Producer: put returned -ENOBUFS and the caller will not try again on its own: ask the
+ * consumer for a wake-up on our wake end once it takes a message (kvx_shring_taken).  Returns
+ * true when it took something since we last looked (try again now: the wake-up may not come),
+ * else false (it will come, unless the consumer stops reading). */
+bool kvx_shring_starve(struct kvx_shring *r);
 /* Producer: bytes free now (a lower bound), 0 after -EPROTO. */
 uint64_t kvx_shring_room(struct kvx_shring *r);
 
@@ -104,6 +112,9 @@ uint64_t kvx_shring_room(struct kvx_shring *r);
  * the ring ahead, a record that crosses the end or is longer than what was published, an
  * unknown kind, a message longer than cap or than kvx_shring_max_msg()). */
 ssize_t kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap);
+/* Consumer: after taking messages (one or a batch), wake the producer if it asked for room
+ * (kvx_shring_starve): one byte on our wake end, never waiting.  Returns true if it did. */
+bool kvx_shring_taken(struct kvx_shring *r);
 /* Consumer: is there nothing published that it has not read? */
 bool kvx_shring_empty(struct kvx_shring *r);
 /* Consumer parking (see above).  woken: the wait reported the wake end readable (drained now).

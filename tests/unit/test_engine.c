@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1676,6 +1677,52 @@ test_full_event_ring_loses_nothing(void **state)
 		assert_int_equal(r.got_seq[i], (uint64_t)i + 3); /* HELLO 1, RINGS 2 */
 		assert_int_equal(r.got_status[i], -ENOENT);
 	}
+	reng_close(&r);
+}
+
+/* An event ring without room: kvxd queues what does not fit and waits for the engine to take
+ * something (it asks for a wake-up in the ring, kvx_shring_starve), instead of looking again
+ * every millisecond while an engine may not read for long; the engine's first take wakes it,
+ * and the rest goes in. */
+static void
+test_full_event_ring_waits_for_the_engine(void **state)
+{
+	static struct reng r;
+	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
+	struct kvx_eng_room_close cl;
+	struct kvxd_engine *e;
+	struct pollfd p;
+	int sent = 0, seen;
+
+	(void)state;
+	reng_open(&r, &A);
+	e = rings_session(&A);
+	p = (struct pollfd){.fd = e->evt_wake, .events = POLLIN};
+	/* batches of 1000 requests, each taken whole by kvxd, until its replies no longer fit */
+	while (!e->outq_head && sent < 14000) {
+		for (int i = 0; i < 1000; i++) {
+			cl = (struct kvx_eng_room_close){.room = (uint64_t)sent};
+			assert_true(reng_send(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)) != 0);
+			sent++;
+		}
+		for (int step = 0; step < MAX_STEPS && kvx_shring_room(&r.sub) < r.sub.size; step++)
+			pump_once();
+	}
+	assert_non_null(e->outq_head);
+	assert_false(kvxd_engine_rings_park(&A)); /* nothing for the loop to look at again */
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_true(kvx_shring_get(&r.evt, buf, sizeof(buf)) > 0);
+	assert_true(kvx_shring_taken(&r.evt)); /* kvxd asked */
+	assert_int_equal(poll(&p, 1, 0), 1);
+	pump_once(); /* kvxd's loop takes the wake-up */
+	assert_int_equal(poll(&p, 1, 0), 0);
+	for (int step = 0; step < 10 * MAX_STEPS && r.ngot < sent - 1; step++) {
+		reng_read(&r);
+		pump_once();
+	}
+	seen = r.ngot;
+	assert_int_equal(seen, sent - 1);			   /* the rest, none lost */
+	assert_int_equal(r.got_seq[seen - 1], (uint64_t)sent + 2); /* HELLO 1, RINGS 2 */
 	reng_close(&r);
 }
 
@@ -3888,6 +3935,7 @@ main(void)
 		T(test_prefill_state_from_before_the_end_is_not_told_after_it),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
+		T(test_full_event_ring_waits_for_the_engine),
 		T(test_requests_sent_before_a_reset_are_taken),
 		T(test_ring_requests_before_a_close_are_taken),
 		T(test_an_event_is_sent_once),

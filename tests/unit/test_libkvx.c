@@ -98,6 +98,8 @@ struct fake {
 	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
 	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
 	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
+	bool chunk_fills;	  /* the next CHUNK fills the event ring (fill_and_starve) */
+	int filled;		  /* how many events that put */
 	int corrupt;		  /* enum corrupt_ring, for the next request */
 	int delay_ms;		  /* sleep before answering the next request (the client waits) */
 	int core_rings;		  /* core rings to give an engine that asks for them */
@@ -322,18 +324,41 @@ send_bad_reply(struct fake *f, int kind, uint64_t seq)
 }
 
 static void
+event_msg(struct kvx_eng_event *e, uint64_t room, int state)
+{
+	memset(e, 0, sizeof(*e));
+	e->hdr.type = KVX_ENG_EVENT;
+	e->hdr.len = sizeof(*e);
+	e->ev.room = room;
+	e->ev.generation = 2;
+	e->ev.state = state;
+	e->ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
+	snprintf(e->ev.reason, sizeof(e->ev.reason), "room %llu", (unsigned long long)room);
+}
+
+/* Events into the event ring until it has no room (kvxd's full path), then ask for a wake-up
+ * when the client takes one (kvx_shring_starve), as kvxd does.  Returns how many went in. */
+static int
+fill_and_starve(struct fake *f, uint64_t room)
+{
+	struct kvx_eng_event e;
+	int n = 0;
+
+	for (;; n++) {
+		event_msg(&e, room + (uint64_t)n, KVX_STATE_TRANSFERRING);
+		if (kvx_shring_put(&f->evt, &e, sizeof(e)) == -ENOBUFS)
+			break;
+	}
+	assert_false(kvx_shring_starve(&f->evt)); /* nothing taken meanwhile */
+	return n;
+}
+
+static void
 send_event(struct fake *f, uint64_t room, int state)
 {
 	struct kvx_eng_event e;
 
-	memset(&e, 0, sizeof(e));
-	e.hdr.type = KVX_ENG_EVENT;
-	e.hdr.len = sizeof(e);
-	e.ev.room = room;
-	e.ev.generation = 2;
-	e.ev.state = state;
-	e.ev.error = state == KVX_STATE_FAILED ? -EIO : 0;
-	snprintf(e.ev.reason, sizeof(e.ev.reason), "room %llu", (unsigned long long)room);
+	event_msg(&e, room, state);
 	send_raw_to(f, &e, sizeof(e), f->srv_ev_core);
 	if (f->srv_split)
 		f->srv_ev_core = -1; /* the rest into the event ring */
@@ -631,6 +656,7 @@ fake_serve(void *arg)
 		const struct kvx_eng_hdr *h = (const struct kvx_eng_hdr *)buf;
 		int before, after, bad, status = 0, status_next, fd = -1, rings_bad, corrupt;
 		int chunk_events, delay, core_rings;
+		bool fills;
 		bool do_close, hold, rings_ok, via_ring;
 		uint64_t held, room, ring_size;
 		int32_t held_status;
@@ -701,8 +727,10 @@ fake_serve(void *arg)
 		delay = f->delay_ms;
 		f->delay_ms = 0;
 		chunk_events = h->type == KVX_ENG_CHUNK ? f->chunk_events : 0;
+		fills = h->type == KVX_ENG_CHUNK && f->chunk_fills;
 		if (h->type == KVX_ENG_CHUNK) {
 			f->chunk_events = 0;
+			f->chunk_fills = false;
 			f->ev_room += (uint64_t)chunk_events;
 		}
 		status_next = 0;
@@ -731,6 +759,17 @@ fake_serve(void *arg)
 			usleep((useconds_t)delay * 1000);
 		if (corrupt && f->rings) {
 			fake_corrupt(f, corrupt);
+			continue;
+		}
+		if (fills && f->rings) {
+			int k = fill_and_starve(f, room);
+
+			room += (uint64_t)k;
+			ring_flush(f);
+			pthread_mutex_lock(&f->mu);
+			f->filled = k;
+			f->ev_room += (uint64_t)k;
+			pthread_mutex_unlock(&f->mu);
 			continue;
 		}
 		if (h->type == KVX_ENG_CHUNK && !do_close) {
@@ -2072,6 +2111,40 @@ test_rings_full_submission_ring_waits(void **state)
 	pthread_mutex_unlock(&fx->f.mu);
 }
 
+/* kvxd that finds no room in the event ring asks for a wake-up (kvx_shring_starve) instead of
+ * looking again every millisecond: the first event libkvx takes sends it one (one byte on
+ * libkvx's end of the event ring's wake pair, read on kvxd's), and the rest arrive whole and
+ * in order. */
+static void
+test_rings_taking_from_a_full_event_ring_wakes_kvxd(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {1};
+	int kvxd_end, filled = 0;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_fills = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 7, 0, 1, pages, 1, 0, 1), 0);
+	for (int i = 0; i < 500 && !filled; i++) {
+		usleep(10000);
+		pthread_mutex_lock(&fx->f.mu);
+		filled = fx->f.filled;
+		pthread_mutex_unlock(&fx->f.mu);
+	}
+	assert_true(filled > 8); /* a 4 KiB ring */
+	kvxd_end = fx->f.evt.wake_fd;
+	assert_false(fd_readable(kvxd_end)); /* nothing taken yet */
+	expect_events(fx->c, 1, 5000, 1, 100);
+	assert_true(fd_readable_within(kvxd_end, 1000));
+	assert_int_equal(kvx_shring_wake_drain(kvxd_end), 0);
+	/* one wake-up per request for room: the next events take none */
+	expect_events(fx->c, 1, 0, 1, 101);
+	assert_false(fd_readable(kvxd_end));
+	for (int k = 2; k < filled; k += 8)
+		expect_events(fx->c, 8, 0, filled - k < 8 ? filled - k : 8, 100 + (uint64_t)k);
+}
+
 /* A submission ring that stays full: the submit returns -ETIMEDOUT after the request timeout,
  * the request is not half sent, and the session goes on once kvxd reads again. */
 static void
@@ -2445,6 +2518,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_waits,
 						setup_rings_small, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_full_submission_ring_times_out,
+						setup_rings_small, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_taking_from_a_full_event_ring_wakes_kvxd,
 						setup_rings_small, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_wake_end_closed_ends_the_connection,
 						setup_rings, teardown),

@@ -264,6 +264,41 @@ test_wake_only_when_parked(void **state)
 	assert_int_equal(T.p.wakes, 1);
 }
 
+/* The other way: a producer without room asks for a wake-up (kvx_shring_starve); the consumer's
+ * next take sends one byte to the producer's end (kvx_shring_taken), once per request.  A
+ * consumer that took something before the request was seen makes starve say "try again". */
+static void
+test_room_wake_only_when_starved(void **state)
+{
+	static uint8_t msg[4096], out[4096];
+
+	(void)state;
+	memset(msg, 0x5a, sizeof(msg));
+	while (kvx_shring_put(&T.p, msg, sizeof(msg)) == 0)
+		;
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
+	assert_false(kvx_shring_taken(&T.c)); /* nobody asked */
+	assert_false(fd_readable(T.wake[0]));
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), -ENOBUFS);
+	assert_false(kvx_shring_starve(&T.p)); /* nothing taken since the put looked */
+	assert_false(fd_readable(T.wake[0]));
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
+	assert_true(kvx_shring_taken(&T.c));
+	assert_true(fd_readable(T.wake[0]));
+	assert_int_equal(kvx_shring_wake_drain(T.wake[0]), 0);
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
+	assert_false(kvx_shring_taken(&T.c)); /* one wake-up per request */
+	assert_false(fd_readable(T.wake[0]));
+	assert_int_equal(T.c.wakes, 1);
+	/* taken before the request: the producer is told to try again now */
+	while (kvx_shring_put(&T.p, msg, sizeof(msg)) == 0)
+		;
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
+	assert_true(kvx_shring_starve(&T.p));
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+}
+
 /* Each side owns the file description of its wake end: a consumer (an engine, possibly hostile)
  * that clears O_NONBLOCK on its end, stops reading and fills it cannot make the producer
  * (kvxd's control core or a polling core) block in kvx_shring_notify.  With a shared eventfd it
@@ -418,6 +453,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fifo_across_wraps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_then_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_room_wake_only_when_starved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_message_longer_than_buffer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_records, setup, teardown),
