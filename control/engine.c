@@ -9,6 +9,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,7 +354,7 @@ pinned_of_uid(const struct kvxd *d, uid_t uid)
 
 	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i] && d->pools[i]->uid == uid)
-			sum += d->pools[i]->len;
+			sum += d->pools[i]->map_len;
 	return sum;
 }
 
@@ -369,13 +370,17 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 }
 
 /* Whether fd is a file of memory: a memfd (tmpfs, or hugetlbfs with MFD_HUGETLB), or a file of
- * tmpfs (/dev/shm) or hugetlbfs. */
+ * tmpfs (/dev/shm) or hugetlbfs.  *granule: what a mapping of it is made of (a huge page on
+ * hugetlbfs, which maps and unmaps only whole ones; else 1). */
 static bool
-pool_fd_is_memory(int fd)
+pool_fd_is_memory(int fd, uint64_t *granule)
 {
 	struct statfs fs;
 
-	return fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
+	if (fstatfs(fd, &fs) < 0)
+		return false;
+	*granule = fs.f_type == HUGETLBFS_MAGIC && fs.f_bsize > 0 ? (uint64_t)fs.f_bsize : 1;
+	return fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC;
 }
 
 /*
@@ -392,7 +397,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	      char *why, size_t wlen)
 {
 	const struct kvx_pool_geometry *g = &m->geom;
-	uint64_t len, pinned, cap = (uint64_t)d->cfg.max_pinned_mb_per_uid << 20;
+	uint64_t len, map, granule = 1, pinned, cap = (uint64_t)d->cfg.max_pinned_mb_per_uid << 20;
 	struct kvxd_pool *p;
 	struct stat st;
 	int slot = -1, rc;
@@ -414,7 +419,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	}
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || !pool_fd_is_memory(fd)) {
+	if (!S_ISREG(st.st_mode) || !pool_fd_is_memory(fd, &granule) || granule > (1ull << 30)) {
 		snprintf(why, wlen,
 			 "the pool's fd is not a memfd (nor a file of tmpfs or hugetlbfs)");
 		return -EINVAL;
@@ -424,6 +429,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 			 (long long)st.st_size, (unsigned long long)len);
 		return -ERANGE;
 	}
+	map = (len + granule - 1) / granule * granule; /* <= 64 GiB + 1 GiB */
 	if (pools_of_engine(d, e) >= d->cfg.max_pools_per_engine) {
 		d->ctr.cap_pools++;
 		snprintf(why, wlen, "the engine has %u pools: [engine] max_pools_per_engine = %u",
@@ -431,13 +437,13 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		return -EDQUOT;
 	}
 	pinned = pinned_of_uid(d, e->uid);
-	if (len > cap || pinned > cap - len) {
+	if (map > cap || pinned > cap - map) {
 		d->ctr.cap_pinned++;
 		snprintf(why, wlen,
 			 "uid %u has %llu KiB pinned, %llu KiB more would pass [engine] "
 			 "max_pinned_mb_per_uid = %u",
 			 (unsigned)e->uid, (unsigned long long)(pinned >> 10),
-			 (unsigned long long)(len >> 10), d->cfg.max_pinned_mb_per_uid);
+			 (unsigned long long)(map >> 10), d->cfg.max_pinned_mb_per_uid);
 		return -EDQUOT;
 	}
 	for (int i = 0; i < KVXD_MAX_POOLS; i++) /* a free slot: past the end too */
@@ -452,12 +458,13 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p->base = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p->base == MAP_FAILED) {
 		rc = -errno;
 		goto err_free;
 	}
 	p->len = len;
+	p->map_len = map;
 	for (int k = 0; k < d->nrails; k++) { /* on every rail: a room's WRs go over all */
 		rc = kvx_vx->mr_reg(d->rails[k].dev, p->base, len, &p->mr[k]);
 		if (rc)
@@ -481,7 +488,7 @@ err_dereg:
 	for (int k = 0; k < d->nrails; k++)
 		if (p->mr[k] && kvx_vx->mr_dereg(p->mr[k]))
 			KVX_ERR("engine %d: pool on rail %d: deregistration failed", e->id, k);
-	munmap(p->base, len);
+	munmap(p->base, map);
 	free(p);
 	return rc;
 err_free:
@@ -515,7 +522,7 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p)
 		}
 		p->mr[k] = NULL;
 	}
-	munmap(p->base, p->len);
+	munmap(p->base, p->map_len);
 	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i] == p)
 			kvxd_pool_slot_set(d, i, NULL);
@@ -1416,29 +1423,39 @@ kvxd_engine_rings_park(struct kvxd *d)
 	return busy;
 }
 
-/* After the loop woke: woken says whether epoll reported the session's submission wake end.
- * An engine that closed its end of it broke the session (our end would stay readable). */
+/* The engine closed its end of one of its rings' wake pairs (ours would stay readable).  An
+ * engine that died closed its socket with it: the socket's end of stream closes the session
+ * (kvxd_engine_on_event, in this loop pass: epoll reports it too), after it took what the engine
+ * sent before it went, its ring included (its last chunks bind their rooms to it).  One that
+ * closed the wake end alone broke its session: what its ring holds is taken all the same. */
+static void
+wake_end_closed(struct kvxd *d, struct kvxd_engine *e, const char *why)
+{
+	struct pollfd p = {.fd = e->fd, .events = POLLIN | POLLRDHUP};
+
+	if (e->doomed || (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))))
+		return;
+	e->gone = true; /* its operator commands are not run */
+	ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
+	d->ctr.engine_bad++;
+	kvxd_engine_doom(d, e, why);
+}
+
+/* After the loop woke: woken says whether epoll reported the session's submission wake end. */
 void
 kvxd_engine_ring_unpark(struct kvxd *d, struct kvxd_engine *e, bool woken)
 {
-	if (e->rings && kvx_shring_park_done(&e->sub, woken) == -EPIPE && !e->doomed) {
-		d->ctr.engine_bad++;
-		kvxd_engine_doom(d, e, "it closed its submission ring's wake-up socket");
-	}
+	if (e->rings && kvx_shring_park_done(&e->sub, woken) == -EPIPE)
+		wake_end_closed(d, e, "it closed its submission ring's wake-up socket");
 }
 
 /* The session's event-ring wake end is readable: the engine took something from a ring we wait
- * to put into (kvx_shring_starve), and what waits goes in at the next iteration.  An engine that
- * closed its end of the pair broke the session (ours would stay readable). */
+ * to put into (kvx_shring_starve), and what waits goes in at the next iteration. */
 void
 kvxd_engine_ring_room(struct kvxd *d, struct kvxd_engine *e)
 {
-	if (e->doomed || !e->rings)
-		return;
-	if (kvx_shring_wake_drain(e->evt_wake) == -EPIPE) {
-		d->ctr.engine_bad++;
-		kvxd_engine_doom(d, e, "it closed its event ring's wake-up socket");
-	}
+	if (!e->doomed && e->rings && kvx_shring_wake_drain(e->evt_wake) == -EPIPE)
+		wake_end_closed(d, e, "it closed its event ring's wake-up socket");
 }
 
 /* End of an iteration: flush event queues into their rings, and wake the engines that wait

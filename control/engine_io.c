@@ -85,15 +85,21 @@ send_one(struct kvxd_engine *e, const void *buf, uint32_t len)
 int
 kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 {
+	bool asked = false;
+
 	while (e->outq_head) {
 		struct kvxd_outmsg *m = e->outq_head;
 		ssize_t n = send_one(e, m->data, m->len);
 
 		if (n == -EAGAIN) {
 			/* no room in the event ring: the engine wakes us when it takes
-			 * something (kvxd_engine_ring_room), unless it did already */
-			if (e->rings && kvx_shring_starve(&e->evt))
+			 * something (kvxd_engine_ring_room); one more try if it did already
+			 * (once: an engine that moves its head a record at a time does not
+			 * keep us here) */
+			if (e->rings && !asked && kvx_shring_starve(&e->evt)) {
+				asked = true;
 				continue;
+			}
 			break;
 		}
 		if (n < 0)

@@ -101,8 +101,9 @@ int kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len);
 bool kvx_shring_notify(struct kvx_shring *r);
 /* Producer: put returned -ENOBUFS and the caller will not try again on its own: ask the
  * consumer for a wake-up on our wake end once it takes a message (kvx_shring_taken).  Returns
- * true when it took something since we last looked (try again now: the wake-up may not come),
- * else false (it will come, unless the consumer stops reading). */
+ * true when it took something since we last looked: try again now (the request stands, so the
+ * consumer's next take wakes us, maybe for nothing); else false: the wake-up will come, unless
+ * the consumer stops reading. */
 bool kvx_shring_starve(struct kvx_shring *r);
 /* Producer: bytes free now (a lower bound), 0 after -EPROTO. */
 uint64_t kvx_shring_room(struct kvx_shring *r);

@@ -49,7 +49,8 @@ struct kvxd_pool {
 	int engine_id;
 	uid_t uid; /* the registering engine's (pinned bytes are capped per uid) */
 	uint8_t *base;
-	size_t len;
+	size_t len;	/* the geometry's bytes, from base */
+	size_t map_len; /* the mapping's (len up to a whole huge page on hugetlbfs): pinned */
 	uint32_t page_size, npages, nbufs;
 	/* registered on every rail (kvxd's [rdma] and [rail.N] devices), in rail order */
 	uint32_t lkey[KVX_MAX_RAILS], rkey[KVX_MAX_RAILS];

@@ -1,2 +1,2 @@
 # max_pinned_mb_per_uid is not enforced
-s/^\tif (len > cap || pinned > cap - len) {$/\tif (0) {/
+s/^\tif (map > cap || pinned > cap - map) {$/\tif (0) {/
