@@ -297,6 +297,7 @@ kvxd_engine_accept(struct kvxd *d)
 				d->next_engine_id >= INT_MAX - 1 ? 1 : d->next_engine_id + 1;
 		while (kvxd_engine_by_id(d, d->next_engine_id));
 		e->id = d->next_engine_id;
+		e->serial = ++d->engine_serial;
 		e->fd = fd;
 		e->sub_wake = e->evt_wake = -1;
 		CDS_INIT_LIST_HEAD(&e->rooms);
@@ -544,6 +545,31 @@ name_ok(const char *s, size_t max)
 	return true;
 }
 
+/*
+ * Whether the session may take a room of its rank that no session holds (a prefill room that a
+ * decode endpoint's ROOM_META made, or a new room).  Rooms are keyed (id, rank) on the node,
+ * and a peer addresses a node's rank, never a user: an engine of another user on the same rank
+ * could otherwise take, by its id, a room that the first one's decode peer opened and write its
+ * own pages into that peer's KV cache, or open a decode room under an id the prefill side will
+ * write the first one's KV into.  So a rank's rooms are the user's whose engine session on it
+ * came first and is still there; an operator (admin) may take any.  Another user's engine on
+ * that rank may connect (for operator commands) but takes no room.
+ */
+static bool
+rank_is_ours(const struct kvxd *d, const struct kvxd_engine *e)
+{
+	if (e->admin)
+		return true;
+	for (int i = 0; i < d->engines_end; i++) {
+		const struct kvxd_engine *f = d->engines[i];
+
+		if (f && f != e && f->hello && !f->admin && !f->doomed && f->rank == e->rank &&
+		    f->uid != e->uid && f->serial < e->serial)
+			return false;
+	}
+	return true;
+}
+
 static int64_t
 room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len,
 	  char *why, size_t wlen)
@@ -585,6 +611,11 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 		sh.names[i][KVX_NAME_MAX - 1] = es[i].name[KVX_NAME_MAX - 1] ? '\x01' : '\0';
 		sh.src_rank[i] = es[i].rank;
 		memcpy(sh.slice[i], es[i].slice, sizeof(sh.slice[i]));
+	}
+	if (!rank_is_ours(d, e)) {
+		d->ctr.engine_rank_refused++;
+		snprintf(why, wlen, "rank %u's rooms are another user's engine's", e->rank);
+		return -EPERM;
 	}
 	return kvxd_decode_room_open_shape(d, e->id, m->room, e->rank, &sh, why, wlen);
 }
@@ -954,6 +985,15 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		/* its attempt fails as a whole once that engine lets the room go (busy_ids) */
 		if (busy_add(d, e, m->room))
 			chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
+		return;
+	}
+	if ((!r || r->engine_id < 0) && !rank_is_ours(d, e)) {
+		/* the room is left alone; the attempt fails as a whole, should the rank be ours
+		 * later (busy_ids) */
+		d->ctr.engine_rank_refused++;
+		if (busy_add(d, e, m->room))
+			chunk_refuse(d, e, m->room, -EPERM,
+				     "this rank's rooms are another user's engine's");
 		return;
 	}
 	if (r && (r->engine_id == e->id || r->engine_id < 0) && r->engine_closed) {

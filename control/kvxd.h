@@ -286,6 +286,7 @@ struct kvxd_engine {
 	/* the loop pass (kvxd.loop_pass) in which it last had an operator command run: nothing
 	 * more of it is taken in that pass (a "rooms" or "counters" walks or renders a table) */
 	uint64_t admin_pass;
+	uint64_t serial; /* the order sessions came in (kvxd.engine_serial): never goes round */
 	uint64_t outq_bytes;
 	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
 	bool rings;
@@ -339,9 +340,11 @@ struct kvxd_counters {
 		aborts_not_owner, tombstones_refused;
 	uint64_t meta_parked; /* ROOM_METAs of a further endpoint waiting for the engine's ndest */
 	/* the engine socket: connections refused (credentials), operator commands refused (not
-	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap */
+	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap, rooms
+	 * refused for a rank another user's engine holds */
 	uint64_t engine_refused, admin_denied, engine_admin_gone, engine_queue_overflows,
-		cap_sessions, cap_operator_slots, cap_pools, cap_pinned, cap_rooms;
+		cap_sessions, cap_operator_slots, cap_pools, cap_pinned, cap_rooms,
+		engine_rank_refused;
 	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */
@@ -404,6 +407,7 @@ struct kvxd {
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int engines_end;
 	int next_engine_id;
+	uint64_t engine_serial; /* sessions accepted so far */
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
 	int pools_end;
 	int next_pool_id;

@@ -454,6 +454,9 @@ control_counters(struct out *o, struct kvxd *d)
 		c->engine_admin_gone);
 	COUNTER("engine_queue_overflows_total", "engines disconnected for not reading",
 		c->engine_queue_overflows);
+	COUNTER("engine_rank_refused_total",
+		"rooms refused to an engine: its rank's rooms are another user's engine's",
+		c->engine_rank_refused);
 	COUNTER("engine_rings_total", "engine sessions moved to shared-memory rings",
 		c->engine_rings);
 	COUNTER("engine_ring_wakes_total", "wake-ups sent to engines parked on their event ring",

@@ -111,8 +111,9 @@ int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
 /* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named
  * source nodes (each source writes its own chunks).  Returns the room's generation (>= 1) or
  * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms; a room counts until it
- * is closed).  Re-opening an id whose previous room ended starts a new generation.  The same as
- * kvx_room_open_regions() with one region, whole pages, and every source of rank 0. */
+ * is closed; -EPERM: another user's engine holds the rank, see kvx_chunk_submit).  Re-opening an id
+ * whose previous room ended starts a new generation.  The same as kvx_room_open_regions() with one
+ * region, whole pages, and every source of rank 0. */
 int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 		      uint32_t npages, const char *const *sources, uint32_t nsources);
 
@@ -226,7 +227,9 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
  * -ENOENT an unknown pool, -E2BIG when the room's chunks would read more than 16 pools, -EAGAIN
  * when kvxd's polling core is full, -EALREADY for a chunk after the room's last: decode may
  * have its pages back).  A room not known yet is kept failed until it is closed.  Two refusals
- * leave the room alone: a chunk for another engine's room (-EPERM), and one for a room this
+ * leave the room alone: a chunk for another engine's room, or for a room of a rank another
+ * user's engine holds (-EPERM: a rank's rooms are the user's whose engine on it came first and
+ * is still there; operators' sessions may take any), and one for a room this
  * engine closed while its writes still drain (-EBUSY).  Both fail the attempt the chunk
  * belongs to, though: once that room is gone (or let go), the attempt's next chunk fails the
  * room it opens (-EBUSY), until the engine closes the room id (a close answered -EBUSY does not

@@ -349,6 +349,15 @@ eng_hello(struct eng *e, struct eng_reply *out)
 	return eng_call(e, KVX_ENG_HELLO, &m, sizeof(m), -1, out);
 }
 
+/* HELLO with rank `rank`: its status. */
+static int
+eng_hello_rank(struct eng *e, uint32_t rank)
+{
+	struct kvx_eng_hello m = {.version = KVX_ENG_VERSION, .rank = rank};
+
+	return eng_call(e, KVX_ENG_HELLO, &m, sizeof(m), -1, NULL);
+}
+
 /* Send the operator command cmd; returns its seq (0: the socket would block). */
 static uint64_t
 eng_admin_send(struct eng *e, const char *cmd)
@@ -1813,6 +1822,63 @@ test_ring_requests_before_a_close_are_taken(void **state)
 	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
 		assert_null(A.engines[i]);
 	reng_close(&r);
+}
+
+/* Rooms are keyed (id, rank) on the node and peers address a rank, not a user: a rank's rooms
+ * are the user's whose engine on it came first.  Another user's engine on that rank opens no
+ * decode room (the prefill side would write the first user's KV into its pages) and makes or
+ * takes no prefill room (its chunks would be written into the first user's decode peer); on
+ * a rank of its own it may, and once the first user's engines are gone the rank is its. */
+static void
+test_rank_rooms_are_the_first_users(void **state)
+{
+	struct eng first, other, other1;
+	const struct kvx_event *ev;
+	struct eng_reply r;
+	int fpool, opool, o1pool, first_id = -1;
+
+	need_root();
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect_as(&first, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&first, NULL), 0);
+	eng_connect_as(&other, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&other, NULL), 0); /* it may connect */
+	fpool = eng_pool_id(&first, 256, 16, 1);
+	opool = eng_pool_id(&other, 256, 16, 1);
+	assert_true(fpool > 0 && opool > 0);
+
+	assert_int_equal(eng_room_open(&other, 7, opool, 4, &r), -EPERM);
+	assert_non_null(strstr(r.text, "another user's"));
+	assert_null(kvxd_room_find(&A, 7, 0, KVX_ROOM_DECODE));
+	eng_chunk_x(&other, 8, opool, 2, 0, true);
+	ev = eng_event_wait(&other, 8, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
+	assert_null(kvxd_room_find(&A, 8, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(A.ctr.engine_rank_refused, 2);
+
+	/* the first user's engine opens and makes rooms of the rank */
+	assert_int_equal(eng_room_open(&first, 7, fpool, 4, NULL), 0);
+	eng_chunk_x(&first, 9, fpool, 2, 0, false);
+	PUMP_UNTIL(kvxd_room_find(&A, 9, 0, KVX_ROOM_PREFILL));
+	for (int i = 0; i < KVXD_MAX_ENGINES; i++)
+		if (A.engines[i] && A.engines[i]->uid == NOBODY)
+			first_id = A.engines[i]->id;
+	assert_int_equal(kvxd_room_find(&A, 9, 0, KVX_ROOM_PREFILL)->engine_id, first_id);
+
+	/* on a rank of its own the other user's engine may */
+	eng_connect_as(&other1, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&other1, 1), 0);
+	o1pool = eng_pool_id(&other1, 256, 16, 1);
+	assert_true(o1pool > 0);
+	assert_int_equal(eng_room_open(&other1, 7, o1pool, 4, NULL), 0);
+	assert_non_null(kvxd_room_find(&A, 7, 1, KVX_ROOM_DECODE));
+
+	/* the first user's engine gone, rank 0 is the other's */
+	eng_close(&first);
+	PUMP_UNTIL(live_engines(&A) == 2);
+	assert_int_equal(eng_room_open(&other, 10, opool, 4, NULL), 0);
+	eng_close(&other);
+	eng_close(&other1);
 }
 
 /* Sessions sit in slots; the loop scans the slots below the last one in use.  A session in a
@@ -3523,14 +3589,6 @@ test_shutdown_with_an_engine_holding_rooms(void **state)
 
 /* ---- room shapes (issue 10): ranks, regions, head slices, layer-wise chunks ---------------- */
 
-static int
-eng_hello_rank(struct eng *e, uint32_t rank)
-{
-	struct kvx_eng_hello m = {.version = KVX_ENG_VERSION, .rank = rank};
-
-	return eng_call(e, KVX_ENG_HELLO, &m, sizeof(m), -1, NULL);
-}
-
 /* Decode: open room id of nreg regions (pool[g], pages[g][0..npages[g])) from nsrc sources. */
 static int
 eng_open_shape(struct eng *e, uint64_t id, uint32_t nreg, const int *pool, const uint32_t *npages,
@@ -4042,6 +4100,7 @@ main(void)
 		T(test_a_slow_reader_gets_everything_in_order),
 		T(test_a_burst_of_room_ends_keeps_the_session),
 		T(test_rooms_lists_only_the_engines_own),
+		T(test_rank_rooms_are_the_first_users),
 		T(test_commands_of_a_gone_session_are_not_run),
 		T(test_session_ids_go_round),
 		T(test_sessions_above_a_closed_slot_are_served),
