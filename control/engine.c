@@ -297,7 +297,6 @@ kvxd_engine_accept(struct kvxd *d)
 				d->next_engine_id >= INT_MAX - 1 ? 1 : d->next_engine_id + 1;
 		while (kvxd_engine_by_id(d, d->next_engine_id));
 		e->id = d->next_engine_id;
-		e->serial = ++d->engine_serial;
 		e->fd = fd;
 		e->sub_wake = e->evt_wake = -1;
 		CDS_INIT_LIST_HEAD(&e->rooms);
@@ -368,6 +367,41 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 	for (int i = 0; i < d->pools_end; i++)
 		n += d->pools[i] && d->pools[i]->engine_id == e->id && !d->pools[i]->orphan;
 	return n;
+}
+
+/*
+ * A rank's rooms and the users of its engines.  Rooms are keyed (id, rank) on the node, and a
+ * peer addresses a node's rank, never a user: an engine of another user on the same rank could
+ * otherwise take, by its id, a room that the first one's decode peer opened and write its own
+ * pages into that peer's KV cache, or open a decode room under an id the prefill side will write
+ * the first one's KV into.  So a rank is held by one user at a time: the user of the first
+ * engine session on it that registered a pool or took a room while no other user held it
+ * (e->holds), for as long as one of that user's sessions that hold it is there.  Any session of
+ * the holder's user may take the rank's rooms (and holds it with them); an operator (admin) may
+ * take any, and holds the rank like anyone when nobody else does; another user's engine on the
+ * rank may connect but takes no room.
+ */
+static bool
+rank_held_by_another(const struct kvxd *d, const struct kvxd_engine *e)
+{
+	for (int i = 0; i < d->engines_end; i++) {
+		const struct kvxd_engine *f = d->engines[i];
+
+		if (f && f != e && f->holds && !f->doomed && f->rank == e->rank && f->uid != e->uid)
+			return true;
+	}
+	return false;
+}
+
+/* Whether the session may take a room of its rank that no session has (a prefill room that a
+ * decode endpoint's ROOM_META made, or a new room); if it may, it holds the rank. */
+static bool
+rank_take(struct kvxd *d, struct kvxd_engine *e)
+{
+	if (rank_held_by_another(d, e))
+		return e->admin; /* an operator may all the same, and holds nothing */
+	e->holds = true;
+	return true;
 }
 
 /* Whether fd is a file of memory: a memfd (tmpfs, or hugetlbfs with MFD_HUGETLB), or a file of
@@ -480,6 +514,8 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
 	kvxd_pool_slot_set(d, slot, p);
+	if (e->hello && !rank_held_by_another(d, e))
+		e->holds = true; /* an engine's pools come before its rooms */
 	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B on %d rail%s (rkey 0x%x)",
 		 e->id, p->id, p->nbufs, p->npages, p->page_size, d->nrails,
 		 d->nrails > 1 ? "s" : "", p->rkey[0]);
@@ -545,31 +581,6 @@ name_ok(const char *s, size_t max)
 	return true;
 }
 
-/*
- * Whether the session may take a room of its rank that no session holds (a prefill room that a
- * decode endpoint's ROOM_META made, or a new room).  Rooms are keyed (id, rank) on the node,
- * and a peer addresses a node's rank, never a user: an engine of another user on the same rank
- * could otherwise take, by its id, a room that the first one's decode peer opened and write its
- * own pages into that peer's KV cache, or open a decode room under an id the prefill side will
- * write the first one's KV into.  So a rank's rooms are the user's whose engine session on it
- * came first and is still there; an operator (admin) may take any.  Another user's engine on
- * that rank may connect (for operator commands) but takes no room.
- */
-static bool
-rank_is_ours(const struct kvxd *d, const struct kvxd_engine *e)
-{
-	if (e->admin)
-		return true;
-	for (int i = 0; i < d->engines_end; i++) {
-		const struct kvxd_engine *f = d->engines[i];
-
-		if (f && f != e && f->hello && !f->admin && !f->doomed && f->rank == e->rank &&
-		    f->uid != e->uid && f->serial < e->serial)
-			return false;
-	}
-	return true;
-}
-
 static int64_t
 room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open *m, size_t len,
 	  char *why, size_t wlen)
@@ -612,7 +623,7 @@ room_open(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_room_open 
 		sh.src_rank[i] = es[i].rank;
 		memcpy(sh.slice[i], es[i].slice, sizeof(sh.slice[i]));
 	}
-	if (!rank_is_ours(d, e)) {
+	if (!rank_take(d, e)) {
 		d->ctr.engine_rank_refused++;
 		snprintf(why, wlen, "rank %u's rooms are another user's engine's", e->rank);
 		return -EPERM;
@@ -935,6 +946,17 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 
 	uint32_t nbufs;
 
+	/* first: every refusal below makes or fails the room */
+	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
+	if ((!r || r->engine_id < 0) && !rank_take(d, e)) {
+		/* the room is left alone; the attempt fails as a whole, should the rank be ours
+		 * later (busy_ids) */
+		d->ctr.engine_rank_refused++;
+		if (busy_add(d, e, m->room))
+			chunk_refuse(d, e, m->room, -EPERM,
+				     "this rank's rooms are another user's engine's");
+		return;
+	}
 	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
 	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
 		d->ctr.engine_bad++;
@@ -985,15 +1007,6 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		/* its attempt fails as a whole once that engine lets the room go (busy_ids) */
 		if (busy_add(d, e, m->room))
 			chunk_refuse(d, e, m->room, -EPERM, "room belongs to another engine");
-		return;
-	}
-	if ((!r || r->engine_id < 0) && !rank_is_ours(d, e)) {
-		/* the room is left alone; the attempt fails as a whole, should the rank be ours
-		 * later (busy_ids) */
-		d->ctr.engine_rank_refused++;
-		if (busy_add(d, e, m->room))
-			chunk_refuse(d, e, m->room, -EPERM,
-				     "this rank's rooms are another user's engine's");
 		return;
 	}
 	if (r && (r->engine_id == e->id || r->engine_id < 0) && r->engine_closed) {
@@ -1103,8 +1116,9 @@ room_close_rooms(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 		int st;
 
 		if (!r || r->removing || r->tombstone ||
-		    (r->engine_id != e->id && r->engine_id >= 0))
-			continue;
+		    (r->engine_id != e->id && r->engine_id >= 0) ||
+		    (r->engine_id < 0 && !rank_take(d, e)))
+			continue; /* another engine's, or of a rank another user holds */
 		st = kvxd_room_state(r);
 		if (role == KVX_ROOM_DECODE && !kvxd_room_removable(r))
 			return -EBUSY; /* its pages are not the engine's yet */

@@ -286,7 +286,7 @@ struct kvxd_engine {
 	/* the loop pass (kvxd.loop_pass) in which it last had an operator command run: nothing
 	 * more of it is taken in that pass (a "rooms" or "counters" walks or renders a table) */
 	uint64_t admin_pass;
-	uint64_t serial; /* the order sessions came in (kvxd.engine_serial): never goes round */
+	bool holds; /* its user holds its rank (control/engine.c rank_take) */
 	uint64_t outq_bytes;
 	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
 	bool rings;
@@ -407,7 +407,6 @@ struct kvxd {
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int engines_end;
 	int next_engine_id;
-	uint64_t engine_serial; /* sessions accepted so far */
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
 	int pools_end;
 	int next_pool_id;

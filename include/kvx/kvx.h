@@ -228,8 +228,9 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
  * when kvxd's polling core is full, -EALREADY for a chunk after the room's last: decode may
  * have its pages back).  A room not known yet is kept failed until it is closed.  Two refusals
  * leave the room alone: a chunk for another engine's room, or for a room of a rank another
- * user's engine holds (-EPERM: a rank's rooms are the user's whose engine on it came first and
- * is still there; operators' sessions may take any), and one for a room this
+ * user's engine holds (-EPERM: a rank is held by the user whose engine on it registered a pool
+ * or took a room first, while one of its engines that hold it is connected; operators'
+ * sessions may take any), and one for a room this
  * engine closed while its writes still drain (-EBUSY).  Both fail the attempt the chunk
  * belongs to, though: once that room is gone (or let go), the attempt's next chunk fails the
  * room it opens (-EBUSY), until the engine closes the room id (a close answered -EBUSY does not

@@ -1,2 +1,2 @@
 # another user's engine on the rank opens decode rooms of it: the prefill side writes the first user's KV into its pages
-s/^\tif (!rank_is_ours(d, e)) {$/\tif (0) {/
+s/^\tif (!rank_take(d, e)) {$/\tif (0) {/

@@ -1139,7 +1139,7 @@ test_rooms_lists_only_the_engines_own(void **state)
 	need_root();
 	pool = eng_with_pool(&root, &A);
 	eng_connect_as(&user, &A, NOBODY, getegid(), 0, NULL);
-	assert_int_equal(eng_hello(&user, NULL), 0);
+	assert_int_equal(eng_hello_rank(&user, 1), 0); /* root's engine holds rank 0 */
 	assert_int_equal(eng_room_open(&root, 8, pool, 4, NULL), 0);
 	pool = eng_pool_id(&user, 256, 16, 1);
 	assert_true(pool > 0);
@@ -1824,26 +1824,30 @@ test_ring_requests_before_a_close_are_taken(void **state)
 	reng_close(&r);
 }
 
-/* Rooms are keyed (id, rank) on the node and peers address a rank, not a user: a rank's rooms
- * are the user's whose engine on it came first.  Another user's engine on that rank opens no
- * decode room (the prefill side would write the first user's KV into its pages) and makes or
- * takes no prefill room (its chunks would be written into the first user's decode peer); on
- * a rank of its own it may, and once the first user's engines are gone the rank is its. */
+/* Rooms are keyed (id, rank) on the node and peers address a rank, not a user: a rank is held
+ * by the user whose engine on it registered a pool (or took a room) first.  Another user's
+ * engine on that rank opens no decode room (the prefill side would write the first user's KV
+ * into its pages) and makes no prefill room, not even a failed one (a chunk refused for a bad
+ * pool made or failed the room by its id); a session that only connected holds nothing; any
+ * session of the holder's user may, and holds the rank while the first goes; on a rank of its
+ * own the other user may, and once the holder's engines are all gone the rank is free. */
 static void
 test_rank_rooms_are_the_first_users(void **state)
 {
-	struct eng first, other, other1;
+	struct eng obs, first, other, first2, other1, root, other2;
 	const struct kvx_event *ev;
 	struct eng_reply r;
-	int fpool, opool, o1pool, first_id = -1;
+	int fpool, opool, f2pool, o1pool, rpool, o2pool, first_id = -1;
 
 	need_root();
 	assert_int_equal(listen_on(&A), 0);
+	eng_connect_as(&obs, &A, NOBODY - 2, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&obs, NULL), 0); /* first, but with no pool */
 	eng_connect_as(&first, &A, NOBODY, getegid(), 0, NULL);
 	assert_int_equal(eng_hello(&first, NULL), 0);
 	eng_connect_as(&other, &A, NOBODY - 1, getegid(), 0, NULL);
 	assert_int_equal(eng_hello(&other, NULL), 0); /* it may connect */
-	fpool = eng_pool_id(&first, 256, 16, 1);
+	fpool = eng_pool_id(&first, 256, 16, 1);      /* the first engine: it holds rank 0 */
 	opool = eng_pool_id(&other, 256, 16, 1);
 	assert_true(fpool > 0 && opool > 0);
 
@@ -1853,10 +1857,14 @@ test_rank_rooms_are_the_first_users(void **state)
 	eng_chunk_x(&other, 8, opool, 2, 0, true);
 	ev = eng_event_wait(&other, 8, KVX_STATE_FAILED);
 	assert_int_equal(ev->error, -EPERM);
+	eng_chunk_x(&other, 12, 999, 2, 0, true); /* refused for itself as well: no such pool */
+	ev = eng_event_wait(&other, 12, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
 	assert_null(kvxd_room_find(&A, 8, 0, KVX_ROOM_PREFILL));
-	assert_int_equal(A.ctr.engine_rank_refused, 2);
+	assert_null(kvxd_room_find(&A, 12, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(A.ctr.engine_rank_refused, 3);
 
-	/* the first user's engine opens and makes rooms of the rank */
+	/* the first user's engines open and make rooms of the rank, a later session as well */
 	assert_int_equal(eng_room_open(&first, 7, fpool, 4, NULL), 0);
 	eng_chunk_x(&first, 9, fpool, 2, 0, false);
 	PUMP_UNTIL(kvxd_room_find(&A, 9, 0, KVX_ROOM_PREFILL));
@@ -1864,6 +1872,11 @@ test_rank_rooms_are_the_first_users(void **state)
 		if (A.engines[i] && A.engines[i]->uid == NOBODY)
 			first_id = A.engines[i]->id;
 	assert_int_equal(kvxd_room_find(&A, 9, 0, KVX_ROOM_PREFILL)->engine_id, first_id);
+	eng_connect_as(&first2, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&first2, NULL), 0);
+	f2pool = eng_pool_id(&first2, 256, 16, 1);
+	assert_true(f2pool > 0);
+	assert_int_equal(eng_room_open(&first2, 11, f2pool, 4, NULL), 0);
 
 	/* on a rank of its own the other user's engine may */
 	eng_connect_as(&other1, &A, NOBODY - 1, getegid(), 0, NULL);
@@ -1873,12 +1886,28 @@ test_rank_rooms_are_the_first_users(void **state)
 	assert_int_equal(eng_room_open(&other1, 7, o1pool, 4, NULL), 0);
 	assert_non_null(kvxd_room_find(&A, 7, 1, KVX_ROOM_DECODE));
 
-	/* the first user's engine gone, rank 0 is the other's */
+	/* an operator's (root's) engine holds its rank like any other */
+	eng_connect(&root, &A);
+	assert_int_equal(eng_hello_rank(&root, 2), 0);
+	rpool = eng_pool_id(&root, 256, 16, 1);
+	eng_connect_as(&other2, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&other2, 2), 0);
+	o2pool = eng_pool_id(&other2, 256, 16, 1);
+	assert_true(rpool > 0 && o2pool > 0);
+	assert_int_equal(eng_room_open(&other2, 13, o2pool, 4, NULL), -EPERM);
+	assert_int_equal(eng_room_open(&root, 13, rpool, 4, NULL), 0);
+
+	/* the first user's engines gone, rank 0 is the other's */
 	eng_close(&first);
-	PUMP_UNTIL(live_engines(&A) == 2);
+	assert_int_equal(eng_room_open(&other, 10, opool, 4, NULL), -EPERM); /* first2 holds it */
+	eng_close(&first2);
+	PUMP_UNTIL(live_engines(&A) == 5);
 	assert_int_equal(eng_room_open(&other, 10, opool, 4, NULL), 0);
 	eng_close(&other);
 	eng_close(&other1);
+	eng_close(&other2);
+	eng_close(&root);
+	eng_close(&obs);
 }
 
 /* Sessions sit in slots; the loop scans the slots below the last one in use.  A session in a
@@ -2456,6 +2485,50 @@ prefill_known(uint64_t id)
 	struct kvxd_room *r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
 
 	return r && kvxd_room_state(r) == KVX_ROOM_WAITING_FOR_INPUT ? r : NULL;
+}
+
+/* The prefill room a decode peer's ROOM_META made, waiting for its engine: another user's
+ * engine on the rank neither takes it by a chunk nor closes it; the holder's engine takes it and
+ * the room succeeds. */
+static void
+test_rank_meta_room_not_taken_by_another_user(void **state)
+{
+	struct eng ea, first, other;
+	const struct kvx_event *ev;
+	struct kvxd_room *r;
+	int pa, fpool, opool;
+
+	need_root();
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(&ea, &A);
+	assert_int_equal(eng_hello(&ea, NULL), 0);
+	pa = eng_pool_id(&ea, 256, 16, 1);
+	eng_connect_as(&first, &B, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&first, NULL), 0);
+	eng_connect_as(&other, &B, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&other, NULL), 0);
+	fpool = eng_pool_id(&first, 256, 16, 1);
+	opool = eng_pool_id(&other, 256, 16, 1);
+	assert_true(pa > 0 && fpool > 0 && opool > 0);
+
+	assert_int_equal(eng_room_open(&ea, 30, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(30));
+	eng_chunk_x(&other, 30, opool, 4, 0, true);
+	ev = eng_event_wait(&other, 30, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
+	assert_int_equal(eng_room_req(&other, KVX_ENG_ROOM_CLOSE, 30), -ENOENT);
+	r = prefill_known(30);
+	assert_non_null(r); /* untouched: waiting, nobody's, not closed */
+	assert_true(r->engine_id < 0 && !r->engine_closed);
+
+	eng_chunk_x(&first, 30, fpool, 4, 0, true);
+	PUMP_UNTIL(eng_event(&ea, 30, KVX_STATE_SUCCESS));
+	eng_close(&ea);
+	eng_close(&first);
+	eng_close(&other);
 }
 
 /* Decode aborts a room after its ROOM_META reached b but before b's engine submitted anything:
@@ -4101,6 +4174,7 @@ main(void)
 		T(test_a_burst_of_room_ends_keeps_the_session),
 		T(test_rooms_lists_only_the_engines_own),
 		T(test_rank_rooms_are_the_first_users),
+		T(test_rank_meta_room_not_taken_by_another_user),
 		T(test_commands_of_a_gone_session_are_not_run),
 		T(test_session_ids_go_round),
 		T(test_sessions_above_a_closed_slot_are_served),
