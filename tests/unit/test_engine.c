@@ -2526,6 +2526,21 @@ test_rank_meta_room_not_taken_by_another_user(void **state)
 
 	eng_chunk_x(&first, 30, fpool, 4, 0, true);
 	PUMP_UNTIL(eng_event(&ea, 30, KVX_STATE_SUCCESS));
+
+	/* a room whose decode side aborted before the holder's engine came: it waits, failed, to
+	 * tell that engine; another user's close neither removes it nor marks it closed, and the
+	 * holder's engine is told FAILED at its chunk (its one notice of the room's end) */
+	assert_int_equal(eng_room_open(&ea, 31, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(31));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_ABORT, 31), 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, 31, 0, KVX_ROOM_PREFILL)) &&
+		   kvxd_room_state(r) == KVX_ROOM_FAILED);
+	assert_int_equal(eng_room_req(&other, KVX_ENG_ROOM_CLOSE, 31), -ENOENT);
+	r = kvxd_room_find(&B, 31, 0, KVX_ROOM_PREFILL);
+	assert_true(r && r->engine_id < 0 && !r->engine_closed);
+	eng_chunk_x(&first, 31, fpool, 4, 0, true);
+	ev = eng_event_wait(&first, 31, KVX_STATE_FAILED);
+	assert_non_null(ev);
 	eng_close(&ea);
 	eng_close(&first);
 	eng_close(&other);
