@@ -946,7 +946,8 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 
 	uint32_t nbufs;
 
-	/* first: every refusal below makes or fails the room */
+	/* first: every refusal below makes or fails the room (r is used below: nothing before
+	 * its use changes the table) */
 	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
 	if ((!r || r->engine_id < 0) && !rank_take(d, e)) {
 		/* the room is left alone; the attempt fails as a whole, should the rank be ours
@@ -1002,7 +1003,6 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse_room(d, e, m->room, -ERANGE, why);
 		return;
 	}
-	r = kvxd_room_find(d, m->room, e->rank, KVX_ROOM_PREFILL);
 	if (r && r->engine_id >= 0 && r->engine_id != e->id) {
 		/* its attempt fails as a whole once that engine lets the room go (busy_ids) */
 		if (busy_add(d, e, m->room))
