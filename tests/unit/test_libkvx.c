@@ -848,6 +848,9 @@ fake_serve(void *arg)
 			send_event(f, room++, KVX_STATE_SUCCESS);
 		ring_flush(f); /* one wake-up for the reply and the events after it */
 	}
+	/* a test that read our ends is ordered before their close by this lock */
+	pthread_mutex_lock(&f->mu);
+	pthread_mutex_unlock(&f->mu);
 	close(f->cfd);
 	f->cfd = -1;
 	if (f->rings) {
@@ -2138,6 +2141,10 @@ test_rings_taking_from_a_full_event_ring_wakes_kvxd(void **state)
 	expect_events(fx->c, 1, 5000, 1, 100);
 	assert_true(fd_readable_within(kvxd_end, 1000));
 	assert_int_equal(kvx_shring_wake_drain(kvxd_end), 0);
+	/* the fake closes that end when the session ends: ordered after this read through its
+	 * lock (ThreadSanitizer sees the socket's end of stream as no order) */
+	pthread_mutex_lock(&fx->f.mu);
+	pthread_mutex_unlock(&fx->f.mu);
 	/* one wake-up per request for room: the next events take none */
 	expect_events(fx->c, 1, 0, 1, 101);
 	assert_false(fd_readable(kvxd_end));
