@@ -189,17 +189,24 @@ kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len)
 	return 0;
 }
 
-bool
-kvx_shring_notify(struct kvx_shring *r)
+/* One byte on our wake end for the other side.  Never blocks, whatever the other side does with
+ * its end: EAGAIN means its end is full (it is woken anyway), EPIPE that it closed it (its
+ * session ends by its socket). */
+static void
+wake_send(struct kvx_shring *r)
 {
 	const char one = 1;
 
-	if (!atomic_load_explicit(&r->sh->parked, memory_order_seq_cst))
-		return false;
-	/* never blocks, whatever the consumer does with its end: EAGAIN means its end is full
-	 * (it is woken anyway), EPIPE that it closed it (its session ends by its socket) */
 	(void)!send(r->wake_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	r->wakes++;
+}
+
+bool
+kvx_shring_notify(struct kvx_shring *r)
+{
+	if (!atomic_load_explicit(&r->sh->parked, memory_order_seq_cst))
+		return false;
+	wake_send(r);
 	return true;
 }
 
@@ -257,17 +264,12 @@ bad:
 bool
 kvx_shring_taken(struct kvx_shring *r)
 {
-	const char one = 1;
-
 	/* after our head store, before the starved load (pairs with kvx_shring_starve) */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!atomic_load_explicit(&r->sh->starved, memory_order_relaxed) ||
 	    !atomic_exchange_explicit(&r->sh->starved, 0, memory_order_relaxed))
 		return false;
-	/* never blocks: EAGAIN means a wake-up is pending already, EPIPE that the producer
-	 * closed its end */
-	(void)!send(r->wake_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-	r->wakes++;
+	wake_send(r);
 	return true;
 }
 
