@@ -84,6 +84,43 @@ admin_group_resolve(struct kvxd *d)
 	return -ENOENT;
 }
 
+/* [engine] rank_users: each user name (or numeric uid) into d->rank_uid. */
+static int
+rank_users_resolve(struct kvxd *d)
+{
+	for (int i = 0; i < d->cfg.n_rank_users; i++) {
+		const char *name = d->cfg.rank_users[i].user;
+		struct passwd pw, *res = NULL;
+		size_t size = 4096;
+		char *end;
+		int rc;
+
+		for (;;) {
+			char *buf = malloc(size);
+
+			if (!buf)
+				return -ENOMEM;
+			rc = getpwnam_r(name, &pw, buf, size, &res);
+			if (rc == 0 && res)
+				d->rank_uid[i] = pw.pw_uid;
+			free(buf);
+			if (rc != ERANGE || size >= (1u << 20))
+				break;
+			size *= 2;
+		}
+		if (rc == 0 && res)
+			continue;
+		errno = 0;
+		d->rank_uid[i] = (uid_t)strtoul(name, &end, 10);
+		if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0)
+			continue;
+		KVX_ERR("[engine] rank_users: '%s': no such user%s%s", name, rc ? ": " : "",
+			rc ? strerror(rc) : "");
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* ---- the socket ---------------------------------------------------------------------------- */
 
 /* May kvxd bind at path?  Only a missing path, or kvxd's own stale socket (removed here).
@@ -154,6 +191,8 @@ kvxd_engine_listen(struct kvxd *d)
 
 	d->self_uid = geteuid();
 	rc = admin_group_resolve(d);
+	if (!rc)
+		rc = rank_users_resolve(d);
 	if (rc)
 		return rc;
 	rc = path_claim(d, path);
@@ -379,11 +418,16 @@ pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
  * (e->holds), for as long as one of that user's sessions that hold it is there.  Any session of
  * the holder's user may take the rank's rooms (and holds it with them); an operator (admin) may
  * take any, and holds the rank like anyone when nobody else does; another user's engine on the
- * rank may connect but takes no room.
+ * rank may connect but takes no room.  [engine] rank_users gives ranks to one user for good:
+ * no other user's engine holds them, even while that user has none there (its restarting
+ * engine finds its ranks still its own).
  */
 static bool
 rank_held_by_another(const struct kvxd *d, const struct kvxd_engine *e)
 {
+	for (int i = 0; i < d->cfg.n_rank_users; i++)
+		if (e->rank >= d->cfg.rank_users[i].lo && e->rank <= d->cfg.rank_users[i].hi)
+			return e->uid != d->rank_uid[i]; /* the configured user's, always */
 	for (int i = 0; i < d->engines_end; i++) {
 		const struct kvxd_engine *f = d->engines[i];
 
@@ -454,9 +498,15 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	}
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || !pool_fd_is_memory(fd, &granule) || granule > (1ull << 30)) {
+	if (!S_ISREG(st.st_mode) || !pool_fd_is_memory(fd, &granule)) {
 		snprintf(why, wlen,
 			 "the pool's fd is not a memfd (nor a file of tmpfs or hugetlbfs)");
+		return -EINVAL;
+	}
+	if (granule > (1ull << 30)) {
+		snprintf(why, wlen,
+			 "the pool's huge pages are %llu MiB, at most 1024 MiB are taken",
+			 (unsigned long long)(granule >> 20));
 		return -EINVAL;
 	}
 	if (st.st_size < 0 || (uint64_t)st.st_size < len) {
@@ -514,7 +564,7 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
 	kvxd_pool_slot_set(d, slot, p);
-	if (e->hello && !rank_held_by_another(d, e))
+	if (!rank_held_by_another(d, e))
 		e->holds = true; /* an engine's pools come before its rooms */
 	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B on %d rail%s (rkey 0x%x)",
 		 e->id, p->id, p->nbufs, p->npages, p->page_size, d->nrails,

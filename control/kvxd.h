@@ -419,6 +419,7 @@ struct kvxd {
 	uid_t self_uid;
 	gid_t sock_gid, admin_gid;
 	bool has_admin_gid;
+	uid_t rank_uid[KVX_CFG_RANK_USERS_MAX]; /* [engine] rank_users' users, resolved */
 	dev_t eng_dev;
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];

@@ -15,6 +15,7 @@
  * Everything is parsed into a local struct kvx_config; the caller's copy is written last.
  */
 #include "core/config.h"
+#include "kvx/kvx.h"
 
 #include "core/log.h"
 
@@ -109,6 +110,7 @@ enum {
 	K_ENGINE_SOCKET,
 	K_ENGINE_MODE,
 	K_ENGINE_ADMIN_GROUP,
+	K_ENGINE_RANK_USERS,
 	K_ENGINE_MAX_SESSIONS_PER_UID,
 	K_ENGINE_MAX_POOLS_PER_ENGINE,
 	K_ENGINE_MAX_ROOMS_PER_ENGINE,
@@ -549,6 +551,67 @@ parse_group(struct parse *p, const struct key *k, const char *value)
 	return parse_name(p, k, value);
 }
 
+/* A rank of rank_users: 0..KVX_RANK_MAX. */
+static bool
+rank_parse(const char *s, uint32_t *out)
+{
+	unsigned long long v;
+
+	if (str_to_ull(s, 10, &v) != 0 || v > KVX_RANK_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* "RANKS:USER, ...": RANKS is N or LO-HI, USER a name or a numeric uid; ranges do not meet. */
+static int
+parse_rank_users(struct parse *p, const struct key *k, const char *value)
+{
+	struct kvx_config_rank_user out[KVX_CFG_RANK_USERS_MAX];
+	char item[INI_MAX_LINE];
+	const char *cur = value;
+	char *colon, *dash;
+	int rc, n = 0;
+
+	memset(out, 0, sizeof(out)); /* compared whole (the printed file loads back equal) */
+	while ((rc = list_next(&cur, item, sizeof(item))) != 0) {
+		struct kvx_config_rank_user *u = &out[n];
+
+		assert(rc > 0); /* an item is shorter than the line */
+		if (item[0] == '\0' && n == 0 && cur == NULL)
+			break; /* an empty value: none */
+		if (n == KVX_CFG_RANK_USERS_MAX)
+			return key_fail(p, k->name, "more than %d entries", KVX_CFG_RANK_USERS_MAX);
+		colon = strchr(item, ':');
+		if (colon == NULL)
+			return key_fail(p, k->name, "entry %d '%s' is not RANKS:USER", n + 1, item);
+		*colon = '\0';
+		dash = strchr(item, '-');
+		if (dash)
+			*dash = '\0';
+		if (!rank_parse(item, &u->lo) || !rank_parse(dash ? dash + 1 : item, &u->hi) ||
+		    u->hi < u->lo)
+			return key_fail(p, k->name,
+					"entry %d: '%s%s%s' is not a rank or a range LO-HI of "
+					"0..%u",
+					n + 1, item, dash ? "-" : "", dash ? dash + 1 : "",
+					KVX_RANK_MAX);
+		if (!name_valid(colon + 1))
+			return key_fail(p, k->name, "entry %d: '%s' is not a user name or uid",
+					n + 1, colon + 1);
+		snprintf(u->user, sizeof(u->user), "%s", colon + 1);
+		for (int i = 0; i < n; i++)
+			if (u->lo <= out[i].hi && out[i].lo <= u->hi)
+				return key_fail(p, k->name,
+						"entry %d: ranks %u-%u meet entry %d's %u-%u",
+						n + 1, u->lo, u->hi, i + 1, out[i].lo, out[i].hi);
+		n++;
+	}
+	memcpy(p->cfg.rank_users, out, sizeof(out));
+	p->cfg.n_rank_users = n;
+	return 1;
+}
+
 static int
 parse_connect(struct parse *p, const struct key *k, const char *value)
 {
@@ -741,6 +804,7 @@ static const struct key keys[K_COUNT] = {
 	[K_ENGINE_SOCKET] = F(SECT_ENGINE, "socket", true, parse_path, socket_path),
 	[K_ENGINE_MODE] = F(SECT_ENGINE, "mode", false, parse_mode, socket_mode),
 	[K_ENGINE_ADMIN_GROUP] = F(SECT_ENGINE, "admin_group", false, parse_group, admin_group),
+	[K_ENGINE_RANK_USERS] = F(SECT_ENGINE, "rank_users", false, parse_rank_users, rank_users),
 	[K_ENGINE_MAX_SESSIONS_PER_UID] =
 		U(SECT_ENGINE, "max_sessions_per_uid", max_sessions_per_uid, 1, 1024, NULL),
 	[K_ENGINE_MAX_POOLS_PER_ENGINE] =
@@ -1338,6 +1402,20 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	print_kv(f, "socket", cfg->socket_path);
 	fprintf(f, "mode = %04o\n", (unsigned int)cfg->socket_mode);
 	print_kv(f, "admin_group", cfg->admin_group);
+	buf[0] = '\0';
+	len = 0;
+	for (i = 0; i < cfg->n_rank_users; i++) { /* never longer than the line it was read from */
+		const struct kvx_config_rank_user *u = &cfg->rank_users[i];
+
+		if (u->lo == u->hi)
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%" PRIu32 ":%s",
+						i ? "," : "", u->lo, u->user);
+		else
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+						"%s%" PRIu32 "-%" PRIu32 ":%s", i ? "," : "", u->lo,
+						u->hi, u->user);
+	}
+	print_kv(f, "rank_users", buf);
 	fprintf(f, "max_sessions_per_uid = %" PRIu32 "\nmax_pools_per_engine = %" PRIu32 "\n",
 		cfg->max_sessions_per_uid, cfg->max_pools_per_engine);
 	fprintf(f, "max_rooms_per_engine = %" PRIu32 "\nmax_pinned_mb_per_uid = %" PRIu32 "\n",

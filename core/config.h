@@ -26,7 +26,11 @@
  *              1), mtu (as [rdma], default [rdma]'s).  Every peer must have as many rails.
  *   [engine]   socket (R, a path shorter than 108 bytes), mode (octal, no world bits, default
  *              0660), admin_group (a group whose members may run operator commands; default
- *              none: root and kvxd's own uid only), max_sessions_per_uid (1..1024, default 16),
+ *              none: root and kvxd's own uid only), rank_users (comma list of RANKS:USER,
+ *              RANKS one rank or LO-HI of 0..65535, USER a user name or a numeric uid, the
+ *              ranges apart, at most KVX_CFG_RANK_USERS_MAX: only USER's engines hold those
+ *              ranks; default empty: a rank is held by the first user whose engine takes it),
+ *              max_sessions_per_uid (1..1024, default 16),
  *              max_pools_per_engine (1..256, default 16), max_rooms_per_engine (1..1048576,
  *              default 65536), max_pinned_mb_per_uid (1..16777216 MiB, default 65536),
  *              max_chunk_mb_per_engine (1..65536 MiB: an engine's chunks kvxd holds, waiting or
@@ -74,6 +78,7 @@
 #define KVX_CFG_PATH_MAX 108
 #define KVX_CFG_CPU_CLAIMS_DEFAULT "/run/kvx"
 #define KVX_CFG_ALLOW_FROM_MAX 8
+#define KVX_CFG_RANK_USERS_MAX 16
 #define KVX_MAX_RAILS 4 /* RDMA devices per node: [rdma] and up to three [rail.N] */
 
 enum kvx_config_auth {
@@ -138,6 +143,12 @@ struct kvx_config {
 	char socket_path[KVX_CFG_PATH_MAX];
 	mode_t socket_mode;
 	char admin_group[KVX_CFG_NAME_MAX]; /* empty: none */
+	/* rank_users: the ranks lo..hi are held by user (a name, or a numeric uid) only */
+	struct kvx_config_rank_user {
+		uint32_t lo, hi;
+		char user[KVX_CFG_NAME_MAX];
+	} rank_users[KVX_CFG_RANK_USERS_MAX];
+	int n_rank_users;
 	uint32_t max_sessions_per_uid, max_pools_per_engine, max_rooms_per_engine;
 	uint32_t max_chunk_mb_per_engine;
 	uint32_t max_pinned_mb_per_uid, reply_queue_kb;

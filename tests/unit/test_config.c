@@ -928,6 +928,7 @@ test_print_every_key(void **state)
 		"socket = /run/kvx/engine.sock\n",
 		"mode = 0660\n",
 		"admin_group =\n",
+		"rank_users =\n",
 		"max_sessions_per_uid = 16\n",
 		"max_pools_per_engine = 16\n",
 		"max_rooms_per_engine = 65536\n",
@@ -972,6 +973,63 @@ test_print_every_key(void **state)
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (strstr(buf, keys[i]) == NULL)
 			fail_msg("printed config lacks '%s':\n%s", keys[i], buf);
+}
+
+/* [engine] rank_users: RANKS:USER entries, RANKS one rank or LO-HI; ranges never meet; the
+ * printed form loads back. */
+static void
+test_rank_users(void **state)
+{
+	static const struct {
+		const char *v, *msg;
+	} bad[] = {
+		{"0", "entry 1 '0' is not RANKS:USER"},
+		{"0:alice, 1", "entry 2 '1' is not RANKS:USER"},
+		{"x:alice", "entry 1: 'x' is not a rank or a range LO-HI of 0..65535"},
+		{"65536:alice", "'65536' is not a rank"},
+		{"3-1:alice", "'3-1' is not a rank"},
+		{"1-:alice", "'1-' is not a rank"},
+		{"-1:alice", "'-1' is not a rank"},
+		{"0:", "entry 1: '' is not a user name or uid"},
+		{"0:al ice", "'al ice' is not a user name or uid"},
+		{"0-7:alice, 7:bob", "entry 2: ranks 7-7 meet entry 1's 0-7"},
+		{"4:bob, 0-9:alice", "entry 2: ranks 0-9 meet entry 1's 4-4"},
+		{"0:a,1:a,2:a,3:a,4:a,5:a,6:a,7:a,8:a,9:a,10:a,11:a,12:a,13:a,14:a,15:a,16:a",
+		 "more than 16 entries"},
+	};
+	struct kvx_config cfg;
+	char text[512];
+	unsigned int line;
+
+	(void)state;
+	load_ok(MIN_INI, &cfg);
+	assert_int_equal(cfg.n_rank_users, 0);
+	load_ok(MIN_INI "rank_users =\n", &cfg);
+	assert_int_equal(cfg.n_rank_users, 0);
+	load_ok(MIN_INI "rank_users = 0-7:alice, 8:1001 ,65535:b.c-d_e\n", &cfg);
+	assert_int_equal(cfg.n_rank_users, 3);
+	assert_int_equal(cfg.rank_users[0].lo, 0);
+	assert_int_equal(cfg.rank_users[0].hi, 7);
+	assert_string_equal(cfg.rank_users[0].user, "alice");
+	assert_int_equal(cfg.rank_users[1].lo, 8);
+	assert_int_equal(cfg.rank_users[1].hi, 8);
+	assert_string_equal(cfg.rank_users[1].user, "1001");
+	assert_int_equal(cfg.rank_users[2].lo, 65535);
+	assert_int_equal(cfg.rank_users[2].hi, 65535);
+	assert_string_equal(cfg.rank_users[2].user, "b.c-d_e");
+	assert_round_trip(&cfg);
+	load_ok(MIN_INI "rank_users=0:a,1:a,2:a,3:a,4:a,5:a,6:a,7:a,8:a,9:a,10:a,11:a,12:a,13:a,"
+			"14:a,15:a\n",
+		&cfg);
+	assert_int_equal(cfg.n_rank_users, KVX_CFG_RANK_USERS_MAX);
+	assert_round_trip(&cfg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		line = with_key(text, sizeof(text), "engine", "");
+		snprintf(text + strlen(text) - 1, sizeof(text) - strlen(text) + 1,
+			 "rank_users = %s\n", bad[i].v);
+		expect_fail(text, line, "[engine] rank_users: ");
+		expect_fail(text, line, bad[i].msg);
+	}
 }
 
 static void
@@ -1275,6 +1333,7 @@ main(void)
 		cmocka_unit_test(test_print_round_trip),
 		cmocka_unit_test(test_print_round_trip_edges),
 		cmocka_unit_test(test_print_every_key),
+		cmocka_unit_test(test_rank_users),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_example_loads),
 		cmocka_unit_test(test_metrics_listen),

@@ -91,6 +91,7 @@ engine_cfg(struct kvxd *d)
 	sock_path(d, d->cfg.socket_path, sizeof(d->cfg.socket_path));
 	d->cfg.socket_mode = 0660;
 	d->cfg.admin_group[0] = '\0';
+	d->cfg.n_rank_users = 0;
 	d->cfg.max_sessions_per_uid = 16;
 	d->cfg.max_pools_per_engine = 16;
 	d->cfg.max_rooms_per_engine = 65536;
@@ -1908,6 +1909,72 @@ test_rank_rooms_are_the_first_users(void **state)
 	eng_close(&other2);
 	eng_close(&root);
 	eng_close(&obs);
+}
+
+/* [engine] rank_users: a rank given to a user is that user's for good.  Another user's engine
+ * that comes first takes none of its rooms, nor in the window while the owner's engine restarts;
+ * a rank not listed stays first come.  A name resolves, and an unknown one stops kvxd at start. */
+static void
+test_rank_users_hold_their_ranks(void **state)
+{
+	struct eng other, owner, owner2, other1;
+	const struct kvx_event *ev;
+	struct eng_reply r;
+	int opool, wpool, w2pool, o1pool;
+	struct stat st;
+
+	need_root();
+	A.cfg.n_rank_users = 1;
+	A.cfg.rank_users[0] = (struct kvx_config_rank_user){.lo = 0, .hi = 0};
+	snprintf(A.cfg.rank_users[0].user, sizeof(A.cfg.rank_users[0].user), "kvx-no-such-user");
+	assert_int_equal(listen_on(&A), -ENOENT);
+	assert_int_equal(lstat(A.cfg.socket_path, &st), -1);
+	snprintf(A.cfg.rank_users[0].user, sizeof(A.cfg.rank_users[0].user), "nobody");
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(A.rank_uid[0], NOBODY);
+
+	/* another user's engine, first on rank 0: it may connect, and takes nothing */
+	eng_connect_as(&other, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&other, NULL), 0);
+	opool = eng_pool_id(&other, 256, 16, 1);
+	assert_true(opool > 0);
+	assert_int_equal(eng_room_open(&other, 7, opool, 4, &r), -EPERM);
+	assert_non_null(strstr(r.text, "another user's"));
+	eng_chunk_x(&other, 8, opool, 2, 0, true);
+	ev = eng_event_wait(&other, 8, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
+	assert_null(kvxd_room_find(&A, 7, 0, KVX_ROOM_DECODE));
+	assert_null(kvxd_room_find(&A, 8, 0, KVX_ROOM_PREFILL));
+
+	/* the configured user's engine takes them, and again after a restart */
+	eng_connect_as(&owner, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&owner, NULL), 0);
+	wpool = eng_pool_id(&owner, 256, 16, 1);
+	assert_true(wpool > 0);
+	assert_int_equal(eng_room_open(&owner, 7, wpool, 4, NULL), 0);
+	eng_close(&owner);
+	PUMP_UNTIL(live_engines(&A) == 1);
+	assert_int_equal(eng_room_open(&other, 9, opool, 4, NULL), -EPERM); /* the window */
+	eng_chunk_x(&other, 10, opool, 2, 0, true);
+	ev = eng_event_wait(&other, 10, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
+	assert_null(kvxd_room_find(&A, 10, 0, KVX_ROOM_PREFILL));
+	eng_connect_as(&owner2, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&owner2, NULL), 0);
+	w2pool = eng_pool_id(&owner2, 256, 16, 1);
+	assert_true(w2pool > 0);
+	assert_int_equal(eng_room_open(&owner2, 9, w2pool, 4, NULL), 0);
+	assert_int_equal(A.ctr.engine_rank_refused, 4);
+
+	/* a rank not listed: first come */
+	eng_connect_as(&other1, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&other1, 1), 0);
+	o1pool = eng_pool_id(&other1, 256, 16, 1);
+	assert_true(o1pool > 0);
+	assert_int_equal(eng_room_open(&other1, 7, o1pool, 4, NULL), 0);
+	eng_close(&other1);
+	eng_close(&owner2);
+	eng_close(&other);
 }
 
 /* Sessions sit in slots; the loop scans the slots below the last one in use.  A session in a
@@ -4189,6 +4256,7 @@ main(void)
 		T(test_a_burst_of_room_ends_keeps_the_session),
 		T(test_rooms_lists_only_the_engines_own),
 		T(test_rank_rooms_are_the_first_users),
+		T(test_rank_users_hold_their_ranks),
 		T(test_rank_meta_room_not_taken_by_another_user),
 		T(test_commands_of_a_gone_session_are_not_run),
 		T(test_session_ids_go_round),
