@@ -43,6 +43,24 @@
 
 /* ---- credentials --------------------------------------------------------------------------- */
 
+/* A numeric uid or gid: digits only, below (uint32_t)-1 (which is none: "no change" to the
+ * kernel), so that a number too large is never taken as another id cut to 32 bits. */
+static bool
+numeric_id(const char *s, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (s[0] < '0' || s[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end != '\0' || errno != 0 || v >= UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
 /* [engine] admin_group: a group name (or a numeric gid) into d->admin_gid. */
 static int
 admin_group_resolve(struct kvxd *d)
@@ -50,7 +68,7 @@ admin_group_resolve(struct kvxd *d)
 	const char *name = d->cfg.admin_group;
 	struct group gr, *res = NULL;
 	size_t size = 4096;
-	char *end;
+	uint32_t id;
 	int rc;
 
 	d->has_admin_gid = false;
@@ -73,9 +91,8 @@ admin_group_resolve(struct kvxd *d)
 		d->has_admin_gid = true;
 		return 0;
 	}
-	errno = 0;
-	d->admin_gid = (gid_t)strtoul(name, &end, 10);
-	if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0) {
+	if (numeric_id(name, &id)) {
+		d->admin_gid = (gid_t)id;
 		d->has_admin_gid = true;
 		return 0;
 	}
@@ -92,7 +109,7 @@ rank_users_resolve(struct kvxd *d)
 		const char *name = d->cfg.rank_users[i].user;
 		struct passwd pw, *res = NULL;
 		size_t size = 4096;
-		char *end;
+		uint32_t id;
 		int rc;
 
 		for (;;) {
@@ -110,10 +127,10 @@ rank_users_resolve(struct kvxd *d)
 		}
 		if (rc == 0 && res)
 			continue;
-		errno = 0;
-		d->rank_uid[i] = (uid_t)strtoul(name, &end, 10);
-		if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0)
+		if (numeric_id(name, &id)) {
+			d->rank_uid[i] = (uid_t)id;
 			continue;
+		}
 		KVX_ERR("[engine] rank_users: '%s': no such user%s%s", name, rc ? ": " : "",
 			rc ? strerror(rc) : "");
 		return -ENOENT;

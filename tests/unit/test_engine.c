@@ -30,6 +30,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -814,6 +815,11 @@ test_listen_refuses_an_unknown_admin_group(void **state)
 	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "kvx-no-such-group");
 	assert_int_equal(listen_on(&A), -ENOENT);
 	assert_int_equal(lstat(A.cfg.socket_path, &st), -1);
+	/* a number past 32 bits is no gid (4294967296 would be cut to root's 0), nor is -1 */
+	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "4294967296");
+	assert_int_equal(listen_on(&A), -ENOENT);
+	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "4294967295");
+	assert_int_equal(listen_on(&A), -ENOENT);
 	snprintf(A.cfg.admin_group, sizeof(A.cfg.admin_group), "4242"); /* a bare gid is one */
 	assert_int_equal(listen_on(&A), 0);
 	assert_true(A.has_admin_gid);
@@ -1913,25 +1919,33 @@ test_rank_rooms_are_the_first_users(void **state)
 
 /* [engine] rank_users: a rank given to a user is that user's for good.  Another user's engine
  * that comes first takes none of its rooms, nor in the window while the owner's engine restarts;
- * a rank not listed stays first come.  A name resolves, and an unknown one stops kvxd at start. */
+ * a rank not listed stays first come.  A name or a uid resolves; an unknown name, or a number
+ * that is no uid, stops kvxd at start. */
 static void
 test_rank_users_hold_their_ranks(void **state)
 {
-	struct eng other, owner, owner2, other1;
+	struct eng other, owner, owner2, other1, late1, third, other3;
 	const struct kvx_event *ev;
 	struct eng_reply r;
-	int opool, wpool, w2pool, o1pool;
+	int opool, wpool, w2pool, o1pool, l1pool, tpool, o3pool;
 	struct stat st;
 
 	need_root();
-	A.cfg.n_rank_users = 1;
-	A.cfg.rank_users[0] = (struct kvx_config_rank_user){.lo = 0, .hi = 0};
-	snprintf(A.cfg.rank_users[0].user, sizeof(A.cfg.rank_users[0].user), "kvx-no-such-user");
+	A.cfg.n_rank_users = 2;
+	A.cfg.rank_users[0] = (struct kvx_config_rank_user){.lo = 2, .hi = 3};
+	A.cfg.rank_users[1] = (struct kvx_config_rank_user){.lo = 0, .hi = 0};
+	snprintf(A.cfg.rank_users[0].user, sizeof(A.cfg.rank_users[0].user), "%u", NOBODY - 3);
+	snprintf(A.cfg.rank_users[1].user, sizeof(A.cfg.rank_users[1].user), "kvx-no-such-user");
 	assert_int_equal(listen_on(&A), -ENOENT);
 	assert_int_equal(lstat(A.cfg.socket_path, &st), -1);
-	snprintf(A.cfg.rank_users[0].user, sizeof(A.cfg.rank_users[0].user), "nobody");
+	/* a uid past 32 bits is none (4294967296 would be cut to root's 0) */
+	snprintf(A.cfg.rank_users[1].user, sizeof(A.cfg.rank_users[1].user), "4294967296");
+	assert_int_equal(listen_on(&A), -ENOENT);
+	snprintf(A.cfg.rank_users[1].user, sizeof(A.cfg.rank_users[1].user), "%s",
+		 getpwuid(NOBODY)->pw_name); /* by its name */
 	assert_int_equal(listen_on(&A), 0);
-	assert_int_equal(A.rank_uid[0], NOBODY);
+	assert_int_equal(A.rank_uid[0], NOBODY - 3);
+	assert_int_equal(A.rank_uid[1], NOBODY);
 
 	/* another user's engine, first on rank 0: it may connect, and takes nothing */
 	eng_connect_as(&other, &A, NOBODY - 1, getegid(), 0, NULL);
@@ -1966,13 +1980,33 @@ test_rank_users_hold_their_ranks(void **state)
 	assert_int_equal(eng_room_open(&owner2, 9, w2pool, 4, NULL), 0);
 	assert_int_equal(A.ctr.engine_rank_refused, 4);
 
-	/* a rank not listed: first come */
+	/* rank 3, of the other entry: its user only */
+	eng_connect_as(&third, &A, NOBODY - 3, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&third, 3), 0);
+	tpool = eng_pool_id(&third, 256, 16, 1);
+	eng_connect_as(&other3, &A, NOBODY, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&other3, 3), 0);
+	o3pool = eng_pool_id(&other3, 256, 16, 1);
+	assert_true(tpool > 0 && o3pool > 0);
+	assert_int_equal(eng_room_open(&other3, 7, o3pool, 4, NULL), -EPERM);
+	assert_int_equal(eng_room_open(&third, 7, tpool, 4, NULL), 0);
+
+	/* a rank not listed: first come, and then that user's */
 	eng_connect_as(&other1, &A, NOBODY - 1, getegid(), 0, NULL);
 	assert_int_equal(eng_hello_rank(&other1, 1), 0);
 	o1pool = eng_pool_id(&other1, 256, 16, 1);
 	assert_true(o1pool > 0);
 	assert_int_equal(eng_room_open(&other1, 7, o1pool, 4, NULL), 0);
+	eng_connect_as(&late1, &A, NOBODY - 2, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(&late1, 1), 0);
+	l1pool = eng_pool_id(&late1, 256, 16, 1);
+	assert_true(l1pool > 0);
+	assert_int_equal(eng_room_open(&late1, 8, l1pool, 4, NULL), -EPERM);
+	assert_int_equal(A.ctr.engine_rank_refused, 6);
+	eng_close(&late1);
 	eng_close(&other1);
+	eng_close(&other3);
+	eng_close(&third);
 	eng_close(&owner2);
 	eng_close(&other);
 }
