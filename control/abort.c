@@ -138,6 +138,7 @@ send_abort(struct kvxd *d, struct kvxd_room *r, int i)
 	w.u.abort.gen = r->abort_gen;
 	w.u.abort.dst_rank = r->pc.rank;
 	w.u.abort.src_rank = r->src_rank[i];
+	w.u.abort.open_gen = r->open_gen; /* the generation its ROOM_META carried */
 	snprintf(w.u.abort.endpoint, sizeof(w.u.abort.endpoint), "%s", d->cfg.name);
 	if (p->state != KVXD_PEER_READY || kvxd_peer_send(d, p, &w))
 		KVX_DEBUG("room %llu: ABORT to %s not sent (%s): resent when it is back, or the "
@@ -325,7 +326,7 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		r->tombstone = r->drained = true;
 		r->tomb_peer = p->idx + 1;
 		r->tomb_rank = a->dst_rank;
-		r->tomb_gen = a->gen;
+		r->tomb_gen = a->open_gen; /* its ROOM_META's, not the abort's */
 		kvxd_room_charge(d, r, p->idx, true);
 		d->ctr.tombstones++;
 		send_ack(d, r->pc.id, a->src_rank, p->idx, a->dst_rank, a->gen);
@@ -340,7 +341,7 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		if (r->nowners == 0) {
 			r->tomb_peer = p->idx + 1;
 			r->tomb_rank = a->dst_rank;
-			r->tomb_gen = a->gen;
+			r->tomb_gen = a->open_gen; /* its ROOM_META's, not the abort's */
 		}
 		send_ack(d, r->pc.id, a->src_rank, p->idx, a->dst_rank, a->gen);
 		return;

@@ -532,6 +532,7 @@ put_payload(struct writer *w, const struct kvx_wire_msg *m)
 		put_str(w, m->u.abort.endpoint, sizeof(m->u.abort.endpoint));
 		put_uint(w, m->u.abort.dst_rank, 4);
 		put_uint(w, m->u.abort.src_rank, 4);
+		put_uint(w, m->u.abort.open_gen, 4);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		put_uint(w, m->u.abort_ack.room, 8);
@@ -781,7 +782,8 @@ get_payload(struct reader *r, struct kvx_wire_msg *m)
 		return get_u64(r, &m->u.abort.room, "room") && get_u32(r, &m->u.abort.gen, "gen") &&
 		       get_str(r, m->u.abort.endpoint, KVX_WIRE_NAME_MAX, "endpoint") &&
 		       get_u32(r, &m->u.abort.dst_rank, "dst_rank") &&
-		       get_u32(r, &m->u.abort.src_rank, "src_rank");
+		       get_u32(r, &m->u.abort.src_rank, "src_rank") &&
+		       get_u32(r, &m->u.abort.open_gen, "open_gen");
 	case KVX_WIRE_ABORT_ACK:
 		return get_u64(r, &m->u.abort_ack.room, "room") &&
 		       get_u32(r, &m->u.abort_ack.gen, "gen") &&

@@ -27,8 +27,9 @@
 
 #define KVX_WIRE_MAGIC 0x3158564bu /* "KVX1" little-endian */
 #define KVX_WIRE_VERSION                                                  \
-	4 /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices; \
-	   * 4: rails (QP_INFO per rail, ROOM_META an rkey per rail) */
+	5 /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices; \
+	   * 4: rails (QP_INFO per rail, ROOM_META an rkey per rail);     \
+	   * 5: ABORT names the generation its ROOM_META carried */
 #define KVX_WIRE_HDR_LEN 12
 #define KVX_WIRE_FRAME_MAX (64 * 1024) /* header + payload */
 #define KVX_WIRE_NAME_MAX 63	       /* node names, bytes */
@@ -124,13 +125,15 @@ struct kvx_wire_room_status {
 	uint32_t dst_rank, src_rank;
 };
 
-/* ABORT (decode endpoint -> source): u64 room, u32 gen, str endpoint, u32 dst_rank,
- * u32 src_rank */
+/* ABORT (decode endpoint -> source): u64 room, u32 gen (the abort's), str endpoint,
+ * u32 dst_rank, u32 src_rank, u32 open_gen (the generation of the ROOM_META it aborts: a
+ * source that has no room for it refuses that ROOM_META, should it come later) */
 struct kvx_wire_abort {
 	uint64_t room;
 	uint32_t gen;
 	char endpoint[KVX_WIRE_NAME_MAX + 1];
 	uint32_t dst_rank, src_rank;
+	uint32_t open_gen;
 };
 
 /* ABORT_ACK (source -> decode endpoint): u64 room, u32 gen, u16 src_idx, u32 dst_rank,

@@ -432,11 +432,12 @@ test_other_endpoint_cannot_take_an_ended_room(void **state)
 }
 
 /* An ABORT for a room b does not know: ACKed at once, and a tombstone that refuses the
- * aborting endpoint's ROOM_META of that generation; a late chunk writes nothing. */
+ * aborting endpoint's ROOM_META of the generation it aborted (the open's, which the ABORT
+ * names; its own generation is another); a late chunk writes nothing. */
 static void
 test_abort_for_unknown_room_leaves_tombstone(void **state)
 {
-	struct kvx_wire_abort ab = {.room = 999, .gen = 77, .endpoint = "a"};
+	struct kvx_wire_abort ab = {.room = 999, .gen = 77, .endpoint = "a", .open_gen = 5};
 	struct kvx_wire_msg meta = {.type = KVX_WIRE_ROOM_META};
 	uint8_t le[8] = {0, 0, 0, 0, 1, 0, 0, 0};
 	struct kvxd_room *t;
@@ -451,7 +452,7 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	/* a late chunk waits for metadata that a's ABORT made sure never counts */
 	submit(999, 2);
 	meta.u.room_meta = (struct kvx_wire_room_meta){
-		.room = 999, .gen = 77, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
+		.room = 999, .gen = 5, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
 	meta.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
 							   .rkey = {pool[0].rkey[0]},
 							   .page_size = PS,

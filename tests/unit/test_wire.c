@@ -156,6 +156,7 @@ raw_encode(const struct kvx_wire_msg *m, struct frame *f)
 		fb_str(f, m->u.abort.endpoint, sizeof(m->u.abort.endpoint));
 		fb_uint(f, m->u.abort.dst_rank, 4);
 		fb_uint(f, m->u.abort.src_rank, 4);
+		fb_uint(f, m->u.abort.open_gen, 4);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		fb_uint(f, m->u.abort_ack.room, 8);
@@ -278,6 +279,7 @@ base_msg(uint16_t type, struct kvx_wire_msg *m)
 		snprintf(m->u.abort.endpoint, sizeof(m->u.abort.endpoint), "decode-0");
 		m->u.abort.dst_rank = 1;
 		m->u.abort.src_rank = 2;
+		m->u.abort.open_gen = 0xfffffff1u;
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		m->u.abort_ack.room = 0x7fffffffffffffffull;
@@ -495,7 +497,7 @@ test_little_endian_layout(void **state)
 {
 	static const uint8_t want[] = {
 		'K',  'V',  'X',  '1',				/* magic */
-		0x04, 0x00,					/* version */
+		0x05, 0x00,					/* version */
 		0x08, 0x00,					/* type ABORT_ACK */
 		0x16, 0x00, 0x00, 0x00,				/* payload length 22 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* room */
@@ -620,8 +622,9 @@ test_truncated_payload(void **state)
 		{KVX_WIRE_ROOM_META, 2 * 4 + 44 + 1, "ROOM_META: payload truncated at pages"},
 		{KVX_WIRE_ROOM_STATUS, 1, "ROOM_STATUS: payload truncated at src_rank"},
 		{KVX_WIRE_ROOM_STATUS, 8 + 1, "ROOM_STATUS: payload truncated at reason"},
-		{KVX_WIRE_ABORT, 3, "ABORT: payload truncated at src_rank"},
-		{KVX_WIRE_ABORT, 8 + 3, "ABORT: payload truncated at endpoint"},
+		{KVX_WIRE_ABORT, 3, "ABORT: payload truncated at open_gen"},
+		{KVX_WIRE_ABORT, 4 + 3, "ABORT: payload truncated at src_rank"},
+		{KVX_WIRE_ABORT, 12 + 3, "ABORT: payload truncated at endpoint"},
 		{KVX_WIRE_ABORT_ACK, 1, "ABORT_ACK: payload truncated at src_rank"},
 		{KVX_WIRE_ABORT_ACK, 8 + 1, "ABORT_ACK: payload truncated at src_idx"},
 	};
@@ -697,8 +700,10 @@ test_bad_header(void **state)
 	expect_decode(f.b, n, -EPROTO, "version 2");
 	le_put(f.b + 4, 3, 2); /* before rails */
 	expect_decode(f.b, n, -EPROTO, "version 3");
-	le_put(f.b + 4, 5, 2);
-	expect_decode(f.b, n, -EPROTO, "version 5");
+	le_put(f.b + 4, 4, 2); /* before ABORT named its ROOM_META's generation */
+	expect_decode(f.b, n, -EPROTO, "version 4");
+	le_put(f.b + 4, 6, 2);
+	expect_decode(f.b, n, -EPROTO, "version 6");
 	le_put(f.b + 4, 0, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "version 0");
 	le_put(f.b + 4, KVX_WIRE_VERSION, 2);
