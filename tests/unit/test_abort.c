@@ -466,6 +466,15 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	for (int c = 0; c < B.ncores; c++)
 		assert_int_equal(atomic_load(&B.cores[c].st.wr_posted), 0);
 	assert_int_equal(A.ctr.acks_unknown, 1); /* a never asked: counted, dropped */
+	assert_int_equal(t->nowners, 0);
+
+	/* the same endpoint opens the id again: a new generation, which the tombstone lets in */
+	meta.u.room_meta.gen = 6;
+	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
+	PUMP_UNTIL(room(&B, 999, KVX_ROOM_PREFILL)->nowners == 1);
+	t = room(&B, 999, KVX_ROOM_PREFILL);
+	assert_int_equal(t->owner[0].gen, 6);
+	assert_int_equal(B.ctr.meta_refused_aborted, 1);
 }
 
 /* ROOM_STATUS from a peer that is not the room's source (even with the right generation):

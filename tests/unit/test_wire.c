@@ -375,6 +375,7 @@ assert_msg_equal(const struct kvx_wire_msg *a, const struct kvx_wire_msg *b)
 		assert_string_equal(a->u.abort.endpoint, b->u.abort.endpoint);
 		assert_int_equal(a->u.abort.dst_rank, b->u.abort.dst_rank);
 		assert_int_equal(a->u.abort.src_rank, b->u.abort.src_rank);
+		assert_int_equal(a->u.abort.open_gen, b->u.abort.open_gen);
 		break;
 	case KVX_WIRE_ABORT_ACK:
 		assert_true(a->u.abort_ack.room == b->u.abort_ack.room);
