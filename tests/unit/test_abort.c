@@ -738,6 +738,32 @@ test_full_inbox_keeps_a_timeout_fail(void **state)
 	B.cfg.waiting_ms = A.cfg.waiting_ms;
 }
 
+/* The ABORT a decode room sends names the generation its ROOM_META carried: b refuses a's
+ * ROOM_META (its cap), a aborts on b's push, and b, which has no room for it, keeps a tombstone
+ * of that generation, not of the abort's. */
+static void
+test_abort_names_the_open_generation(void **state)
+{
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[1] = {0}, open_gen;
+	struct kvxd_room *d, *t;
+
+	(void)state;
+	B.cfg.max_rooms_per_peer = 0;
+	assert_true(kvxd_decode_room_open(&A, -1, 140, &pool[0], pages, 1, names, 1) > 0);
+	d = room(&A, 140, KVX_ROOM_DECODE);
+	open_gen = d->open_gen;
+	PUMP_UNTIL(kvxd_room_released(d));
+	assert_int_equal(B.ctr.meta_refused_cap, 1);
+	t = room(&B, 140, KVX_ROOM_PREFILL);
+	assert_non_null(t);
+	assert_true(t->tombstone);
+	assert_int_equal(t->tomb_peer, peer_of(&B, "a")->idx + 1);
+	assert_int_equal(t->tomb_gen, open_gen);
+	assert_int_not_equal(t->tomb_gen,
+			     d->abort_gen); /* the room stays until its engine's close */
+}
+
 /* Caps: tombstones and rooms one peer's frames can make b hold. */
 static void
 test_per_peer_caps(void **state)
@@ -880,6 +906,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_timeout_fail, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_abort_names_the_open_generation, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_redial_during_rollback_told_busy, setup,
 						teardown),
