@@ -631,6 +631,19 @@ eng_connect_as(struct eng *e, struct kvxd *d, uid_t uid, gid_t gid, int ngroups,
 	eng_init(e, a.fd);
 }
 
+/* An engine of user uid on rank `rank` of node d, with one pool: its pool id. */
+static int
+eng_of_user(struct eng *e, struct kvxd *d, uid_t uid, uint32_t rank)
+{
+	int pool;
+
+	eng_connect_as(e, d, uid, getegid(), 0, NULL);
+	assert_int_equal(eng_hello_rank(e, rank), 0);
+	pool = eng_pool_id(e, 256, 16, 1);
+	assert_true(pool > 0);
+	return pool;
+}
+
 static void
 need_root(void)
 {
@@ -1948,10 +1961,7 @@ test_rank_users_hold_their_ranks(void **state)
 	assert_int_equal(A.rank_uid[1], NOBODY);
 
 	/* another user's engine, first on rank 0: it may connect, and takes nothing */
-	eng_connect_as(&other, &A, NOBODY - 1, getegid(), 0, NULL);
-	assert_int_equal(eng_hello(&other, NULL), 0);
-	opool = eng_pool_id(&other, 256, 16, 1);
-	assert_true(opool > 0);
+	opool = eng_of_user(&other, &A, NOBODY - 1, 0);
 	assert_int_equal(eng_room_open(&other, 7, opool, 4, &r), -EPERM);
 	assert_non_null(strstr(r.text, "another user's"));
 	eng_chunk_x(&other, 8, opool, 2, 0, true);
@@ -1961,10 +1971,7 @@ test_rank_users_hold_their_ranks(void **state)
 	assert_null(kvxd_room_find(&A, 8, 0, KVX_ROOM_PREFILL));
 
 	/* the configured user's engine takes them, and again after a restart */
-	eng_connect_as(&owner, &A, NOBODY, getegid(), 0, NULL);
-	assert_int_equal(eng_hello(&owner, NULL), 0);
-	wpool = eng_pool_id(&owner, 256, 16, 1);
-	assert_true(wpool > 0);
+	wpool = eng_of_user(&owner, &A, NOBODY, 0);
 	assert_int_equal(eng_room_open(&owner, 7, wpool, 4, NULL), 0);
 	eng_close(&owner);
 	PUMP_UNTIL(live_engines(&A) == 1);
@@ -1973,34 +1980,20 @@ test_rank_users_hold_their_ranks(void **state)
 	ev = eng_event_wait(&other, 10, KVX_STATE_FAILED);
 	assert_int_equal(ev->error, -EPERM);
 	assert_null(kvxd_room_find(&A, 10, 0, KVX_ROOM_PREFILL));
-	eng_connect_as(&owner2, &A, NOBODY, getegid(), 0, NULL);
-	assert_int_equal(eng_hello(&owner2, NULL), 0);
-	w2pool = eng_pool_id(&owner2, 256, 16, 1);
-	assert_true(w2pool > 0);
+	w2pool = eng_of_user(&owner2, &A, NOBODY, 0);
 	assert_int_equal(eng_room_open(&owner2, 9, w2pool, 4, NULL), 0);
 	assert_int_equal(A.ctr.engine_rank_refused, 4);
 
 	/* rank 3, of the other entry: its user only */
-	eng_connect_as(&third, &A, NOBODY - 3, getegid(), 0, NULL);
-	assert_int_equal(eng_hello_rank(&third, 3), 0);
-	tpool = eng_pool_id(&third, 256, 16, 1);
-	eng_connect_as(&other3, &A, NOBODY, getegid(), 0, NULL);
-	assert_int_equal(eng_hello_rank(&other3, 3), 0);
-	o3pool = eng_pool_id(&other3, 256, 16, 1);
-	assert_true(tpool > 0 && o3pool > 0);
+	tpool = eng_of_user(&third, &A, NOBODY - 3, 3);
+	o3pool = eng_of_user(&other3, &A, NOBODY, 3);
 	assert_int_equal(eng_room_open(&other3, 7, o3pool, 4, NULL), -EPERM);
 	assert_int_equal(eng_room_open(&third, 7, tpool, 4, NULL), 0);
 
 	/* a rank not listed: first come, and then that user's */
-	eng_connect_as(&other1, &A, NOBODY - 1, getegid(), 0, NULL);
-	assert_int_equal(eng_hello_rank(&other1, 1), 0);
-	o1pool = eng_pool_id(&other1, 256, 16, 1);
-	assert_true(o1pool > 0);
+	o1pool = eng_of_user(&other1, &A, NOBODY - 1, 1);
 	assert_int_equal(eng_room_open(&other1, 7, o1pool, 4, NULL), 0);
-	eng_connect_as(&late1, &A, NOBODY - 2, getegid(), 0, NULL);
-	assert_int_equal(eng_hello_rank(&late1, 1), 0);
-	l1pool = eng_pool_id(&late1, 256, 16, 1);
-	assert_true(l1pool > 0);
+	l1pool = eng_of_user(&late1, &A, NOBODY - 2, 1);
 	assert_int_equal(eng_room_open(&late1, 8, l1pool, 4, NULL), -EPERM);
 	assert_int_equal(A.ctr.engine_rank_refused, 6);
 	eng_close(&late1);
