@@ -1010,7 +1010,9 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	struct kvxd_pool *pool;
 	struct kvxd_room *r;
 	char why[80];
-
+	bool malformed = m->room > KVX_ROOM_ID_MAX || m->npages == 0 ||
+			 m->npages > KVX_MAX_ROOM_PAGES ||
+			 (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t);
 	uint32_t nbufs;
 
 	/* first: every refusal below makes or fails the room (r is used below: nothing before
@@ -1020,13 +1022,14 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		/* the room is left alone; the attempt fails as a whole, should the rank be ours
 		 * later (busy_ids) */
 		d->ctr.engine_rank_refused++;
+		if (malformed)
+			d->ctr.engine_bad++; /* counted as such all the same */
 		if (busy_add(d, e, m->room))
 			chunk_refuse(d, e, m->room, -EPERM,
 				     "this rank's rooms are another user's engine's");
 		return;
 	}
-	if (m->room > KVX_ROOM_ID_MAX || m->npages == 0 || m->npages > KVX_MAX_ROOM_PAGES ||
-	    (uint64_t)len != sizeof(*m) + (uint64_t)m->npages * sizeof(uint32_t)) {
+	if (malformed) {
 		d->ctr.engine_bad++;
 		chunk_refuse_room(d, e, m->room, -EINVAL, "malformed");
 		return;

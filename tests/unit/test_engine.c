@@ -1858,6 +1858,7 @@ test_rank_rooms_are_the_first_users(void **state)
 	const struct kvx_event *ev;
 	struct eng_reply r;
 	int fpool, opool, f2pool, o1pool, rpool, o2pool, first_id = -1;
+	uint64_t bad;
 
 	need_root();
 	assert_int_equal(listen_on(&A), 0);
@@ -1880,9 +1881,15 @@ test_rank_rooms_are_the_first_users(void **state)
 	eng_chunk_x(&other, 12, 999, 2, 0, true); /* refused for itself as well: no such pool */
 	ev = eng_event_wait(&other, 12, KVX_STATE_FAILED);
 	assert_int_equal(ev->error, -EPERM);
+	bad = A.ctr.engine_bad;
+	eng_chunk_x(&other, 13, opool, 0, 0, true); /* malformed (no page): counted as such too */
+	ev = eng_event_wait(&other, 13, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EPERM);
+	assert_int_equal(A.ctr.engine_bad, bad + 1);
 	assert_null(kvxd_room_find(&A, 8, 0, KVX_ROOM_PREFILL));
 	assert_null(kvxd_room_find(&A, 12, 0, KVX_ROOM_PREFILL));
-	assert_int_equal(A.ctr.engine_rank_refused, 3);
+	assert_null(kvxd_room_find(&A, 13, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(A.ctr.engine_rank_refused, 4);
 
 	/* the first user's engines open and make rooms of the rank, a later session as well */
 	assert_int_equal(eng_room_open(&first, 7, fpool, 4, NULL), 0);
