@@ -431,6 +431,26 @@ test_other_endpoint_cannot_take_an_ended_room(void **state)
 		assert_int_equal(mem[2][i], 0); /* c's pages were never written */
 }
 
+/* a's ROOM_META (by hand, as a late one would come) for b's room id of generation gen: pages 0
+ * and 1 of a's pool. */
+static void
+meta_of_a(uint64_t id, uint32_t gen)
+{
+	static const uint8_t le[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+	struct kvx_wire_msg meta = {.type = KVX_WIRE_ROOM_META};
+
+	meta.u.room_meta = (struct kvx_wire_room_meta){
+		.room = id, .gen = gen, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
+	meta.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
+							   .rkey = {pool[0].rkey[0]},
+							   .page_size = PS,
+							   .pool_npages = NP,
+							   .nbufs = 1,
+							   .npages = 2,
+							   .pages_le = le};
+	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
+}
+
 /* An ABORT for a room b does not know: ACKed at once, and a tombstone that refuses the
  * aborting endpoint's ROOM_META of the generation it aborted (the open's, which the ABORT
  * names; its own generation is another); a late chunk writes nothing. */
@@ -438,8 +458,6 @@ static void
 test_abort_for_unknown_room_leaves_tombstone(void **state)
 {
 	struct kvx_wire_abort ab = {.room = 999, .gen = 77, .endpoint = "a", .open_gen = 5};
-	struct kvx_wire_msg meta = {.type = KVX_WIRE_ROOM_META};
-	uint8_t le[8] = {0, 0, 0, 0, 1, 0, 0, 0};
 	struct kvxd_room *t;
 
 	kvxd_on_abort(&B, peer_of(&B, "a"), &ab);
@@ -451,29 +469,54 @@ test_abort_for_unknown_room_leaves_tombstone(void **state)
 	assert_true(t->tombstone);
 	/* a late chunk waits for metadata that a's ABORT made sure never counts */
 	submit(999, 2);
-	meta.u.room_meta = (struct kvx_wire_room_meta){
-		.room = 999, .gen = 5, .token = 0x100, .nsrc = 1, .nrails = 1, .nreg = 1};
-	meta.u.room_meta.reg[0] = (struct kvx_wire_region){.addr = (uint64_t)(uintptr_t)mem[0],
-							   .rkey = {pool[0].rkey[0]},
-							   .page_size = PS,
-							   .pool_npages = NP,
-							   .nbufs = 1,
-							   .npages = 2,
-							   .pages_le = le};
-	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
+	meta_of_a(999, 5);
 	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
 	pump_ms(20);
 	for (int c = 0; c < B.ncores; c++)
-		assert_int_equal(atomic_load(&B.cores[c].st.wr_posted), 0);
+		assert_int_equal(atomic_load(&B.cores[c].st.wr_posted), 0); /* nothing written */
 	assert_int_equal(A.ctr.acks_unknown, 1); /* a never asked: counted, dropped */
 	assert_int_equal(t->nowners, 0);
 
 	/* the same endpoint opens the id again: a new generation, which the tombstone lets in */
-	meta.u.room_meta.gen = 6;
-	assert_int_equal(kvxd_peer_send(&A, peer_of(&A, "b"), &meta), 0);
+	meta_of_a(999, 6);
 	PUMP_UNTIL(room(&B, 999, KVX_ROOM_PREFILL)->nowners == 1);
 	t = room(&B, 999, KVX_ROOM_PREFILL);
 	assert_int_equal(t->owner[0].gen, 6);
+	assert_int_equal(B.ctr.meta_refused_aborted, 1);
+}
+
+/* An ABORT for a room b has from its own engine's chunk but no endpoint's metadata for yet
+ * (not the aborting endpoint's room: ACKed at once, left alone): the aborting endpoint's
+ * ROOM_META of the generation it aborted is refused when it comes, one of a new generation is
+ * taken. */
+static void
+test_abort_before_meta_refuses_that_meta(void **state)
+{
+	struct kvx_wire_abort ab = {.room = 998, .gen = 77, .endpoint = "a", .open_gen = 5};
+	struct kvxd_room *r;
+
+	(void)state;
+	/* b's engine first: its chunk makes the room, which no endpoint owns */
+	r = kvxd_prefill_room_new(&B, 998, 0, -1);
+	assert_non_null(r);
+	submit(998, 2);
+	assert_int_equal(r->nowners, 0);
+	kvxd_on_abort(&B, peer_of(&B, "a"), &ab);
+	assert_int_equal(B.ctr.aborts_not_owner, 1);
+	assert_int_equal(B.ctr.tombstones, 0); /* the room is there: no tombstone made */
+	assert_int_equal(B.ctr.acks_sent, 1);
+	assert_ptr_equal(room(&B, 998, KVX_ROOM_PREFILL), r);
+	meta_of_a(998, 5);
+	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
+	pump_ms(20);
+	for (int c = 0; c < B.ncores; c++)
+		assert_int_equal(atomic_load(&B.cores[c].st.wr_posted), 0); /* nothing written */
+	assert_int_equal(r->nowners, 0);
+
+	/* a opens the id again: its new generation is the room's */
+	meta_of_a(998, 6);
+	PUMP_UNTIL(room(&B, 998, KVX_ROOM_PREFILL)->nowners == 1);
+	assert_int_equal(room(&B, 998, KVX_ROOM_PREFILL)->owner[0].gen, 6);
 	assert_int_equal(B.ctr.meta_refused_aborted, 1);
 }
 
@@ -904,6 +947,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_loop_wakes_for_a_room_deadline, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_keeps_a_timeout_fail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_abort_before_meta_refuses_that_meta, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
 						teardown),
