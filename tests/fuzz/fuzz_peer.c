@@ -189,11 +189,21 @@ put_le(uint8_t *p, uint64_t v, int n)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static uint64_t
+get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
 /* Generations are random: a peer knows them from the frames it got, the fuzzer does not.  A
  * room frame (ROOM_META, ROOM_STATUS, ABORT, ABORT_ACK: u64 room, u32 gen first) gets the
  * last room's id and the generation its receiver holds for it now. */
 static void
-patch_room(uint8_t *frame, struct kvxd *from)
+patch_room(uint8_t *frame, size_t len, struct kvxd *from)
 {
 	uint16_t type = (uint16_t)(frame[6] | frame[7] << 8);
 	struct kvxd_room *r;
@@ -210,6 +220,18 @@ patch_room(uint8_t *frame, struct kvxd *from)
 	}
 	put_le(frame + KVX_WIRE_HDR_LEN, last_room, 8);
 	put_le(frame + KVX_WIRE_HDR_LEN + 8, gen, 4);
+	if (type == KVX_WIRE_ABORT && from == &A) {
+		/* open_gen, past the endpoint string and both ranks: the generation decode's
+		 * ROOM_META carried (a's room's own) */
+		size_t off = KVX_WIRE_HDR_LEN + 12, end = KVX_WIRE_HDR_LEN + get_le(frame + 8, 4);
+		struct kvxd_room *d = kvxd_room_find(&A, last_room, 0, KVX_ROOM_DECODE);
+
+		if (end > len || off + 2 > end)
+			return;
+		off += 2 + (size_t)get_le(frame + off, 2) + 8;
+		if (d && off + 4 <= end)
+			put_le(frame + off, d->pc.gen, 4);
+	}
 }
 
 /* Bytes into the connection as if `from` sent them to the other node.  Only between frames:
@@ -232,7 +254,7 @@ inject(struct kvxd *from, const char *to_name, const uint8_t *bytes, size_t len,
 	}
 	if ((arg & FP_FRAME_LIVE_ROOM) &&
 	    len >= KVX_WIRE_HDR_LEN + 12) /* a live room and its generation */
-		patch_room(buf, from);
+		patch_room(buf, len, from);
 	if ((arg & 2) && len >= KVX_WIRE_HDR_LEN) { /* payload length */
 		uint32_t plen = (uint32_t)(len - KVX_WIRE_HDR_LEN);
 
