@@ -40,6 +40,9 @@
 #define RING_BYTES (512u << 10)	     /* data bytes of each ring of a session (KVX_ENG_RINGS) */
 #define RING_BATCH 64		     /* requests taken from one submission ring per iteration */
 #define OPERATOR_SLOTS 4	     /* session slots only operators may take (kvxctl) */
+/* descriptors one datagram may bring in at most (the rest are the kernel's to drop, with
+ * MSG_CTRUNC); a request carries one at most */
+#define ENG_FDS_SEEN 8
 
 /* ---- credentials --------------------------------------------------------------------------- */
 
@@ -1831,10 +1834,13 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 	if (events & (EPOLLHUP | EPOLLERR))
 		e->gone = true;
 	for (int i = 0; i < 64 && taking(d, e); i++) {
+		/* room for more descriptors than a request carries (one, POOL_REG's): every one
+		 * the kernel put into kvxd is closed here but the one a request may carry */
 		union {
-			char c[CMSG_SPACE(sizeof(int))];
+			char c[CMSG_SPACE(ENG_FDS_SEEN * sizeof(int))];
 			struct cmsghdr align;
 		} cbuf;
+		int nfds = 0;
 		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
 		struct msghdr mh = {.msg_iov = &iov,
 				    .msg_iovlen = 1,
@@ -1865,9 +1871,30 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(err));
 			return;
 		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-				memcpy(&fd, CMSG_DATA(c), sizeof(int));
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			size_t k;
+
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+			    c->cmsg_len < CMSG_LEN(0))
+				continue;
+			k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t j = 0; j < k; j++) {
+				int x;
+
+				memcpy(&x, CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+				if (nfds++ == 0)
+					fd = x;
+				else
+					close(x);
+			}
+		}
+		if (nfds > 1) {
+			/* no request carries two: closed, all of them, and so is the session */
+			d->ctr.engine_bad++;
+			close(fd);
+			kvxd_engine_doom(d, e, "a request carried more than one file descriptor");
+			return;
+		}
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 			d->ctr.engine_bad++;
 			if (fd >= 0)

@@ -3079,6 +3079,68 @@ test_refusals_past_twice_the_cap_close_the_session(void **state)
 	eng_close(&e);
 }
 
+static int
+fds_open(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(dir);
+	while (readdir(dir))
+		n++;
+	closedir(dir);
+	return n;
+}
+
+/* A datagram that brings kvxd more file descriptors than a request carries (one): kvxd closes
+ * every one of them, and the session.  Before, only the first was closed: each such datagram
+ * left kvxd one more descriptor (of the engine's memory, perhaps), until it could accept no
+ * connection.  kvxd is this process here: /proc/self/fd counts its descriptors. */
+static void
+test_extra_descriptors_are_closed(void **state)
+{
+	struct kvx_eng_hdr m;
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm;
+	struct eng e;
+	int before, fds[3];
+	uint64_t bad = A.ctr.engine_bad;
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	for (int k = 0; k < 3; k++)
+		pump_once();
+	before = fds_open();
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	for (int k = 0; k < 3; k++)
+		fds[k] = memfd_create("kvx-test", MFD_CLOEXEC);
+	memset(&ctl, 0, sizeof(ctl));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	m = (struct kvx_eng_hdr){.type = KVX_ENG_POOL_REG, .len = sizeof(m), .seq = 7};
+	assert_int_equal(sendmsg(e.fd, &mh, MSG_NOSIGNAL), (ssize_t)sizeof(m));
+	for (int k = 0; k < 3; k++)
+		close(fds[k]);
+	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0); /* the session is closed */
+	assert_int_equal(A.ctr.engine_bad, bad + 1);
+	eng_close(&e);
+	for (int k = 0; k < 20; k++)
+		pump_once();
+	assert_int_equal(fds_open(), before);
+}
+
 /* A chunk too short to name its room, or whose header length is not its message's, cannot
  * fail its room (which must not succeed without it): the session is closed instead. */
 static void
@@ -4258,6 +4320,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_past_twice_the_cap_close_the_session,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extra_descriptors_are_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_chunk_closes_the_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_reading_too_many_pools_fails, setup,
