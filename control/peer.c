@@ -1339,35 +1339,48 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 			    "the prefill engine of this room disconnected");
 		return;
 	}
+	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
+	    r->tomb_gen == rm->gen) {
+		/* it aborted this generation itself (before the id's reuse below: a room that
+		 * ended since would otherwise be taken as that reuse) */
+		d->ctr.meta_refused_aborted++;
+		return;
+	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
 	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone &&
-	    !r->refused && (own >= 0 || r->engine_closed || r->engine_gone)) {
-		/* an id reused for a new request: by the room's own endpoint, or by another once
-		 * the room's engine let it go (until then its late chunks are the room's, never
-		 * another endpoint's new room's, which would be written with them) */
+	    !r->refused && ((own >= 0 && r->engine_id < 0) || r->engine_closed || r->engine_gone)) {
+		/* an id reused for a new request, once the room's engine let it go (or none ever
+		 * took it, for its own endpoint): until then the engine's late chunks of the
+		 * earlier attempt are the room's.  Taken by the new room, they would be written
+		 * into its pages, the last one with the immediate that completes it, while the
+		 * chunks before them went to the earlier attempt's pages: a SUCCESS with holes */
 		kvxd_room_remove(d, r);
 		r = NULL;
 		own = -1;
 	}
-	if (r && own >= 0 && r->owner[own].gen != rm->gen &&
-	    kvx_room_state_terminal(kvxd_room_state(r))) {
-		/* its own endpoint reuses the id while the room cannot go yet: it failed for a
-		 * refused chunk and waits for its engine's close, or its earlier attempt still
-		 * drains or owes its ABORT_ACK (decode fenced and released it).  Told at once, the
-		 * owner keeping that attempt's generation; taken, this metadata would reach a
-		 * core that drops it (the room ended), and the new room would hear nothing until
-		 * its timeout */
-		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY,
-			    r->refused
-				    ? "the room failed here (a chunk was refused) and its engine "
-				      "has not closed it yet"
-				    : "the room's earlier attempt still drains here: open it "
-				      "again later");
-		return;
-	}
-	if (r && r->tomb_peer == p->idx + 1 && r->tomb_rank == rm->dst_rank &&
-	    r->tomb_gen == rm->gen) {
-		d->ctr.meta_refused_aborted++; /* it aborted this generation itself */
+	if (r && own >= 0 && r->owner[own].gen != rm->gen) {
+		/* its own endpoint reuses the id while the room cannot go yet: it is still live
+		 * (decode lost the session and opened the id again), it failed for a refused
+		 * chunk and waits for its engine's close, its earlier attempt still drains or
+		 * owes its ABORT_ACK (decode fenced and released it), or its engine has not closed
+		 * it.  Told at once, the owner keeping that attempt's generation; taken, this
+		 * metadata would reach a core that drops it (the room has its metadata, or
+		 * ended), and the new room would hear nothing until its timeout */
+		const char *why;
+
+		if (!kvx_room_state_terminal(kvxd_room_state(r)))
+			why = "the room's earlier attempt is still live here: open it again once "
+			      "it "
+			      "ended";
+		else if (r->refused)
+			why = "the room failed here (a chunk was refused) and its engine has not "
+			      "closed it yet";
+		else if (!kvxd_room_quiescent(r) || r->ntgt)
+			why = "the room's earlier attempt still drains here: open it again later";
+		else
+			why = "the prefill engine has not closed the room's earlier attempt yet: "
+			      "open it again later";
+		meta_refuse(d, p, rm, &d->ctr.meta_refused_owner, -EBUSY, why);
 		return;
 	}
 	if (r && r->nowners && own < 0 && kvx_room_state_terminal(kvxd_room_state(r))) {

@@ -52,6 +52,13 @@ kvxd_stream_queue(struct kvxd_stream *s, const uint8_t *buf, size_t len)
 {
 	if (s->tx_off && s->tx_off == s->tx_len)
 		s->tx_off = s->tx_len = 0;
+	if (s->tx_off && s->tx_len + len > s->tx_cap) {
+		/* what went out makes room: the cap below counts only what waits (a peer that
+		 * reads, but never all of it, must not be taken for one that stopped reading) */
+		memmove(s->tx, s->tx + s->tx_off, s->tx_len - s->tx_off);
+		s->tx_len -= s->tx_off;
+		s->tx_off = 0;
+	}
 	if (s->tx_len + len > s->tx_cap) {
 		size_t cap = s->tx_cap ? s->tx_cap : 16384;
 		uint8_t *nb;

@@ -98,22 +98,31 @@ open_room(struct kvxd *d, uint64_t id, uint32_t n)
 	return room(d, id, KVX_ROOM_DECODE);
 }
 
-/* b submits the room's one chunk (its pages 0..n-1 to destination offset 0). */
+/* b submits a chunk of the room: its pages first..first+n-1 to the same destination pages, the
+ * room's last or not. */
 static void
-submit(uint64_t id, uint32_t n)
+submit_part(uint64_t id, uint32_t first, uint32_t n, bool last)
 {
 	struct kvxd_room *r = room(&B, id, KVX_ROOM_PREFILL);
 	struct kvxd_chunk *ch = kvxd_chunk_alloc(&B, n); /* B's loop frees it (CHUNK_FREE) */
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK, .room = &r->pc, .ptr = ch};
 
 	assert_non_null(ch);
-	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .nbufs = 1, .last = true};
+	*ch = (struct kvxd_chunk){
+		.pool = &pool[1], .npages = n, .nbufs = 1, .dst_offset = first, .last = last};
 	for (uint32_t i = 0; i < n; i++)
-		ch->pages[i] = i;
+		ch->pages[i] = first + i;
 	atomic_fetch_add(&pool[1].refs, 1);
 	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &m), 0);
 	for (int i = 0; i < 10; i++)
 		pump_once();
+}
+
+/* b submits the room's one chunk (its pages 0..n-1 to destination offset 0). */
+static void
+submit(uint64_t id, uint32_t n)
+{
+	submit_part(id, 0, n, true);
 }
 
 static void
@@ -518,6 +527,93 @@ test_abort_before_meta_refuses_that_meta(void **state)
 	PUMP_UNTIL(room(&B, 998, KVX_ROOM_PREFILL)->nowners == 1);
 	assert_int_equal(room(&B, 998, KVX_ROOM_PREFILL)->owner[0].gen, 6);
 	assert_int_equal(B.ctr.meta_refused_aborted, 1);
+}
+
+/* a opens id again (pages 0..n-1) once its earlier room there was released (and removed). */
+static struct kvxd_room *
+reopen(uint64_t id, uint32_t n)
+{
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[NP];
+
+	for (uint32_t i = 0; i < n; i++)
+		pages[i] = i;
+	if (room(&A, id, KVX_ROOM_DECODE))
+		kvxd_room_remove(&A, room(&A, id, KVX_ROOM_DECODE));
+	pump_once();
+	assert_true(kvxd_decode_room_open(&A, -1, id, &pool[0], pages, n, names, 1) > 0);
+	return room(&A, id, KVX_ROOM_DECODE);
+}
+
+/* a loses its session with b while a room is live there (a fences and releases it; no ABORT
+ * goes out) and opens the id again: b, whose room is still live, refuses the new generation at
+ * once.  Before, it took it, and its core, which had the earlier metadata, dropped it: a's new
+ * room heard nothing until its timeout. */
+static void
+test_own_new_generation_on_a_live_room_told(void **state)
+{
+	struct kvxd_room *da = open_room(&A, 121, 2), *pb = room(&B, 121, KVX_ROOM_PREFILL);
+	uint64_t refused = B.ctr.meta_refused_owner;
+	uint32_t g1 = pb->owner[0].gen;
+
+	(void)state;
+	kvxd_peer_reset(&A, peer_of(&A, "b"), "link failure (test)");
+	PUMP_UNTIL(kvxd_room_released(da) && node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_ptr_equal(room(&B, 121, KVX_ROOM_PREFILL), pb);
+	assert_false(kvx_room_state_terminal(kvxd_room_state(pb)));
+	da = reopen(121, 2);
+	PUMP_UNTIL(kvxd_room_released(da)); /* failed, told at once; nothing was in flight */
+	assert_int_equal(da->pc.error, -EBUSY);
+	assert_non_null(strstr(da->pc.reason, "still live"));
+	assert_int_equal(B.ctr.meta_refused_owner, refused + 1);
+	assert_int_equal(pb->owner[0].gen, g1); /* the owner keeps the live attempt's */
+}
+
+/* A tombstone's generation is refused before an ended room's id is taken as reused: a room
+ * b's engine made, which a (not its owner) aborted, ends and its engine closes it; a's late
+ * ROOM_META of the generation it aborted is refused, not taken as a new room. */
+static void
+test_tombstone_before_reuse(void **state)
+{
+	struct kvx_wire_abort ab = {.room = 130, .gen = 77, .endpoint = "a", .open_gen = 5};
+	struct kvxd_room *r = kvxd_prefill_room_new(&B, 130, 0, -1);
+	struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .error = -ECONNRESET, .room = &r->pc};
+
+	(void)state;
+	kvxd_on_abort(&B, peer_of(&B, "a"), &ab); /* not an owner: (a, rank 0, 5) refused */
+	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &f), 0);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_FAILED && kvxd_room_quiescent(r));
+	r->engine_closed = true; /* its engine closed it (the room lingers a while) */
+	meta_of_a(130, 5);
+	PUMP_UNTIL(B.ctr.meta_refused_aborted == 1);
+	assert_ptr_equal(room(&B, 130, KVX_ROOM_PREFILL), r);
+	assert_int_equal(r->nowners, 0);
+}
+
+/* A peer's send buffer counts only what waits: a peer that reads, but each time all but a
+ * few bytes, takes 200 MiB of frames; one that stops reading is cut off at 64 MiB waiting.
+ * Before, the bytes already sent counted until the buffer drained once: after 64 MiB the frames
+ * that must arrive (ABORT_ACK, a failure push, a heartbeat) were refused with -ENOBUFS. */
+static void
+test_peer_send_buffer_counts_what_waits(void **state)
+{
+	static uint8_t blob[1 << 20];
+	struct kvxd_stream s = {.fd = -1};
+	int i;
+
+	(void)state;
+	for (i = 0; i < 200; i++) {
+		assert_int_equal(kvxd_stream_queue(&s, blob, sizeof(blob)), 0);
+		s.tx_off = s.tx_len - 10; /* what the socket took (kvxd_stream_flush) */
+	}
+	assert_true(s.tx_cap <= 4u << 20);
+	s.tx_off = 0; /* it stops reading */
+	for (i = 0; i < 100 && kvxd_stream_queue(&s, blob, sizeof(blob)) == 0; i++)
+		;
+	assert_int_equal(kvxd_stream_queue(&s, blob, sizeof(blob)), -ENOBUFS);
+	assert_true(s.tx_len - s.tx_off <= 64u << 20);
+	assert_true(s.tx_len - s.tx_off > 62u << 20);
+	kvxd_stream_free(&s);
 }
 
 /* ROOM_STATUS from a peer that is not the room's source (even with the right generation):
@@ -950,6 +1046,10 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_before_meta_refuses_that_meta, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_own_new_generation_on_a_live_room_told, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_tombstone_before_reuse, setup, teardown),
+		cmocka_unit_test(test_peer_send_buffer_counts_what_waits),
 		cmocka_unit_test_setup_teardown(test_abort_for_unknown_room_leaves_tombstone, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort_names_the_open_generation, setup,

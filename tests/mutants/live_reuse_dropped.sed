@@ -1,0 +1,2 @@
+# its own endpoint's ROOM_META of a new generation for a room still live here (decode lost the session and opened the id again) is taken: the core keeps the earlier metadata and drops it, and the new room hears nothing until its timeout
+/^on_room_meta(/,/^}/ s/^\tif (r \&\& own >= 0 \&\& r->owner\[own\].gen != rm->gen) {$/\tif (r \&\& kvx_room_state_terminal(kvxd_room_state(r)) \&\& own >= 0 \&\& r->owner[own].gen != rm->gen) {/
