@@ -417,6 +417,29 @@ pinned_of_uid(const struct kvxd *d, uid_t uid)
 	return sum;
 }
 
+/* A user's rooms, over all of its sessions. */
+static uint64_t
+rooms_of_uid(const struct kvxd *d, uid_t uid)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < d->engines_end; i++)
+		if (d->engines[i] && d->engines[i]->uid == uid)
+			n += d->engines[i]->nrooms;
+	return n;
+}
+
+/* A user's pools, orphans too (they hold a slot of the node's table until they go). */
+static uint32_t
+pools_of_uid(const struct kvxd *d, uid_t uid)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < d->pools_end; i++)
+		n += d->pools[i] && d->pools[i]->uid == uid;
+	return n;
+}
+
 static uint32_t
 pools_of_engine(const struct kvxd *d, const struct kvxd_engine *e)
 {
@@ -539,6 +562,13 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		d->ctr.cap_pools++;
 		snprintf(why, wlen, "the engine has %u pools: [engine] max_pools_per_engine = %u",
 			 pools_of_engine(d, e), d->cfg.max_pools_per_engine);
+		return -EDQUOT;
+	}
+	if (pools_of_uid(d, e->uid) >= d->cfg.max_pools_per_uid) {
+		/* the node has KVXD_MAX_POOLS: one user's engines do not take them all */
+		d->ctr.cap_pools_uid++;
+		snprintf(why, wlen, "uid %u has %u pools: [engine] max_pools_per_uid = %u",
+			 (unsigned)e->uid, pools_of_uid(d, e->uid), d->cfg.max_pools_per_uid);
 		return -EDQUOT;
 	}
 	pinned = pinned_of_uid(d, e->uid);
@@ -817,11 +847,20 @@ kvxd_decode_room_open_shape(struct kvxd *d, int engine_id, uint64_t room, uint32
 		if (!kvxd_room_removable(old))
 			return -EBUSY; /* still running, or draining: wait for RELEASED */
 	}
-	/* the cap counts this engine's rooms; a room this open replaces is one of them */
+	/* the caps count this engine's rooms, and its user's; a room this open replaces is one
+	 * of them */
 	if (e && e->nrooms - (old && old->engine_id == engine_id) >= d->cfg.max_rooms_per_engine) {
 		d->ctr.cap_rooms++;
 		snprintf(why, wlen, "the engine has %u rooms: [engine] max_rooms_per_engine = %u",
 			 e->nrooms, d->cfg.max_rooms_per_engine);
+		return -EDQUOT;
+	}
+	if (e && rooms_of_uid(d, e->uid) - (old && old->engine_id == engine_id) >=
+			 d->cfg.max_rooms_per_uid) {
+		d->ctr.cap_rooms_uid++;
+		snprintf(why, wlen, "uid %u has %llu rooms: [engine] max_rooms_per_uid = %u",
+			 (unsigned)e->uid, (unsigned long long)rooms_of_uid(d, e->uid),
+			 d->cfg.max_rooms_per_uid);
 		return -EDQUOT;
 	}
 	if (old)
@@ -970,7 +1009,8 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		return;
 	}
 	if ((!r || r->engine_id != e->id) &&
-	    e->nrooms >= 2 * (uint64_t)d->cfg.max_rooms_per_engine) {
+	    (e->nrooms >= 2 * (uint64_t)d->cfg.max_rooms_per_engine ||
+	     rooms_of_uid(d, e->uid) >= 2 * (uint64_t)d->cfg.max_rooms_per_uid)) {
 		kvxd_engine_doom(d, e,
 				 "a chunk was refused and the engine holds too many rooms to keep "
 				 "its room failed");
@@ -1109,6 +1149,14 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse_room(d, e, m->room, -EDQUOT, why);
 		return;
 	}
+	if ((!r || r->engine_id != e->id) && rooms_of_uid(d, e->uid) >= d->cfg.max_rooms_per_uid) {
+		d->ctr.cap_rooms_uid++;
+		snprintf(why, sizeof(why), "uid %u has %llu rooms: max_rooms_per_uid = %u",
+			 (unsigned)e->uid, (unsigned long long)rooms_of_uid(d, e->uid),
+			 d->cfg.max_rooms_per_uid);
+		chunk_refuse_room(d, e, m->room, -EDQUOT, why);
+		return;
+	}
 	if (!r)
 		r = kvxd_prefill_room_new(d, m->room, e->rank, -1);
 	if (!r) {
@@ -1223,8 +1271,9 @@ room_abort(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 {
 	struct kvxd_room *r = kvxd_room_find(d, id, e->rank, KVX_ROOM_DECODE);
 
-	if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0))
-		return -ENOENT;
+	if (!r || r->removing || (r->engine_id != e->id && r->engine_id >= 0) ||
+	    (r->engine_id < 0 && !rank_take(d, e)))
+		return -ENOENT; /* another engine's, or of a rank another user holds */
 	return kvxd_decode_abort(d, r, -ECANCELED, "aborted by the engine");
 }
 
@@ -1492,7 +1541,7 @@ static void handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, si
 static bool
 taking(const struct kvxd *d, const struct kvxd_engine *e)
 {
-	return !e->doomed && !e->close_after_flush && (e->gone || e->admin_pass != d->loop_pass);
+	return !e->doomed && (e->gone || e->admin_pass != d->loop_pass);
 }
 
 /* Take up to max requests from the session's submission ring.  Returns how many. */
@@ -1707,11 +1756,13 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		goto out;
 	}
 	if (e->refused) {
-		/* over max_sessions_per_uid: say why, once, then close */
+		/* over max_sessions_per_uid: say why, once, and close.  An engine whose socket
+		 * does not take the answer now (it left earlier answers unread) is not waited
+		 * for: its session would stay for good, its socket readable and never read */
 		kvxd_engine_reply(d, e, h->seq, e->refused, 0, e->refused_text);
-		e->close_after_flush = true;
-		if (!e->outq_head)
-			kvxd_engine_doom(d, e, "session refused");
+		kvxd_engine_doom(d, e,
+				 e->outq_head ? "session refused (its answers left unread)"
+					      : "session refused");
 		goto out;
 	}
 	if (!e->hello && h->type != KVX_ENG_HELLO) {

@@ -116,8 +116,6 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 	}
 	/* with rings, room in the event ring is told by the engine (kvx_shring_starve) */
 	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head && !e->rings ? EPOLLOUT : 0));
-	if (!e->outq_head && e->close_after_flush)
-		kvxd_engine_doom(d, e, "session refused");
 	return 0;
 }
 

@@ -264,9 +264,8 @@ struct kvxd_engine {
 	 * then the session closes */
 	int refused;
 	char refused_text[160];
-	bool close_after_flush; /* close once outq is empty */
-	bool doomed;		/* closed at the end of this loop iteration */
-	bool reset_seen;	/* its socket said ECONNRESET: what it sent before is still read */
+	bool doomed;	 /* closed at the end of this loop iteration */
+	bool reset_seen; /* its socket said ECONNRESET: what it sent before is still read */
 	bool gone;	 /* its end of the socket closed: what it sent before is taken, its operator
 			  * commands are not run (nobody reads their answers) */
 	uint32_t nrooms; /* rooms whose engine_id is this session (max_rooms_per_engine) */
@@ -343,8 +342,8 @@ struct kvxd_counters {
 	 * an admin), sessions closed for not reading (reply_queue_kb), requests over a cap, rooms
 	 * refused for a rank another user's engine holds */
 	uint64_t engine_refused, admin_denied, engine_admin_gone, engine_queue_overflows,
-		cap_sessions, cap_operator_slots, cap_pools, cap_pinned, cap_rooms,
-		engine_rank_refused;
+		cap_sessions, cap_operator_slots, cap_pools, cap_pools_uid, cap_pinned, cap_rooms,
+		cap_rooms_uid, engine_rank_refused;
 	/* the metrics endpoint (control/metrics_http.h): answers by status, connections refused
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */

@@ -478,6 +478,8 @@ control_counters(struct out *o, struct kvxd *d)
 	sample(o, L({"cap", "max_sessions_per_uid"}), c->cap_sessions);
 	sample(o, L({"cap", "operator_slots"}), c->cap_operator_slots); /* engines past 60 */
 	sample(o, L({"cap", "max_pools_per_engine"}), c->cap_pools);
+	sample(o, L({"cap", "max_pools_per_uid"}), c->cap_pools_uid);
+	sample(o, L({"cap", "max_rooms_per_uid"}), c->cap_rooms_uid);
 	sample(o, L({"cap", "max_pinned_mb_per_uid"}), c->cap_pinned);
 	sample(o, L({"cap", "max_rooms_per_engine"}), c->cap_rooms);
 	COUNTER("fault_wr_corrupt_rkey_fired_total", "wr.corrupt_rkey fired",

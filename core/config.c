@@ -113,6 +113,8 @@ enum {
 	K_ENGINE_RANK_USERS,
 	K_ENGINE_MAX_SESSIONS_PER_UID,
 	K_ENGINE_MAX_POOLS_PER_ENGINE,
+	K_ENGINE_MAX_POOLS_PER_UID,
+	K_ENGINE_MAX_ROOMS_PER_UID,
 	K_ENGINE_MAX_ROOMS_PER_ENGINE,
 	K_ENGINE_MAX_PINNED_MB_PER_UID,
 	K_ENGINE_MAX_CHUNK_MB_PER_ENGINE,
@@ -809,8 +811,12 @@ static const struct key keys[K_COUNT] = {
 		U(SECT_ENGINE, "max_sessions_per_uid", max_sessions_per_uid, 1, 1024, NULL),
 	[K_ENGINE_MAX_POOLS_PER_ENGINE] =
 		U(SECT_ENGINE, "max_pools_per_engine", max_pools_per_engine, 1, 256, NULL),
+	[K_ENGINE_MAX_POOLS_PER_UID] =
+		U(SECT_ENGINE, "max_pools_per_uid", max_pools_per_uid, 1, 256, NULL),
 	[K_ENGINE_MAX_ROOMS_PER_ENGINE] =
 		U(SECT_ENGINE, "max_rooms_per_engine", max_rooms_per_engine, 1, 1048576, NULL),
+	[K_ENGINE_MAX_ROOMS_PER_UID] =
+		U(SECT_ENGINE, "max_rooms_per_uid", max_rooms_per_uid, 1, 1048576, NULL),
 	[K_ENGINE_MAX_PINNED_MB_PER_UID] =
 		U(SECT_ENGINE, "max_pinned_mb_per_uid", max_pinned_mb_per_uid, 1, 16777216, NULL),
 	[K_ENGINE_MAX_CHUNK_MB_PER_ENGINE] =
@@ -1123,7 +1129,9 @@ defaults(struct kvx_config *cfg)
 	cfg->idle_ms = 60000;
 	cfg->max_sessions_per_uid = 16;
 	cfg->max_pools_per_engine = 16;
+	cfg->max_pools_per_uid = 64;
 	cfg->max_rooms_per_engine = 65536;
+	cfg->max_rooms_per_uid = 131072;
 	cfg->max_pinned_mb_per_uid = 65536;
 	cfg->max_chunk_mb_per_engine = 256;
 	cfg->reply_queue_kb = 1024;
@@ -1418,8 +1426,10 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	print_kv(f, "rank_users", buf);
 	fprintf(f, "max_sessions_per_uid = %" PRIu32 "\nmax_pools_per_engine = %" PRIu32 "\n",
 		cfg->max_sessions_per_uid, cfg->max_pools_per_engine);
-	fprintf(f, "max_rooms_per_engine = %" PRIu32 "\nmax_pinned_mb_per_uid = %" PRIu32 "\n",
-		cfg->max_rooms_per_engine, cfg->max_pinned_mb_per_uid);
+	fprintf(f, "max_pools_per_uid = %" PRIu32 "\n", cfg->max_pools_per_uid);
+	fprintf(f, "max_rooms_per_engine = %" PRIu32 "\nmax_rooms_per_uid = %" PRIu32 "\n",
+		cfg->max_rooms_per_engine, cfg->max_rooms_per_uid);
+	fprintf(f, "max_pinned_mb_per_uid = %" PRIu32 "\n", cfg->max_pinned_mb_per_uid);
 	fprintf(f, "max_chunk_mb_per_engine = %" PRIu32 "\n", cfg->max_chunk_mb_per_engine);
 	fprintf(f, "reply_queue_kb = %" PRIu32 "\n", cfg->reply_queue_kb);
 

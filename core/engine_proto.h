@@ -11,12 +11,12 @@
  *
  * Limits (kvxd's [engine] section; a refusal's reply text, or a CHUNK's FAILED event, names the
  * limit): -EDQUOT when a request would pass one of the caller's caps (max_pools_per_engine,
- * max_pinned_mb_per_uid, max_rooms_per_engine; over max_sessions_per_uid the session's first
- * request is answered -EDQUOT and kvxd closes it); -ENOSPC when the node's own table is full;
- * -EPERM for an ADMIN command that changes state from an engine that is not an admin (root,
- * kvxd's uid, a member of admin_group: credentials captured at connect).  kvxd never waits for
- * an engine to read: replies and events wait in order in a queue, and an engine that lets more
- * than reply_queue_kb of them pile up is disconnected.
+ * max_pools_per_uid, max_pinned_mb_per_uid, max_rooms_per_engine, max_rooms_per_uid; over
+ * max_sessions_per_uid the session's first request is answered -EDQUOT and kvxd closes it); -ENOSPC
+ * when the node's own table is full; -EPERM for an ADMIN command that changes state from an engine
+ * that is not an admin (root, kvxd's uid, a member of admin_group: credentials captured at
+ * connect).  kvxd never waits for an engine to read: replies and events wait in order in a queue,
+ * and an engine that lets more than reply_queue_kb of them pile up is disconnected.
  */
 #ifndef KVX_CORE_ENGINE_PROTO_H
 #define KVX_CORE_ENGINE_PROTO_H

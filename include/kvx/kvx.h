@@ -95,10 +95,11 @@ const char *kvx_node_name(const struct kvx_conn *c);
 
 /* Register a pool backed by memfd (kvxd maps and registers it with the NIC; the caller keeps
  * its own fd and mapping).  Returns the pool id (> 0) or -errno: -EDQUOT when the engine has
- * [engine] max_pools_per_engine pools or its uid would pin more than max_pinned_mb_per_uid,
- * -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB, -ERANGE when the memfd is
- * smaller than the geometry, -EINVAL when the fd is not memory (a memfd, MFD_HUGETLB or not, or
- * a file of tmpfs or hugetlbfs: never a file of a disk or FUSE filesystem). */
+ * [engine] max_pools_per_engine pools, its uid max_pools_per_uid, or its uid would pin more
+ * than max_pinned_mb_per_uid, -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB,
+ * -ERANGE when the memfd is smaller than the geometry, -EINVAL when the fd is not memory (a
+ * memfd, MFD_HUGETLB or not, or a file of tmpfs or hugetlbfs: never a file of a disk or FUSE
+ * filesystem). */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
 /* Unregister a pool.  Returns 0; -EBUSY while a room or chunk still uses it (it stays
  * registered and usable; a prefill room uses the pools its chunks read until it is closed and
@@ -110,10 +111,10 @@ int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
 
 /* Decode: open a room whose data lands in pages[0..npages) of pool_id, delivered by the named
  * source nodes (each source writes its own chunks).  Returns the room's generation (>= 1) or
- * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms; a room counts until it
- * is closed; -EPERM: another user's engine holds the rank, see kvx_chunk_submit).  Re-opening an id
- * whose previous room ended starts a new generation.  The same as kvx_room_open_regions() with one
- * region, whole pages, and every source of rank 0. */
+ * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms, or its user
+ * max_rooms_per_uid; a room counts until it is closed; -EPERM: another user's engine holds the
+ * rank, see kvx_chunk_submit).  Re-opening an id whose previous room ended starts a new generation.
+ * The same as kvx_room_open_regions() with one region, whole pages, and every source of rank 0. */
 int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 		      uint32_t npages, const char *const *sources, uint32_t nsources);
 
@@ -222,7 +223,8 @@ int kvx_chunk_submitv(struct kvx_conn *c, const struct kvx_chunk *chunks, uint32
  * the room's destination page dst_offset + i.  last marks this source's last chunk.  The call
  * is asynchronous: 0 means queued.  A chunk kvxd refuses fails its room (its other chunks, the
  * last one among them, must not make it a SUCCESS without this one's pages): the room's FAILED
- * event carries the refusal (-EDQUOT when a new room would pass max_rooms_per_engine, -ERANGE
+ * event carries the refusal (-EDQUOT when a new room would pass max_rooms_per_engine or
+ * max_rooms_per_uid, -ERANGE
  * when dst_offset + npages passes KVX_MAX_ROOM_PAGES or a page or buffer is beyond the pool,
  * -ENOENT an unknown pool, -E2BIG when the room's chunks would read more than 16 pools, -EAGAIN
  * when kvxd's polling core is full, -EALREADY for a chunk after the room's last: decode may

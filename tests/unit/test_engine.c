@@ -95,6 +95,8 @@ engine_cfg(struct kvxd *d)
 	d->cfg.n_rank_users = 0;
 	d->cfg.max_sessions_per_uid = 16;
 	d->cfg.max_pools_per_engine = 16;
+	d->cfg.max_pools_per_uid = 64;
+	d->cfg.max_rooms_per_uid = 131072;
 	d->cfg.max_rooms_per_engine = 65536;
 	d->cfg.max_pinned_mb_per_uid = 65536;
 	d->cfg.max_chunk_mb_per_engine = 256;
@@ -1844,6 +1846,8 @@ test_ring_requests_before_a_close_are_taken(void **state)
 	reng_close(&r);
 }
 
+static struct kvxd_pool *pool_by_id(struct kvxd *d, int id);
+
 /* Rooms are keyed (id, rank) on the node and peers address a rank, not a user: a rank is held
  * by the user whose engine on it registered a pool (or took a room) first.  Another user's
  * engine on that rank opens no decode room (the prefill side would write the first user's KV
@@ -1857,6 +1861,8 @@ test_rank_rooms_are_the_first_users(void **state)
 	struct eng obs, first, other, first2, other1, root, other2;
 	const struct kvx_event *ev;
 	struct eng_reply r;
+	static const char names[1][KVX_NAME_MAX] = {"b"};
+	uint32_t pages[4] = {0, 1, 2, 3};
 	int fpool, opool, f2pool, o1pool, rpool, o2pool, first_id = -1;
 	uint64_t bad;
 
@@ -1927,6 +1933,11 @@ test_rank_rooms_are_the_first_users(void **state)
 	/* the first user's engines gone, rank 0 is the other's */
 	eng_close(&first);
 	assert_int_equal(eng_room_open(&other, 10, opool, 4, NULL), -EPERM); /* first2 holds it */
+	/* nor may it abort (or learn of) a decode room of the rank that no engine holds */
+	assert_true(kvxd_decode_room_open(&A, -1, 17, pool_by_id(&A, f2pool), pages, 4, names, 1) >
+		    0);
+	assert_int_equal(eng_room_req(&other, KVX_ENG_ROOM_ABORT, 17), -ENOENT);
+	assert_false(kvxd_room_aborting(kvxd_room_find(&A, 17, 0, KVX_ROOM_DECODE)));
 	eng_close(&first2);
 	PUMP_UNTIL(live_engines(&A) == 5);
 	assert_int_equal(eng_room_open(&other, 10, opool, 4, NULL), 0);
@@ -2205,6 +2216,101 @@ test_cap_sessions_per_uid(void **state)
 	eng_close(&e[3]);
 }
 
+static int
+sessions_open(const struct kvxd *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < d->engines_end; i++)
+		n += d->engines[i] != NULL;
+	return n;
+}
+
+/* A refused session (over max_sessions_per_uid) whose socket does not take its answer, the
+ * engine having left earlier answers unread, is closed all the same.  Before, it stayed for
+ * good, its requests no longer read while its socket stayed readable: the control core woke
+ * at once on every pass, busy for as long as the engine kept it so. */
+static void
+test_refused_session_not_reading_is_closed(void **state)
+{
+	struct eng ok, e;
+	struct kvx_eng_hello h = {.version = KVX_ENG_VERSION};
+	struct kvxd_engine *x = NULL;
+	uint32_t junk = 0;
+	int small = 4096, open, i;
+
+	(void)state;
+	A.cfg.max_sessions_per_uid = 1;
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect(&ok, &A);
+	assert_int_equal(eng_hello(&ok, NULL), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(setsockopt(e.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	for (int k = 0; k < 5; k++)
+		pump_once();
+	open = sessions_open(&A);
+	for (int k = 0; k < A.engines_end; k++)
+		if (A.engines[k] && A.engines[k]->refused)
+			x = A.engines[k];
+	assert_non_null(x);
+	/* requests too short to be one, each answered, none of the answers read, until kvxd's
+	 * answers wait in its queue */
+	for (i = 0; i < 20000 && !x->outq_head; i++) {
+		if (send(e.fd, &junk, sizeof(junk), MSG_DONTWAIT) < 0)
+			assert_int_equal(errno, EAGAIN);
+		pump_once();
+	}
+	assert_non_null(x->outq_head);
+	assert_int_equal(sessions_open(&A), open); /* still there: it only sent junk */
+	assert_true(eng_send(&e, KVX_ENG_HELLO, &h, sizeof(h), -1) != 0);
+	PUMP_UNTIL(sessions_open(&A) == open - 1);
+	eng_close(&e);
+	eng_close(&ok);
+}
+
+/* A listens; two sessions of one user (rank 0) and one of another user (rank 1), said HELLO. */
+static void
+two_users(struct eng *e1, struct eng *e2, struct eng *other)
+{
+	assert_int_equal(listen_on(&A), 0);
+	eng_connect_as(e1, &A, NOBODY, getegid(), 0, NULL);
+	eng_connect_as(e2, &A, NOBODY, getegid(), 0, NULL);
+	eng_connect_as(other, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(e1, NULL), 0);
+	assert_int_equal(eng_hello(e2, NULL), 0);
+	assert_int_equal(eng_hello_rank(other, 1), 0);
+}
+
+/* One user's engines hold at most max_pools_per_uid pools, over all of its sessions: the node's
+ * table (KVXD_MAX_POOLS) is never one user's alone; another user still registers. */
+static void
+test_cap_pools_per_uid(void **state)
+{
+	struct eng e1, e2, other;
+	struct eng_reply r;
+	int p;
+
+	need_root();
+	A.cfg.max_pools_per_engine = 2;
+	A.cfg.max_pools_per_uid = 3;
+	two_users(&e1, &e2, &other);
+	assert_true(eng_pool_id(&e1, 4096, 4, 1) > 0);
+	assert_true(eng_pool_id(&e1, 4096, 4, 1) > 0);
+	p = eng_pool_id(&e2, 4096, 4, 1);
+	assert_true(p > 0);
+	assert_int_equal(eng_pool_reg(&e2, 4096, 4, 1, 4096 * 4, &r), -EDQUOT);
+	assert_non_null(strstr(r.text, "max_pools_per_uid"));
+	assert_int_equal(
+		counter(&e1, "kvx_engine_cap_refused_total{node=\"a\",cap=\"max_pools_per_uid\"}"),
+		1);
+	assert_true(eng_pool_id(&other, 4096, 4, 1) > 0); /* another user's */
+	assert_int_equal(eng_pool_unreg(&e2, p), 0);
+	assert_true(eng_pool_id(&e2, 4096, 4, 1) > 0);
+	eng_close(&e1);
+	eng_close(&e2);
+	eng_close(&other);
+}
+
 static void
 test_cap_pools_per_engine(void **state)
 {
@@ -2291,6 +2397,43 @@ test_cap_rooms_per_engine_decode(void **state)
 /* Prefill: a chunk that would make the engine's rooms exceed the cap is refused (FAILED event),
  * and its room kept failed (beyond the cap) until the engine closes it; a chunk to a room it
  * already has is not; a room that ended and was closed frees its place. */
+/* One user's rooms over all of its sessions: decode opens and prefill chunks are refused at
+ * max_rooms_per_uid while each engine is under its own cap; another user's engine is not. */
+static void
+test_cap_rooms_per_uid(void **state)
+{
+	const struct kvx_event *ev;
+	struct eng e1, e2, other;
+	struct eng_reply r;
+	int p1, p2, po;
+
+	need_root();
+	A.cfg.max_rooms_per_engine = 2;
+	A.cfg.max_rooms_per_uid = 3;
+	two_users(&e1, &e2, &other);
+	p1 = eng_pool_id(&e1, 256, 16, 1);
+	p2 = eng_pool_id(&e2, 256, 16, 1);
+	po = eng_pool_id(&other, 256, 16, 1);
+	assert_true(p1 > 0 && p2 > 0 && po > 0);
+	assert_int_equal(eng_room_open(&e1, 1, p1, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&e1, 2, p1, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&e2, 3, p2, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&e2, 4, p2, 4, &r), -EDQUOT); /* its own 1 of 2 */
+	assert_non_null(strstr(r.text, "max_rooms_per_uid"));
+	assert_null(kvxd_room_find(&A, 4, 0, KVX_ROOM_DECODE));
+	eng_chunk(&e2, 5, p2, 2, 0); /* a prefill room: the same cap */
+	ev = eng_event_wait(&e2, 5, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EDQUOT);
+	assert_non_null(strstr(ev->reason, "max_rooms_per_uid"));
+	assert_int_equal(
+		counter(&e1, "kvx_engine_cap_refused_total{node=\"a\",cap=\"max_rooms_per_uid\"}"),
+		2);
+	assert_int_equal(eng_room_open(&other, 4, po, 4, NULL), 0); /* another user's */
+	eng_close(&e1);
+	eng_close(&e2);
+	eng_close(&other);
+}
+
 static void
 test_cap_rooms_per_engine_prefill(void **state)
 {
@@ -3912,6 +4055,72 @@ page_at(struct kvxd_pool *pool, uint32_t b, uint32_t p)
 	return pool->base + ((uint64_t)b * pool->npages + p) * pool->page_size;
 }
 
+/* The last event about room id in state st (or NULL). */
+static const struct kvx_event *
+last_event(const struct eng *e, uint64_t id, int st)
+{
+	for (int i = e->nev - 1; i >= 0; i--)
+		if (e->ev[i].room == id && e->ev[i].state == st)
+			return &e->ev[i];
+	return NULL;
+}
+
+/* Decode aborts a room whose prefill engine sent its first chunk, and opens the id again at
+ * once.  While b's engine has not closed the earlier attempt, b refuses the new generation
+ * (decode is told FAILED, -EBUSY, at once): the engine's late chunks of that attempt would
+ * otherwise be written into the new room's pages, the last one completing it, with the pages
+ * the first chunk wrote to the earlier attempt's pages never written (a SUCCESS with holes).
+ * Once b's engine closed the id, it is opened again and the room is whole. */
+static void
+test_own_reuse_waits_for_the_prefill_engines_close(void **state)
+{
+	struct kvxd_pool *dp, *sp;
+	const struct kvx_event *ev;
+	struct eng ea, eb;
+	int pa, pb, failed;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	dp = pool_by_id(&A, pa);
+	sp = pool_by_id(&B, pb);
+	fill_pool(sp, 1);
+	memset(dp->base, 0, dp->len);
+	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(540));
+	eng_chunk_x(&eb, 540, pb, 2, 0, false); /* the earlier attempt's pages 0 and 1 */
+	PUMP_UNTIL(memcmp(page_at(dp, 0, 1), page_at(sp, 0, 1), 256) == 0);
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_ABORT, 540), 0);
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_RELEASED));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_CLOSE, 540), 0);
+	memset(dp->base, 0, dp->len); /* decode's engine has its pages back */
+	failed = count_events(&ea, 540, KVX_STATE_FAILED);
+
+	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0); /* the new attempt */
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_FAILED) &&
+		   count_events(&ea, 540, KVX_STATE_FAILED) > failed);
+	ev = last_event(&ea, 540, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EBUSY);
+	assert_non_null(strstr(ev->reason, "has not closed"));
+	eng_chunk_full(&eb, 540, 0, pb, 2, 2, 2, 0, 0, 0, true); /* the earlier one's late last */
+	for (int i = 0; i < 200; i++)
+		pump_once();
+	for (size_t k = 0; k < 4 * 256; k++)
+		assert_int_equal(dp->base[k], 0); /* nothing written into the new room's pages */
+	assert_null(eng_event(&ea, 540, KVX_STATE_SUCCESS));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_CLOSE, 540), 0);
+
+	/* b's engine closes the id: decode's next attempt is taken, and whole */
+	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 540), 0);
+	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(540));
+	eng_chunk_x(&eb, 540, pb, 4, 0, true);
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_SUCCESS));
+	for (uint32_t p = 0; p < 4; p++)
+		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 static void
 pump_until_event(struct eng *e, uint64_t id, int st)
 {
@@ -4321,6 +4530,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_refusals_past_twice_the_cap_close_the_session,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extra_descriptors_are_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_session_not_reading_is_closed, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_own_reuse_waits_for_the_prefill_engines_close,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_chunk_closes_the_session, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_reading_too_many_pools_fails, setup,
@@ -4382,9 +4595,11 @@ main(void)
 		T(test_an_event_is_sent_once),
 		T(test_cap_sessions_per_uid),
 		T(test_cap_pools_per_engine),
+		T(test_cap_pools_per_uid),
 		T(test_cap_pinned_bytes_per_uid),
 		T(test_cap_rooms_per_engine_decode),
 		T(test_cap_rooms_per_engine_prefill),
+		T(test_cap_rooms_per_uid),
 		T(test_pool_geometry_overflow_refused),
 		T(test_pool_of_a_disk_file_refused),
 		cmocka_unit_test_setup_teardown(test_pool_on_huge_pages_unmapped_whole, setup,
