@@ -40,6 +40,7 @@
 #define RING_BYTES (512u << 10)	     /* data bytes of each ring of a session (KVX_ENG_RINGS) */
 #define RING_BATCH 64		     /* requests taken from one submission ring per iteration */
 #define OPERATOR_SLOTS 4	     /* session slots only operators may take (kvxctl) */
+#define CORE_HEADROOM 16 /* free inbox slots a core keeps for what one request sends it */
 /* descriptors one datagram may bring in at most (the rest are the kernel's to drop, with
  * MSG_CTRUNC); a request carries one at most */
 #define ENG_FDS_SEEN 8
@@ -1008,9 +1009,10 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		chunk_refuse(d, e, room, error, why);
 		return;
 	}
+	/* the engine's own count alone: its user's may be another session's doing, and the
+	 * session closed here would lose its live rooms for it */
 	if ((!r || r->engine_id != e->id) &&
-	    (e->nrooms >= 2 * (uint64_t)d->cfg.max_rooms_per_engine ||
-	     rooms_of_uid(d, e->uid) >= 2 * (uint64_t)d->cfg.max_rooms_per_uid)) {
+	    e->nrooms >= 2 * (uint64_t)d->cfg.max_rooms_per_engine) {
 		kvxd_engine_doom(d, e,
 				 "a chunk was refused and the engine holds too many rooms to keep "
 				 "its room failed");
@@ -1544,6 +1546,19 @@ taking(const struct kvxd *d, const struct kvxd_engine *e)
 	return !e->doomed && (e->gone || e->admin_pass != d->loop_pass);
 }
 
+/* Whether every polling core's inbox can take what one more request sends it.  While one
+ * cannot (its core fell behind), the requests wait in the engines' submission rings, every
+ * engine's in turn: a chunk is never refused for a full inbox that another engine's flood
+ * filled (a refused chunk fails its room).  Requests on the socket are still refused then. */
+static bool
+cores_take(const struct kvxd *d)
+{
+	for (int c = 0; c < d->ncores; c++)
+		if (d->cores[c].ovf_len || kvx_mbox_free_count(d->cores[c].inbox) < CORE_HEADROOM)
+			return false;
+	return true;
+}
+
 /* Take up to max requests from the session's submission ring.  Returns how many. */
 static int
 ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
@@ -1552,7 +1567,18 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 	int work = 0;
 
 	for (uint64_t k = 0; e->rings && k < max && taking(d, e); k++) {
-		ssize_t n = kvx_shring_get(&e->sub, buf, sizeof(buf));
+		ssize_t n;
+
+		if (!e->gone && !cores_take(d)) {
+			/* left in the ring, taken once the cores caught up (the loop looks again
+			 * within a millisecond); a session that went has all of it taken now */
+			if (!kvx_shring_empty(&e->sub)) {
+				d->rings_held = true;
+				d->ctr.engine_ring_holds++;
+			}
+			break;
+		}
+		n = kvx_shring_get(&e->sub, buf, sizeof(buf));
 
 		if (n == 0)
 			break;
@@ -1573,6 +1599,7 @@ kvxd_engine_rings_poll(struct kvxd *d)
 {
 	int work = 0;
 
+	d->rings_held = false;
 	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i])
 			work += ring_take(d, d->engines[i], RING_BATCH);
@@ -1746,6 +1773,18 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 
 	d->ctr.engine_msgs++;
 	text[0] = '\0';
+	if (e->refused) {
+		/* over max_sessions_per_uid: its first request, whatever it is, is answered why,
+		 * and the session closes.  Not waited for: an engine whose socket does not take
+		 * the answer now (it left earlier answers unread), or that sends only requests
+		 * too short to be one, would keep its session for good */
+		kvxd_engine_reply(d, e, len >= sizeof(*h) ? h->seq : 0, e->refused, 0,
+				  e->refused_text);
+		kvxd_engine_doom(d, e,
+				 e->outq_head ? "session refused (its answer left unread)"
+					      : "session refused");
+		goto out;
+	}
 	if (len < sizeof(*h) || h->len != len) {
 		d->ctr.engine_bad++;
 		if (len >= sizeof(*h) && h->type == KVX_ENG_CHUNK) /* its room must not succeed */
@@ -1753,16 +1792,6 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		else
 			kvxd_engine_reply(d, e, len >= sizeof(*h) ? h->seq : 0, -EBADMSG, 0,
 					  "bad message length");
-		goto out;
-	}
-	if (e->refused) {
-		/* over max_sessions_per_uid: say why, once, and close.  An engine whose socket
-		 * does not take the answer now (it left earlier answers unread) is not waited
-		 * for: its session would stay for good, its socket readable and never read */
-		kvxd_engine_reply(d, e, h->seq, e->refused, 0, e->refused_text);
-		kvxd_engine_doom(d, e,
-				 e->outq_head ? "session refused (its answers left unread)"
-					      : "session refused");
 		goto out;
 	}
 	if (!e->hello && h->type != KVX_ENG_HELLO) {
@@ -1902,6 +1931,26 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
+		/* first, whatever came: a message of no bytes (which reads as the end) brings
+		 * descriptors all the same */
+		for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c;
+		     c = CMSG_NXTHDR(&mh, c)) {
+			size_t k;
+
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+			    c->cmsg_len < CMSG_LEN(0))
+				continue;
+			k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t j = 0; j < k; j++) {
+				int x;
+
+				memcpy(&x, CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+				if (nfds++ == 0 && n > 0)
+					fd = x;
+				else
+					close(x);
+			}
+		}
 		if (n < 0 && errno == ECONNRESET && !e->reset_seen) {
 			/* the engine closed with replies unread: the socket says so once, then
 			 * still hands out what the engine sent before it went (its last chunks:
@@ -1921,23 +1970,6 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 				ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
 			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(err));
 			return;
-		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-			size_t k;
-
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-			    c->cmsg_len < CMSG_LEN(0))
-				continue;
-			k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t j = 0; j < k; j++) {
-				int x;
-
-				memcpy(&x, CMSG_DATA(c) + j * sizeof(int), sizeof(int));
-				if (nfds++ == 0)
-					fd = x;
-				else
-					close(x);
-			}
 		}
 		if (nfds > 1) {
 			/* no request carries two: closed, all of them, and so is the session */

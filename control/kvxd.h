@@ -308,12 +308,12 @@ struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		chunks_refused,	      /* each fails its room (control/engine.c chunk_refuse_room) */
 		chunks_refused_again, /* of those, its room's failure was on the way already */
-		engine_rings, engine_ring_wakes, events_sent, events_dropped, events_core,
-		events_core_claimed, status_pushed, status_queued, status_dropped, status_evicted,
-		status_received, rooms_opened, rooms_closed, waiting_timeouts, qp_replaced,
-		qp_stuck, rails_fenced, rail_retries, aborts, releases, abort_release_ms_sum,
-		acks_received, acks_stale, acks_unknown, acks_sent, acks_unsent, aborts_received,
-		tombstones, fences, session_fences;
+		engine_rings, engine_ring_wakes, engine_ring_holds, events_sent, events_dropped,
+		events_core, events_core_claimed, status_pushed, status_queued, status_dropped,
+		status_evicted, status_received, rooms_opened, rooms_closed, waiting_timeouts,
+		qp_replaced, qp_stuck, rails_fenced, rail_retries, aborts, releases,
+		abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
+		acks_unsent, aborts_received, tombstones, fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
@@ -405,6 +405,7 @@ struct kvxd {
 	 * every scan of them stops (the loop scans engines[] several times per iteration). */
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int engines_end;
+	bool rings_held; /* this pass left submission rings' requests for the cores' inboxes */
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
 	int pools_end;

@@ -461,6 +461,9 @@ control_counters(struct out *o, struct kvxd *d)
 		c->engine_rings);
 	COUNTER("engine_ring_wakes_total", "wake-ups sent to engines parked on their event ring",
 		c->engine_ring_wakes);
+	COUNTER("engine_ring_holds_total",
+		"submission rings left for later: a polling core's inbox was nearly full",
+		c->engine_ring_holds);
 	/* chunk memory (kvxd_chunk_alloc, core/slab.h): in steady state only hits grow; misses
 	 * and big ones were malloc'd, released ones free()'d past the bound */
 	COUNTER("chunk_cache_hits_total", "chunks taken from the chunk cache", d->chunks.st.hits);

@@ -47,26 +47,31 @@ kvxd_stream_free(struct kvxd_stream *s)
 	s->want_out = false;
 }
 
+/* bytes queued for a peer that are not sent yet, at most */
+#define TX_WAITING_MAX (64u << 20)
+
 int
 kvxd_stream_queue(struct kvxd_stream *s, const uint8_t *buf, size_t len)
 {
-	if (s->tx_off && s->tx_off == s->tx_len)
-		s->tx_off = s->tx_len = 0;
-	if (s->tx_off && s->tx_len + len > s->tx_cap) {
-		/* what went out makes room: the cap below counts only what waits (a peer that
-		 * reads, but never all of it, must not be taken for one that stopped reading) */
-		memmove(s->tx, s->tx + s->tx_off, s->tx_len - s->tx_off);
-		s->tx_len -= s->tx_off;
+	size_t waiting = s->tx_len - s->tx_off;
+
+	/* the cap counts only what waits: a peer that reads, but never all of it, is not one
+	 * that stopped reading */
+	if (waiting + len > TX_WAITING_MAX)
+		return -ENOBUFS; /* a peer that stopped reading */
+	if (s->tx_off && s->tx_off >= waiting) {
+		/* what went out makes room, once it is at least what waits: each byte moved was
+		 * matched by one sent, never the whole backlog for each frame */
+		memmove(s->tx, s->tx + s->tx_off, waiting);
+		s->tx_len = waiting;
 		s->tx_off = 0;
 	}
 	if (s->tx_len + len > s->tx_cap) {
 		size_t cap = s->tx_cap ? s->tx_cap : 16384;
 		uint8_t *nb;
 
-		while (cap < s->tx_len + len)
+		while (cap < s->tx_len + len) /* < 2 * TX_WAITING_MAX + len: see above */
 			cap *= 2;
-		if (cap > 64u << 20)
-			return -ENOBUFS; /* a peer that stopped reading */
 		nb = realloc(s->tx, cap);
 		if (!nb)
 			return -ENOMEM;

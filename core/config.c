@@ -1129,7 +1129,7 @@ defaults(struct kvx_config *cfg)
 	cfg->idle_ms = 60000;
 	cfg->max_sessions_per_uid = 16;
 	cfg->max_pools_per_engine = 16;
-	cfg->max_pools_per_uid = 64;
+	cfg->max_pools_per_uid = 128;
 	cfg->max_rooms_per_engine = 65536;
 	cfg->max_rooms_per_uid = 131072;
 	cfg->max_pinned_mb_per_uid = 65536;

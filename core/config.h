@@ -32,21 +32,27 @@
  *              ranks; default empty: a rank is held by the first user whose engine takes it),
  *              max_sessions_per_uid (1..1024, default 16),
  *              max_pools_per_engine (1..256, default 16), max_pools_per_uid (1..256: all of
- *              one user's engines' pools, of the node's 256; default 64), max_rooms_per_engine
- * (1..1048576, default 65536), max_rooms_per_uid (1..1048576: all of one user's engines' rooms;
- * default 131072), max_pinned_mb_per_uid (1..16777216 MiB, default 65536), max_chunk_mb_per_engine
- * (1..65536 MiB: an engine's chunks kvxd holds, waiting or posting; default 256), reply_queue_kb
- * (64..65536: what an engine that does not read may have queued before it is disconnected; default
- * 1024) [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default
- * 5000), heartbeat_ms (default 1000); each 1..3600000; heartbeat_misses (1..1000, default 3: a peer
- * silent that many intervals is lost), idle_ms (0..86400000, default 60000: with connect =
- * on_demand, a session no room has used for this long is closed; 0: never) [security] allow (comma
- * list of peer names allowed to connect; default: every [peer.*]), auth (hmac-sha256 | none;
- * default hmac-sha256), secret_file (R unless auth = none), secret_next_file (optional: the secret
- * peers move to, also accepted), pending_ms (1..3600000, default 2000: an accepted connection's
- * deadline to authenticate), pending_max (1..4096, default 64), pending_per_addr (1..4096, default
- * 8), max_rooms_per_peer (1..1048576, default 65536), max_tombstones_per_peer (1..1048576, default
- * 4096) [peer.NAME] address (R, "IPv4:port"); allow_from (comma list of IPv4/prefix the peer may
+ *              one user's engines' pools, of the node's 256; default 128),
+ *              max_rooms_per_engine (1..1048576, default 65536), max_rooms_per_uid
+ *              (1..1048576: all of one user's engines' rooms; default 131072),
+ *              max_pinned_mb_per_uid (1..16777216 MiB, default 65536),
+ *              max_chunk_mb_per_engine (1..65536 MiB: an engine's chunks kvxd holds, waiting or
+ *              posting; default 256),
+ *              reply_queue_kb (64..65536: what an engine that does not read may have queued
+ *              before it is disconnected; default 1024)
+ *   [timeouts] handshake_ms (default 5000), waiting_ms (default 30000), release_ms (default 5000),
+ *              heartbeat_ms (default 1000); each 1..3600000; heartbeat_misses (1..1000,
+ *              default 3: a peer silent that many intervals is lost), idle_ms (0..86400000,
+ *              default 60000: with connect = on_demand, a session no room has used for this
+ *              long is closed; 0: never)
+ *   [security] allow (comma list of peer names allowed to connect; default: every [peer.*]),
+ *              auth (hmac-sha256 | none; default hmac-sha256), secret_file (R unless auth =
+ *              none), secret_next_file (optional: the secret peers move to, also accepted),
+ *              pending_ms (1..3600000, default 2000: an accepted connection's deadline to
+ *              authenticate), pending_max (1..4096, default 64), pending_per_addr (1..4096,
+ *              default 8), max_rooms_per_peer (1..1048576, default 65536),
+ *              max_tombstones_per_peer (1..1048576, default 4096)
+ *   [peer.NAME] address (R, "IPv4:port"); allow_from (comma list of IPv4/prefix the peer may
  *              connect from besides its address, at most KVX_CFG_ALLOW_FROM_MAX); gid (the
  *              exact GID its QP_INFO must carry, or a comma list: rail 0's, rail 1's, ...;
  *              default: the IPv4-mapped GID of an address it may connect from); NAME as for

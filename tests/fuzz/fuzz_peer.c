@@ -230,7 +230,7 @@ patch_room(uint8_t *frame, size_t len, struct kvxd *from)
 			return;
 		off += 2 + (size_t)get_le(frame + off, 2) + 8;
 		if (d && off + 4 <= end)
-			put_le(frame + off, d->pc.gen, 4);
+			put_le(frame + off, d->open_gen, 4);
 	}
 }
 

@@ -71,7 +71,7 @@ fuzz_engine_listen(struct kvxd *d)
 	d->cfg.socket_mode = 0660;
 	d->cfg.max_sessions_per_uid = 16;
 	d->cfg.max_pools_per_engine = 16;
-	d->cfg.max_pools_per_uid = 64;
+	d->cfg.max_pools_per_uid = 128;
 	d->cfg.max_rooms_per_uid = 131072;
 	d->cfg.max_rooms_per_engine = 65536;
 	d->cfg.max_pinned_mb_per_uid = 65536;

@@ -607,6 +607,12 @@ test_peer_send_buffer_counts_what_waits(void **state)
 		s.tx_off = s.tx_len - 10; /* what the socket took (kvxd_stream_flush) */
 	}
 	assert_true(s.tx_cap <= 4u << 20);
+	/* a backlog is not moved for a few bytes sent: only once what went out is as much */
+	for (i = 0; i < 32; i++)
+		assert_int_equal(kvxd_stream_queue(&s, blob, sizeof(blob)), 0);
+	s.tx_off = 100;
+	assert_int_equal(kvxd_stream_queue(&s, blob, 200), 0);
+	assert_int_equal(s.tx_off, 100);
 	s.tx_off = 0; /* it stops reading */
 	for (i = 0; i < 100 && kvxd_stream_queue(&s, blob, sizeof(blob)) == 0; i++)
 		;

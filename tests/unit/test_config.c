@@ -931,7 +931,7 @@ test_print_every_key(void **state)
 		"rank_users =\n",
 		"max_sessions_per_uid = 16\n",
 		"max_pools_per_engine = 16\n",
-		"max_pools_per_uid = 64\n",
+		"max_pools_per_uid = 128\n",
 		"max_rooms_per_engine = 65536\n",
 		"max_rooms_per_uid = 131072\n",
 		"max_pinned_mb_per_uid = 65536\n",

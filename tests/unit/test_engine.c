@@ -95,7 +95,7 @@ engine_cfg(struct kvxd *d)
 	d->cfg.n_rank_users = 0;
 	d->cfg.max_sessions_per_uid = 16;
 	d->cfg.max_pools_per_engine = 16;
-	d->cfg.max_pools_per_uid = 64;
+	d->cfg.max_pools_per_uid = 128;
 	d->cfg.max_rooms_per_uid = 131072;
 	d->cfg.max_rooms_per_engine = 65536;
 	d->cfg.max_pinned_mb_per_uid = 65536;
@@ -2226,44 +2226,39 @@ sessions_open(const struct kvxd *d)
 	return n;
 }
 
-/* A refused session (over max_sessions_per_uid) whose socket does not take its answer, the
- * engine having left earlier answers unread, is closed all the same.  Before, it stayed for
- * good, its requests no longer read while its socket stayed readable: the control core woke
- * at once on every pass, busy for as long as the engine kept it so. */
+/* A refused session (over max_sessions_per_uid) is closed at its first request, whatever it
+ * is: one too short to be a request, or one sent without reading the answers (its socket then
+ * does not take the refusal).  Before, requests too short were answered and the session kept,
+ * and one whose socket did not take the refusal stayed until it read it: for good, its socket
+ * readable and no longer read, waking the control core on every pass. */
 static void
 test_refused_session_not_reading_is_closed(void **state)
 {
 	struct eng ok, e;
 	struct kvx_eng_hello h = {.version = KVX_ENG_VERSION};
-	struct kvxd_engine *x = NULL;
 	uint32_t junk = 0;
-	int small = 4096, open, i;
+	int open;
 
 	(void)state;
 	A.cfg.max_sessions_per_uid = 1;
 	assert_int_equal(listen_on(&A), 0);
 	eng_connect(&ok, &A);
 	assert_int_equal(eng_hello(&ok, NULL), 0);
-	eng_connect(&e, &A);
-	assert_int_equal(setsockopt(e.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
 	for (int k = 0; k < 5; k++)
 		pump_once();
 	open = sessions_open(&A);
-	for (int k = 0; k < A.engines_end; k++)
-		if (A.engines[k] && A.engines[k]->refused)
-			x = A.engines[k];
-	assert_non_null(x);
-	/* requests too short to be one, each answered, none of the answers read, until kvxd's
-	 * answers wait in its queue */
-	for (i = 0; i < 20000 && !x->outq_head; i++) {
-		if (send(e.fd, &junk, sizeof(junk), MSG_DONTWAIT) < 0)
-			assert_int_equal(errno, EAGAIN);
-		pump_once();
-	}
-	assert_non_null(x->outq_head);
-	assert_int_equal(sessions_open(&A), open); /* still there: it only sent junk */
-	assert_true(eng_send(&e, KVX_ENG_HELLO, &h, sizeof(h), -1) != 0);
-	PUMP_UNTIL(sessions_open(&A) == open - 1);
+	/* a request too short to be one */
+	eng_connect(&e, &A);
+	PUMP_UNTIL(sessions_open(&A) == open + 1);
+	assert_int_equal(send(e.fd, &junk, sizeof(junk), MSG_DONTWAIT), (ssize_t)sizeof(junk));
+	PUMP_UNTIL(sessions_open(&A) == open);
+	eng_close(&e);
+	/* requests sent in a burst, no answer read */
+	eng_connect(&e, &A);
+	PUMP_UNTIL(sessions_open(&A) == open + 1);
+	for (int i = 0; i < 64; i++)
+		assert_true(eng_send(&e, KVX_ENG_HELLO, &h, sizeof(h), -1) != 0);
+	PUMP_UNTIL(sessions_open(&A) == open);
 	eng_close(&e);
 	eng_close(&ok);
 }
@@ -2421,6 +2416,12 @@ test_cap_rooms_per_uid(void **state)
 	assert_int_equal(eng_room_open(&e2, 4, p2, 4, &r), -EDQUOT); /* its own 1 of 2 */
 	assert_non_null(strstr(r.text, "max_rooms_per_uid"));
 	assert_null(kvxd_room_find(&A, 4, 0, KVX_ROOM_DECODE));
+	/* an id an engine opens again replaces its room there: not one more for the user */
+	assert_int_equal(eng_room_req(&e1, KVX_ENG_ROOM_ABORT, 1), 0);
+	for (int i = 0; i < 10 && !eng_event(&e1, 1, KVX_STATE_RELEASED); i++)
+		pump_once();
+	assert_non_null(eng_event(&e1, 1, KVX_STATE_RELEASED));
+	assert_int_equal(eng_room_open(&e1, 1, p1, 4, NULL), 0);
 	eng_chunk(&e2, 5, p2, 2, 0); /* a prefill room: the same cap */
 	ev = eng_event_wait(&e2, 5, KVX_STATE_FAILED);
 	assert_int_equal(ev->error, -EDQUOT);
@@ -3282,6 +3283,21 @@ test_extra_descriptors_are_closed(void **state)
 	for (int k = 0; k < 20; k++)
 		pump_once();
 	assert_int_equal(fds_open(), before);
+
+	/* a message of no bytes (kvxd reads it as the end of the stream) brings them too */
+	eng_connect(&e, &A);
+	for (int k = 0; k < 3; k++)
+		fds[k] = memfd_create("kvx-test", MFD_CLOEXEC);
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	iov.iov_len = 0;
+	assert_int_equal(sendmsg(e.fd, &mh, MSG_NOSIGNAL), 0);
+	for (int k = 0; k < 3; k++)
+		close(fds[k]);
+	PUMP_UNTIL(recv(e.fd, (char[1]){0}, 1, MSG_DONTWAIT) == 0);
+	eng_close(&e);
+	for (int k = 0; k < 20; k++)
+		pump_once();
+	assert_int_equal(fds_open(), before);
 }
 
 /* A chunk too short to name its room, or whose header length is not its message's, cannot
@@ -3696,6 +3712,44 @@ pair_with_prefill_core_rings(struct eng *ea, struct reng *rb, int *pa, int *pb)
 	pair_ring_and_socket(&B, rb, pb, ea, pa);
 }
 
+/* Chunks through a submission ring are never refused for a full inbox: while b's polling core
+ * does not run, its inbox (4096 messages) fills to its headroom and the rest of the engine's
+ * chunks wait in its ring; once the core runs they go in, and the room is whole.  Before, the
+ * chunk that found the inbox full was refused and failed its room, whichever engine's flood
+ * had filled it. */
+static void
+test_full_inbox_holds_the_rings(void **state)
+{
+	static struct reng rb;
+	uint64_t buf[CHUNK_BUF_WORDS];
+	struct eng ea;
+	int pa, pb, sent = 0;
+	size_t len;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 560, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(560));
+	len = chunk_msg(buf, 560, 0, pb, 0, 2, 0, 0, 0, 0, false);
+	for (int i = 0; i < 6000 && reng_send(&rb, KVX_ENG_CHUNK, buf, len); i++) {
+		sent++;
+		if (i % 64 == 0)
+			kvxd_loop_once(&B, 0); /* b's control core alone runs */
+	}
+	for (int i = 0; i < 200; i++)
+		kvxd_loop_once(&B, 0);
+	assert_true(sent > 4096);
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	assert_true(B.ctr.engine_ring_holds > 0);
+	assert_false(kvx_shring_empty(&rings_session(&B)->sub)); /* the rest waits there */
+	len = chunk_msg(buf, 560, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	assert_true(reng_send(&rb, KVX_ENG_CHUNK, buf, len) != 0);
+	PUMP_UNTIL(eng_event(&ea, 560, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	eng_close(&ea);
+	reng_close(&rb);
+}
+
 /* Prefill: one (last) chunk of room id, source pages 0..n-1, through the submission ring. */
 static void
 reng_chunk(struct reng *r, uint64_t id, int pool, uint32_t n)
@@ -4070,7 +4124,8 @@ last_event(const struct eng *e, uint64_t id, int st)
  * (decode is told FAILED, -EBUSY, at once): the engine's late chunks of that attempt would
  * otherwise be written into the new room's pages, the last one completing it, with the pages
  * the first chunk wrote to the earlier attempt's pages never written (a SUCCESS with holes).
- * Once b's engine closed the id, it is opened again and the room is whole. */
+ * Once b's engine closed the id, it is opened again and the room is whole; after that room's
+ * SUCCESS (its last chunk came) the id is opened again at once. */
 static void
 test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 {
@@ -4111,6 +4166,19 @@ test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 
 	/* b's engine closes the id: decode's next attempt is taken, and whole */
 	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 540), 0);
+	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(540));
+	eng_chunk_x(&eb, 540, pb, 4, 0, true);
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_SUCCESS));
+	for (uint32_t p = 0; p < 4; p++)
+		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
+
+	/* after a SUCCESS (the attempt's last chunk came: no late one can) the id is opened again
+	 * at once, b's engine not having closed it */
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_CLOSE, 540), 0);
+	memset(dp->base, 0, dp->len);
+	fill_pool(sp, 2);
+	ea.nev = 0;
 	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
 	PUMP_UNTIL(prefill_known(540));
 	eng_chunk_x(&eb, 540, pb, 4, 0, true);
@@ -4520,6 +4588,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_refused_first_chunk_keeps_its_room_failed,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_inbox_holds_the_rings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),
