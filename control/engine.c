@@ -1220,7 +1220,11 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	atomic_fetch_add(&pool->refs, 1);
 	msg.room = &r->pc;
 	msg.ptr = ch;
-	if (kvx_pcore_try_send(&d->cores[r->pc.core], &msg)) { /* back-pressure */
+	/* back-pressure: refused at a full inbox (a ring's requests wait before that); a session
+	 * that went has all its requests taken at once, its chunks kept in order (the core's
+	 * overflow list, bounded by what its ring held) */
+	if (e->gone ? kvx_pcore_send(&d->cores[r->pc.core], &msg)
+		    : kvx_pcore_try_send(&d->cores[r->pc.core], &msg)) {
 		/* the chunk, and its pool reference */
 		kvxd_chunk_free(d, ch);
 		chunk_refuse_room(d, e, m->room, -EAGAIN, "polling core inbox full");
@@ -1597,12 +1601,18 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 int
 kvxd_engine_rings_poll(struct kvxd *d)
 {
-	int work = 0;
+	int work = 0, n = d->engines_end;
 
+	/* from the next session each pass: while the cores' inboxes hold the rings back, the
+	 * room they free goes to each session in turn, never to the first one's flood alone */
 	d->rings_held = false;
-	for (int i = 0; i < d->engines_end; i++)
-		if (d->engines[i])
-			work += ring_take(d, d->engines[i], RING_BATCH);
+	for (int k = 0; k < n; k++) {
+		struct kvxd_engine *e = d->engines[(d->rings_next + k) % n];
+
+		if (e)
+			work += ring_take(d, e, RING_BATCH);
+	}
+	d->rings_next = n ? (d->rings_next + 1) % n : 0;
 	return work;
 }
 

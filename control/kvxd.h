@@ -406,6 +406,7 @@ struct kvxd {
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int engines_end;
 	bool rings_held; /* this pass left submission rings' requests for the cores' inboxes */
+	int rings_next;	 /* the session the next pass takes submission rings from first */
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];
 	int pools_end;

@@ -1348,15 +1348,14 @@ on_room_meta(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_room_met
 	}
 	if (r && kvx_room_state_terminal(kvxd_room_state(r)) && kvxd_room_quiescent(r) &&
 	    (own < 0 || r->owner[own].gen != rm->gen) && r->ntgt == 0 && !r->tombstone &&
-	    !r->refused &&
-	    ((own >= 0 && (r->engine_id < 0 || r->last_submitted)) || r->engine_closed ||
-	     r->engine_gone)) {
-		/* an id reused for a new request, once the room's engine let it go (or, for its
-		 * own endpoint, once no chunk of the earlier attempt can come: none ever took it,
-		 * or its last chunk came): until then the engine's late chunks of the earlier
-		 * attempt are the room's.  Taken by the new room, they would be written into its
-		 * pages, the last one with the immediate that completes it, while the chunks
-		 * before them went to the earlier attempt's pages: a SUCCESS with holes */
+	    !r->refused && ((own >= 0 && r->engine_id < 0) || r->engine_closed || r->engine_gone)) {
+		/* an id reused for a new request, once the room's engine let it go (or none ever
+		 * took it, for its own endpoint): until then the engine's late chunks of the
+		 * earlier attempt are the room's.  Taken by the new room, they would be written
+		 * into its pages, the last one with the immediate that completes it, while the
+		 * chunks before them went to the earlier attempt's pages: a SUCCESS with holes.
+		 * Not even once the earlier attempt's last chunk came: the engine's close of it
+		 * names only the id, and would find the new room */
 		kvxd_room_remove(d, r);
 		r = NULL;
 		own = -1;

@@ -114,8 +114,8 @@ int kvx_pool_unregister(struct kvx_conn *c, int pool_id);
  * -errno (-EDQUOT: the engine has [engine] max_rooms_per_engine rooms, or its user
  * max_rooms_per_uid; a room counts until it is closed; -EPERM: another user's engine holds the
  * rank, see kvx_chunk_submit).  Re-opening an id whose previous room ended starts a new generation;
- * a source whose prefill engine may still send chunks of the earlier attempt (it has not closed
- * it, and its last chunk has not come) refuses it at once: the room's FAILED event says -EBUSY.
+ * a source whose prefill engine has not closed the earlier attempt (its late chunks would go to
+ * the new room) refuses it at once: the room's FAILED event says -EBUSY.
  * The same as kvx_room_open_regions() with one region, whole pages, and every source of rank 0. */
 int64_t kvx_room_open(struct kvx_conn *c, uint64_t room, int pool_id, const uint32_t *pages,
 		      uint32_t npages, const char *const *sources, uint32_t nsources);

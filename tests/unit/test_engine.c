@@ -3712,6 +3712,25 @@ pair_with_prefill_core_rings(struct eng *ea, struct reng *rb, int *pa, int *pb)
 	pair_ring_and_socket(&B, rb, pb, ea, pa);
 }
 
+/* b's engine on rings puts up to n chunks of room id (pages 0 and 1, not its last) into its
+ * ring while b's control core alone runs (its polling core does not): returns how many went. */
+static int
+flood_unpolled(struct reng *rb, uint64_t id, int pb, int n)
+{
+	uint64_t buf[CHUNK_BUF_WORDS];
+	size_t len = chunk_msg(buf, id, 0, pb, 0, 2, 0, 0, 0, 0, false);
+	int sent = 0;
+
+	for (int i = 0; i < n && reng_send(rb, KVX_ENG_CHUNK, buf, len); i++) {
+		sent++;
+		if (i % 64 == 0)
+			kvxd_loop_once(&B, 0);
+	}
+	for (int i = 0; i < 200; i++)
+		kvxd_loop_once(&B, 0);
+	return sent;
+}
+
 /* Chunks through a submission ring are never refused for a full inbox: while b's polling core
  * does not run, its inbox (4096 messages) fills to its headroom and the rest of the engine's
  * chunks wait in its ring; once the core runs they go in, and the room is whole.  Before, the
@@ -3730,14 +3749,7 @@ test_full_inbox_holds_the_rings(void **state)
 	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
 	assert_int_equal(eng_room_open(&ea, 560, pa, 4, NULL), 0);
 	PUMP_UNTIL(prefill_known(560));
-	len = chunk_msg(buf, 560, 0, pb, 0, 2, 0, 0, 0, 0, false);
-	for (int i = 0; i < 6000 && reng_send(&rb, KVX_ENG_CHUNK, buf, len); i++) {
-		sent++;
-		if (i % 64 == 0)
-			kvxd_loop_once(&B, 0); /* b's control core alone runs */
-	}
-	for (int i = 0; i < 200; i++)
-		kvxd_loop_once(&B, 0);
+	sent = flood_unpolled(&rb, 560, pb, 6000);
 	assert_true(sent > 4096);
 	assert_int_equal(B.ctr.chunks_refused, 0);
 	assert_true(B.ctr.engine_ring_holds > 0);
@@ -3748,6 +3760,95 @@ test_full_inbox_holds_the_rings(void **state)
 	assert_int_equal(B.ctr.chunks_refused, 0);
 	eng_close(&ea);
 	reng_close(&rb);
+}
+
+/* A ring engine that goes while its ring is held (a core's inbox nearly full) has what it put
+ * there taken at once, its chunks kept in order in the core's overflow list: none is refused,
+ * and a room whose last chunk it submitted completes after it went. */
+static void
+test_held_ring_of_a_gone_engine_is_kept(void **state)
+{
+	static struct reng rb;
+	uint64_t buf[CHUNK_BUF_WORDS];
+	struct eng ea;
+	int pa, pb;
+	size_t len;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 561, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(561));
+	assert_int_equal(flood_unpolled(&rb, 561, pb, 4400), 4400);
+	assert_true(B.ctr.engine_ring_holds > 0);
+	len = chunk_msg(buf, 561, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	assert_true(reng_send(&rb, KVX_ENG_CHUNK, buf, len) != 0);
+	reng_close(&rb); /* everything submitted, the engine exits */
+	for (int i = 0; i < 5; i++)
+		kvxd_loop_once(&B, 0);
+	PUMP_UNTIL(eng_event(&ea, 561, KVX_STATE_SUCCESS) || eng_event(&ea, 561, KVX_STATE_FAILED));
+	assert_non_null(eng_event(&ea, 561, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	eng_close(&ea);
+}
+
+/* While the rings are held, the room the core frees goes to each session in turn: a second
+ * engine's chunks are taken while the first one's flood still waits, not after all of it. */
+static void
+test_held_rings_take_turns(void **state)
+{
+	static struct reng rb, rb2;
+	uint64_t buf[CHUNK_BUF_WORDS], b2[CHUNK_BUF_WORDS];
+	struct kvxd_engine *e1 = NULL, *e2 = NULL;
+	struct eng ea;
+	int pa, pb, pb2;
+	size_t len, len2;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	reng_open_with(&rb2, &B, KVX_ENG_RINGS_CORE, &pb2);
+	for (int i = 0; i < B.engines_end; i++)
+		if (B.engines[i] && B.engines[i]->rings) {
+			e1 = e2 ? e2 : B.engines[i];
+			e2 = B.engines[i]; /* the last one: rb2's */
+		}
+	assert_ptr_not_equal(e1, e2);
+	assert_int_equal(eng_room_open(&ea, 562, pa, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&ea, 563, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(562) && prefill_known(563));
+	len = chunk_msg(buf, 562, 0, pb, 0, 2, 0, 0, 0, 0, false);
+	len2 = chunk_msg(b2, 563, 0, pb2, 0, 2, 0, 0, 0, 0, false);
+	for (int i = 0; i < 4400; i++) { /* the first engine fills the inbox past its headroom */
+		while (!reng_send(&rb, KVX_ENG_CHUNK, buf, len))
+			kvxd_loop_once(&B, 0);
+		if (i % 64 == 0)
+			kvxd_loop_once(&B, 0);
+	}
+	for (int i = 0; i < 20; i++)
+		kvxd_loop_once(&B, 0);
+	assert_true(B.ctr.engine_ring_holds > 0);
+	for (int i = 0; i < 100; i++)
+		assert_true(reng_send(&rb2, KVX_ENG_CHUNK, b2, len2) != 0);
+	assert_true(kvx_shring_empty(&e2->sub) == false);
+	/* b's core runs again: the second engine's 100 are taken while the first engine's
+	 * backlog still waits, not after it */
+	for (int it = 0; it < 3000 && !kvx_shring_empty(&e2->sub); it++) {
+		node_poll_cores(&B);
+		kvxd_loop_once(&B, 0);
+	}
+	assert_true(kvx_shring_empty(&e2->sub));
+	assert_false(kvx_shring_empty(&e1->sub));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	/* both rooms end whole before the engines go */
+	len = chunk_msg(buf, 562, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	len2 = chunk_msg(b2, 563, 0, pb2, 2, 2, 2, 0, 0, 0, true);
+	while (!reng_send(&rb, KVX_ENG_CHUNK, buf, len))
+		pump_once();
+	assert_true(reng_send(&rb2, KVX_ENG_CHUNK, b2, len2) != 0);
+	PUMP_UNTIL(eng_event(&ea, 562, KVX_STATE_SUCCESS) &&
+		   eng_event(&ea, 563, KVX_STATE_SUCCESS));
+	eng_close(&ea);
+	reng_close(&rb);
+	reng_close(&rb2);
 }
 
 /* Prefill: one (last) chunk of room id, source pages 0..n-1, through the submission ring. */
@@ -4125,7 +4226,7 @@ last_event(const struct eng *e, uint64_t id, int st)
  * otherwise be written into the new room's pages, the last one completing it, with the pages
  * the first chunk wrote to the earlier attempt's pages never written (a SUCCESS with holes).
  * Once b's engine closed the id, it is opened again and the room is whole; after that room's
- * SUCCESS (its last chunk came) the id is opened again at once. */
+ * SUCCESS the same: the id waits for b's engine's close. */
 static void
 test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 {
@@ -4173,11 +4274,19 @@ test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 	for (uint32_t p = 0; p < 4; p++)
 		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
 
-	/* after a SUCCESS (the attempt's last chunk came: no late one can) the id is opened again
-	 * at once, b's engine not having closed it */
+	/* after a SUCCESS too, the id waits for b's engine's close (which names only the id: it
+	 * would find the new room), and is opened again once that came */
 	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_CLOSE, 540), 0);
 	memset(dp->base, 0, dp->len);
 	fill_pool(sp, 2);
+	ea.nev = 0;
+	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_FAILED));
+	assert_int_equal(eng_event(&ea, 540, KVX_STATE_FAILED)->error, -EBUSY);
+	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_RELEASED));
+	assert_int_equal(eng_room_req(&ea, KVX_ENG_ROOM_CLOSE, 540), 0);
+	PUMP_UNTIL(eng_event(&eb, 540, KVX_STATE_SUCCESS));
+	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 540), 0);
 	ea.nev = 0;
 	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
 	PUMP_UNTIL(prefill_known(540));
@@ -4589,6 +4698,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_refused_first_chunk_keeps_its_room_failed,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_inbox_holds_the_rings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_ring_of_a_gone_engine_is_kept, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_held_rings_take_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),

@@ -1,2 +1,0 @@
-# its own endpoint's new generation is refused while the prefill engine has not closed the earlier attempt, even once that attempt's last chunk came (no late chunk can come): decode cannot open the id again after a SUCCESS until the prefill engine closes it
-s/^\t    ((own >= 0 \&\& (r->engine_id < 0 || r->last_submitted)) || r->engine_closed ||$/\t    ((own >= 0 \&\& r->engine_id < 0) || r->engine_closed ||/

@@ -1,0 +1,2 @@
+# its own endpoint's new generation takes the id once the earlier attempt's last chunk came, while the prefill engine has not closed it: that engine's close of the earlier attempt (it names only the id) finds the new room
+s/^\t    !r->refused \&\& ((own >= 0 \&\& r->engine_id < 0) || r->engine_closed || r->engine_gone)) {$/\t    !r->refused \&\& ((own >= 0 \&\& (r->engine_id < 0 || r->last_submitted)) || r->engine_closed || r->engine_gone)) {/
