@@ -4220,6 +4220,21 @@ last_event(const struct eng *e, uint64_t id, int st)
 	return NULL;
 }
 
+/* Decode (ea) opens room id (pages 0..3 of pool pa), b's engine (eb) sends it whole from pool pb:
+ * the room is a SUCCESS and its pages are the source's. */
+static void
+open_whole(struct eng *ea, struct eng *eb, int pa, int pb, uint64_t id)
+{
+	struct kvxd_pool *dp = pool_by_id(&A, pa), *sp = pool_by_id(&B, pb);
+
+	assert_int_equal(eng_room_open(ea, id, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(id));
+	eng_chunk_x(eb, id, pb, 4, 0, true);
+	PUMP_UNTIL(eng_event(ea, id, KVX_STATE_SUCCESS));
+	for (uint32_t p = 0; p < 4; p++)
+		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
+}
+
 /* Decode aborts a room whose prefill engine sent its first chunk, and opens the id again at
  * once.  While b's engine has not closed the earlier attempt, b refuses the new generation
  * (decode is told FAILED, -EBUSY, at once): the engine's late chunks of that attempt would
@@ -4267,12 +4282,7 @@ test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 
 	/* b's engine closes the id: decode's next attempt is taken, and whole */
 	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 540), 0);
-	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
-	PUMP_UNTIL(prefill_known(540));
-	eng_chunk_x(&eb, 540, pb, 4, 0, true);
-	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_SUCCESS));
-	for (uint32_t p = 0; p < 4; p++)
-		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
+	open_whole(&ea, &eb, pa, pb, 540);
 
 	/* after a SUCCESS too, the id waits for b's engine's close (which names only the id: it
 	 * would find the new room), and is opened again once that came */
@@ -4288,12 +4298,7 @@ test_own_reuse_waits_for_the_prefill_engines_close(void **state)
 	PUMP_UNTIL(eng_event(&eb, 540, KVX_STATE_SUCCESS));
 	assert_int_equal(eng_room_req(&eb, KVX_ENG_ROOM_CLOSE, 540), 0);
 	ea.nev = 0;
-	assert_int_equal(eng_room_open(&ea, 540, pa, 4, NULL), 0);
-	PUMP_UNTIL(prefill_known(540));
-	eng_chunk_x(&eb, 540, pb, 4, 0, true);
-	PUMP_UNTIL(eng_event(&ea, 540, KVX_STATE_SUCCESS));
-	for (uint32_t p = 0; p < 4; p++)
-		assert_memory_equal(page_at(dp, 0, p), page_at(sp, 0, p), 256);
+	open_whole(&ea, &eb, pa, pb, 540);
 	eng_close(&ea);
 	eng_close(&eb);
 }
