@@ -926,6 +926,24 @@ busy_add(struct kvxd *d, struct kvxd_engine *e, uint64_t id)
 	return true;
 }
 
+/* Whether another session of the engine's user and rank has the id among its busy_ids: its
+ * attempt failed, without a room perhaps (chunk_refuse_room), and a room this session made or
+ * took for the id could end a SUCCESS without that attempt's pages.  Another user's sessions
+ * do not count: theirs are refusals of a rank they do not hold, and would otherwise let them
+ * keep the holder's ids from it. */
+static bool
+busy_elsewhere(const struct kvxd *d, const struct kvxd_engine *e, uint64_t id)
+{
+	for (int i = 0; i < d->engines_end; i++) {
+		const struct kvxd_engine *s = d->engines[i];
+
+		if (s && s != e && s->nbusy && s->uid == e->uid && s->rank == e->rank &&
+		    busy_has(s, id))
+			return true;
+	}
+	return false;
+}
+
 static void
 busy_del(struct kvxd_engine *e, uint64_t id)
 {
@@ -1007,6 +1025,17 @@ chunk_refuse_room(struct kvxd *d, struct kvxd_engine *e, uint64_t room, int erro
 		if (!busy_add(d, e, room))
 			return;
 		chunk_refuse(d, e, room, error, why);
+		return;
+	}
+	if (!r && rooms_of_uid(d, e->uid) >= 2 * (uint64_t)d->cfg.max_rooms_per_uid) {
+		/* the user's rooms, failed ones among them, are twice max_rooms_per_uid: the
+		 * attempt fails without a room.  Its engine is told, and it stays failed as the
+		 * ids above do: until the engine closes the id, its next chunks are refused and
+		 * no other session of the rank makes or takes a room of that id (busy_elsewhere).
+		 * Nor is the session closed: its user's rooms may be other sessions' doing */
+		d->ctr.chunks_refused_roomless++;
+		if (busy_add(d, e, room))
+			chunk_refuse(d, e, room, error, why);
 		return;
 	}
 	/* the engine's own count alone: its user's may be another session's doing, and the
@@ -1142,6 +1171,12 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 		chunk_refuse_room(d, e, m->room, -EBUSY,
 				  "an earlier chunk of this attempt was refused (the room's closed "
 				  "attempt still drained): close the room and submit it again");
+		return;
+	}
+	if ((!r || r->engine_id != e->id) && busy_elsewhere(d, e, m->room)) {
+		chunk_refuse_room(d, e, m->room, -EBUSY,
+				  "another session of this rank has a failed attempt of this id "
+				  "that it has not closed");
 		return;
 	}
 	if ((!r || r->engine_id != e->id) && e->nrooms >= d->cfg.max_rooms_per_engine) {

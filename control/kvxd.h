@@ -271,8 +271,10 @@ struct kvxd_engine {
 	uint32_t nrooms; /* rooms whose engine_id is this session (max_rooms_per_engine) */
 	uint64_t chunk_bytes; /* its chunks kvxd holds (max_chunk_mb_per_engine) */
 	/* ids of attempts a chunk of which was refused against this engine's own ended room of
-	 * that id (it closed it while it drained, or its end was told): the attempt's next chunk,
-	 * once that room is gone, fails the room it opens.  Cleared by the engine's close. */
+	 * that id (it closed it while it drained, or its end was told), against another's room,
+	 * or without a room (its user's rooms at twice max_rooms_per_uid): the attempt's next
+	 * chunk, once that room is gone, fails the room it opens, and no other session of its
+	 * user and rank makes or takes a live room of the id.  Cleared by the engine's close. */
 	uint64_t busy_ids[KVXD_BUSY_IDS_MAX];
 	uint32_t nbusy;
 	struct cds_list_head rooms; /* those rooms (struct kvxd_room.eng_link) */
@@ -308,6 +310,8 @@ struct kvxd_counters {
 	uint64_t frames_rx, frames_tx, frames_bad, peer_resets, engine_msgs, engine_bad,
 		chunks_refused,	      /* each fails its room (control/engine.c chunk_refuse_room) */
 		chunks_refused_again, /* of those, its room's failure was on the way already */
+		chunks_refused_roomless, /* of those, failed without a room: the user's rooms are
+					  * twice max_rooms_per_uid */
 		engine_rings, engine_ring_wakes, engine_ring_holds, events_sent, events_dropped,
 		events_core, events_core_claimed, status_pushed, status_queued, status_dropped,
 		status_evicted, status_received, rooms_opened, rooms_closed, waiting_timeouts,

@@ -298,6 +298,10 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("chunks_refused_again_total",
 		"refused chunks whose room's failure was on the way already (one per room)",
 		c->chunks_refused_again);
+	COUNTER("chunks_refused_roomless_total",
+		"refused chunks whose attempt failed without a room (the user's rooms are twice "
+		"max_rooms_per_uid)",
+		c->chunks_refused_roomless);
 	COUNTER("events_sent_total", "events queued to engines", c->events_sent);
 	COUNTER("events_dropped_total", "events with no engine to take them", c->events_dropped);
 	COUNTER("events_core_total",

@@ -2435,6 +2435,94 @@ test_cap_rooms_per_uid(void **state)
 	eng_close(&other);
 }
 
+/* Rooms kept failed for refused chunks count in the user's rooms, which stop at twice
+ * max_rooms_per_uid: past that a refused chunk's attempt fails without a room (its engine is
+ * told), no session is closed for it, and until the engine closes the id no other session of
+ * its rank makes a live room of that id, whose later chunks could end it a SUCCESS without the
+ * refused one's pages.  Before, each of a user's 16 sessions could keep twice
+ * max_rooms_per_engine rooms failed (about 6 GB of rooms at the defaults). */
+static void
+test_refused_rooms_bounded_per_uid(void **state)
+{
+	const struct kvx_event *ev;
+	struct eng e1, e2, other, x;
+	uint64_t nrooms = A.nrooms[KVX_ROOM_PREFILL];
+	int p1, p2, po, px;
+
+	need_root();
+	A.cfg.max_rooms_per_engine = 8;
+	A.cfg.max_rooms_per_uid = 2;
+	two_users(&e1, &e2, &other);
+	p1 = eng_pool_id(&e1, 256, 16, 1);
+	p2 = eng_pool_id(&e2, 256, 16, 1);
+	po = eng_pool_id(&other, 256, 16, 1);
+	assert_true(p1 > 0 && p2 > 0 && po > 0);
+	eng_chunk_x(&e1, 1, p1, 2, 0, false);
+	eng_chunk_x(&e1, 2, p1, 2, 0, false);
+	for (uint64_t id = 3; id <= 4; id++) { /* over the user's cap: kept failed */
+		eng_chunk_x(&e1, id, p1, 2, 0, false);
+		assert_non_null(eng_event_wait(&e1, id, KVX_STATE_FAILED));
+		assert_non_null(kvxd_room_find(&A, id, 0, KVX_ROOM_PREFILL));
+	}
+	assert_int_equal(A.nrooms[KVX_ROOM_PREFILL], nrooms + 4);
+	/* twice the cap: failed without a room, from either session of the user */
+	eng_chunk_x(&e1, 5, p1, 2, 0, false);
+	ev = eng_event_wait(&e1, 5, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EDQUOT);
+	eng_chunk_x(&e2, 6, p2, 2, 0, false);
+	assert_int_equal(eng_event_wait(&e2, 6, KVX_STATE_FAILED)->error, -EDQUOT);
+	assert_null(kvxd_room_find(&A, 5, 0, KVX_ROOM_PREFILL));
+	assert_null(kvxd_room_find(&A, 6, 0, KVX_ROOM_PREFILL));
+	assert_int_equal(A.nrooms[KVX_ROOM_PREFILL], nrooms + 4);
+	assert_int_equal(A.ctr.chunks_refused_roomless, 2);
+	assert_int_equal(counter(&e1, "kvx_chunks_refused_roomless_total{node=\"a\"}"), 2);
+	/* the attempt stays failed: its own last chunk is refused, and makes no room */
+	e1.nev = 0;
+	eng_chunk_x(&e1, 5, p1, 2, 2, true);
+	assert_non_null(eng_event_wait(&e1, 5, KVX_STATE_FAILED));
+	assert_null(kvxd_room_find(&A, 5, 0, KVX_ROOM_PREFILL));
+	/* with room under the caps again, another session of the rank does not make a live room
+	 * of the id e1 has not closed */
+	A.cfg.max_rooms_per_uid = 8;
+	eng_chunk_x(&e2, 5, p2, 2, 0, true);
+	ev = eng_event_wait(&e2, 5, KVX_STATE_FAILED);
+	assert_int_equal(ev->error, -EBUSY);
+	PUMP_UNTIL(kvxd_room_state(kvxd_room_find(&A, 5, 0, KVX_ROOM_PREFILL)) == KVX_ROOM_FAILED);
+	/* another rank's room of that id is not touched */
+	eng_chunk_x(&other, 5, po, 2, 0, false);
+	pump_once();
+	assert_null(eng_event(&other, 5, KVX_STATE_FAILED));
+	assert_non_null(kvxd_room_find(&A, 5, 1, KVX_ROOM_PREFILL));
+	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, 5, 1, KVX_ROOM_PREFILL)),
+			     KVX_ROOM_FAILED);
+	/* another user's session on the rank, refused for it, keeps no id from the rank's user */
+	eng_connect_as(&x, &A, NOBODY - 1, getegid(), 0, NULL);
+	assert_int_equal(eng_hello(&x, NULL), 0);
+	px = eng_pool_id(&x, 256, 16, 1);
+	assert_true(px > 0);
+	eng_chunk_x(&x, 7, px, 2, 0, false);
+	assert_int_equal(eng_event_wait(&x, 7, KVX_STATE_FAILED)->error, -EPERM);
+	eng_chunk_x(&e1, 7, p1, 2, 0, false);
+	pump_once();
+	assert_null(eng_event(&e1, 7, KVX_STATE_FAILED));
+	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, 7, 0, KVX_ROOM_PREFILL)),
+			     KVX_ROOM_FAILED);
+	eng_close(&x);
+	assert_false(e1.closed || e2.closed);
+	/* once e1 closes the id, it is free again */
+	assert_int_equal(eng_room_req(&e1, KVX_ENG_ROOM_CLOSE, 5), -ENOENT);
+	assert_int_equal(eng_room_req(&e2, KVX_ENG_ROOM_CLOSE, 5), 0);
+	e2.nev = 0;
+	eng_chunk_x(&e2, 5, p2, 2, 0, false);
+	pump_once();
+	assert_null(eng_event(&e2, 5, KVX_STATE_FAILED));
+	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, 5, 0, KVX_ROOM_PREFILL)),
+			     KVX_ROOM_FAILED);
+	eng_close(&e1);
+	eng_close(&e2);
+	eng_close(&other);
+}
+
 static void
 test_cap_rooms_per_engine_prefill(void **state)
 {
@@ -4786,6 +4874,7 @@ main(void)
 		T(test_cap_rooms_per_engine_decode),
 		T(test_cap_rooms_per_engine_prefill),
 		T(test_cap_rooms_per_uid),
+		T(test_refused_rooms_bounded_per_uid),
 		T(test_pool_geometry_overflow_refused),
 		T(test_pool_of_a_disk_file_refused),
 		cmocka_unit_test_setup_teardown(test_pool_on_huge_pages_unmapped_whole, setup,
