@@ -2276,6 +2276,17 @@ two_users(struct eng *e1, struct eng *e2, struct eng *other)
 	assert_int_equal(eng_hello_rank(other, 1), 0);
 }
 
+/* two_users(), each session with a pool of 16 pages of 256 bytes: pools[] their ids. */
+static void
+two_users_pools(struct eng *e1, struct eng *e2, struct eng *other, int pools[3])
+{
+	two_users(e1, e2, other);
+	pools[0] = eng_pool_id(e1, 256, 16, 1);
+	pools[1] = eng_pool_id(e2, 256, 16, 1);
+	pools[2] = eng_pool_id(other, 256, 16, 1);
+	assert_true(pools[0] > 0 && pools[1] > 0 && pools[2] > 0);
+}
+
 /* One user's engines hold at most max_pools_per_uid pools, over all of its sessions: the node's
  * table (KVXD_MAX_POOLS) is never one user's alone; another user still registers. */
 static void
@@ -2400,16 +2411,13 @@ test_cap_rooms_per_uid(void **state)
 	const struct kvx_event *ev;
 	struct eng e1, e2, other;
 	struct eng_reply r;
-	int p1, p2, po;
+	int pools[3], p1, p2, po;
 
 	need_root();
 	A.cfg.max_rooms_per_engine = 2;
 	A.cfg.max_rooms_per_uid = 3;
-	two_users(&e1, &e2, &other);
-	p1 = eng_pool_id(&e1, 256, 16, 1);
-	p2 = eng_pool_id(&e2, 256, 16, 1);
-	po = eng_pool_id(&other, 256, 16, 1);
-	assert_true(p1 > 0 && p2 > 0 && po > 0);
+	two_users_pools(&e1, &e2, &other, pools);
+	p1 = pools[0], p2 = pools[1], po = pools[2];
 	assert_int_equal(eng_room_open(&e1, 1, p1, 4, NULL), 0);
 	assert_int_equal(eng_room_open(&e1, 2, p1, 4, NULL), 0);
 	assert_int_equal(eng_room_open(&e2, 3, p2, 4, NULL), 0);
@@ -2447,16 +2455,13 @@ test_refused_rooms_bounded_per_uid(void **state)
 	const struct kvx_event *ev;
 	struct eng e1, e2, other, x;
 	uint64_t nrooms = A.nrooms[KVX_ROOM_PREFILL];
-	int p1, p2, po, px;
+	int pools[3], p1, p2, po, px;
 
 	need_root();
 	A.cfg.max_rooms_per_engine = 8;
 	A.cfg.max_rooms_per_uid = 2;
-	two_users(&e1, &e2, &other);
-	p1 = eng_pool_id(&e1, 256, 16, 1);
-	p2 = eng_pool_id(&e2, 256, 16, 1);
-	po = eng_pool_id(&other, 256, 16, 1);
-	assert_true(p1 > 0 && p2 > 0 && po > 0);
+	two_users_pools(&e1, &e2, &other, pools);
+	p1 = pools[0], p2 = pools[1], po = pools[2];
 	eng_chunk_x(&e1, 1, p1, 2, 0, false);
 	eng_chunk_x(&e1, 2, p1, 2, 0, false);
 	for (uint64_t id = 3; id <= 4; id++) { /* over the user's cap: kept failed */
