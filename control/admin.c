@@ -121,10 +121,18 @@ admin_run(struct kvxd *d, const char *cmd, bool admin, int engine, struct kvxd_m
 		char name[KVX_CFG_NAME_MAX], verb[16];
 		int rc;
 
-		if (sscanf(cmd + 5, "%63s %15s", name, verb) != 2) {
-			P("usage: peer NAME pause|resume|try\n");
+		const char *a = cmd + 5, *sp = strchr(a, ' ');
+
+		/* never cut short and run: a name over the bound is not the name it starts with */
+		if (!sp || sp == a || (size_t)(sp - a) >= sizeof(name) ||
+		    strlen(sp + 1) >= sizeof(verb) || !sp[1] || strchr(sp + 1, ' ')) {
+			P("usage: peer NAME pause|resume|try (NAME at most %zu bytes)\n",
+			  sizeof(name) - 1);
 			return -EINVAL;
 		}
+		memcpy(name, a, (size_t)(sp - a));
+		name[sp - a] = '\0';
+		snprintf(verb, sizeof(verb), "%s", sp + 1);
 		rc = kvxd_peer_admin(d, name, verb);
 		P(rc == 0 ? "peer %s: %s\n" : "peer %s: cannot %s\n", name, verb);
 		return rc;

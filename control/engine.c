@@ -1803,7 +1803,8 @@ admin_now(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const char *at, s
 	snprintf(cmd, sizeof(cmd), "%.*s", (int)n, at);
 	e->admin_pass = d->loop_pass;
 	rc = kvxd_admin(d, cmd, e->admin, e->id, text, sizeof(text));
-	if (rc == -EPERM && !e->admin)
+	if (rc == -EPERM && !e->admin &&
+	    kvx_log_allow(&d->admin_refused_log, kvxd_now_ms(), 10, "refused operator commands"))
 		KVX_WARN("engine %d (pid %d uid %u): operator command '%s' refused: not an admin",
 			 e->id, (int)e->pid, (unsigned)e->uid, cmd);
 	kvxd_engine_reply(d, e, seq, rc, 0, text);

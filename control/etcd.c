@@ -24,8 +24,16 @@
 
 #define HEAD_MAX 16384	    /* a response's status line and headers */
 #define BODY_MAX (1u << 20) /* a response, or one watch message */
-#define CALL_MS 3000	    /* a call's deadline */
-#define RETRY_MS 1000	    /* after a failure */
+/* The prefix is read RANGE_PAGE entries at a time, each page at most RANGE_BODY_MAX: more than
+ * one entry of etcd's largest (its requests are at most 1.5 MiB by default, 2 MiB in base64).
+ * A page too large is read again with an eighth of its entries, down to one, and the next pages
+ * grow back twice at a time: however many keys, and however large, a key writer puts under
+ * the prefix, the read goes through (before, one read of everything had to fit BODY_MAX: one
+ * large key stopped membership on every node). */
+#define RANGE_PAGE 64
+#define RANGE_BODY_MAX (4u << 20)
+#define CALL_MS 3000  /* a call's deadline */
+#define RETRY_MS 1000 /* after a failure */
 /* a watch that says nothing for this long is set up again: a proxy or a broken path may drop it
  * without a word.  kvxd asks for progress notifications, which etcd sends on a quiet watch every
  * 10 minutes by default (--experimental-watch-progress-notify-interval), so a healthy watch is
@@ -88,6 +96,12 @@ struct kvxd_etcd {
 	bool reregister;       /* our own key was deleted: register again */
 	bool own_clash;	       /* our name listed with another value: said once */
 	int64_t revision;
+	/* the full read, a page at a time: the next page's first key (base64, malloc'd; NULL: the
+	 * prefix), the revision every page reads (the first page's; 0: not read yet) and the
+	 * page's size (RANGE_PAGE, less after a page too large) */
+	char *page_key;
+	int64_t page_rev;
+	int page_limit;
 	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
 	char key_b64[256], begin_b64[256], end_b64[256], val_b64[352];
 	char val[256]; /* what we register, as text */
@@ -187,10 +201,17 @@ http_start(struct kvxd *d, struct http *h, enum call call, const char *path, con
 	return n;
 }
 
+/* The largest body the call takes. */
+static uint64_t
+body_max(const struct http *h)
+{
+	return h->call == C_RANGE ? RANGE_BODY_MAX : BODY_MAX;
+}
+
 static int
 body_put(struct http *h, const char *p, size_t n)
 {
-	if (h->body_len + n > BODY_MAX)
+	if (h->body_len + n > body_max(h))
 		return -EMSGSIZE;
 	if (h->body_len + n + 1 > h->body_cap) {
 		size_t cap = h->body_cap ? h->body_cap : 4096;
@@ -279,7 +300,7 @@ head_parse(struct http *h)
 			char *end;
 			unsigned long long v = strtoull(line + 15, &end, 10);
 
-			if (v > BODY_MAX)
+			if (v > body_max(h))
 				return -EMSGSIZE;
 			h->clen = (int64_t)v;
 		}
@@ -468,6 +489,84 @@ watch_keepalive(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
+/* The next page of the full read. */
+static void
+range_start(struct kvxd *d, uint64_t now)
+{
+	struct kvxd_etcd *e = d->etcd;
+	const char *from = e->page_key ? e->page_key : e->begin_b64;
+	size_t cap = strlen(from) + strlen(e->end_b64) + 160;
+	char *json = malloc(cap);
+	int rc = -ENOMEM;
+
+	e->st = S_RANGE;
+	if (json) {
+		int n = snprintf(json, cap,
+				 "{\"key\": \"%s\", \"range_end\": \"%s\", \"limit\": %d", from,
+				 e->end_b64, e->page_limit);
+
+		if (e->page_rev) /* every page sees the same revision: the watch starts after it */
+			snprintf(json + n, cap - (size_t)n, ", \"revision\": \"%" PRId64 "\"}",
+				 e->page_rev);
+		else
+			snprintf(json + n, cap - (size_t)n, "}");
+		rc = http_start(d, &e->call, C_RANGE, "/v3/kv/range", json, now);
+		free(json);
+	}
+	if (rc)
+		fail(d, "%s: %s", call_name[C_RANGE], strerror(-rc));
+}
+
+/* The next page starts right after key (base64): the key with a NUL byte after it.  0, or
+ * -EPROTO when it is not base64, or not after the page's own first key (a gateway that answers
+ * the same page again would read for ever). */
+static int
+page_after(struct kvxd_etcd *e, const char *key)
+{
+	size_t n = key ? strlen(key) : 0, pad, len, cur_len = 0;
+	const char *cur = e->page_key ? e->page_key : e->begin_b64;
+	unsigned char *raw, *now_raw;
+	char *next;
+	int k, c;
+
+	if (!n || n % 4)
+		return -EPROTO;
+	pad = (key[n - 1] == '=') + (n > 1 && key[n - 2] == '=');
+	raw = malloc(n / 4 * 3 + 1);
+	now_raw = malloc(strlen(cur) / 4 * 3 + 1);
+	next = malloc(n / 3 * 4 + 12);
+	if (!raw || !now_raw || !next) {
+		free(raw);
+		free(now_raw);
+		free(next);
+		return -ENOMEM;
+	}
+	k = EVP_DecodeBlock(raw, (const unsigned char *)key, (int)n);
+	c = EVP_DecodeBlock(now_raw, (const unsigned char *)cur, (int)strlen(cur));
+	if (k < 0 || (size_t)k < pad || c < 0) {
+		free(raw);
+		free(now_raw);
+		free(next);
+		return -EPROTO;
+	}
+	len = (size_t)k - pad;
+	cur_len = (size_t)c - (size_t)((cur[0] && cur[strlen(cur) - 1] == '=') +
+				       (strlen(cur) > 1 && cur[strlen(cur) - 2] == '='));
+	c = memcmp(raw, now_raw, len < cur_len ? len : cur_len);
+	free(now_raw);
+	if (c < 0 || (c == 0 && len < cur_len)) {
+		free(raw);
+		free(next);
+		return -EPROTO; /* before where the page started */
+	}
+	raw[len] = '\0'; /* the key, then a NUL: the first key after it */
+	EVP_EncodeBlock((unsigned char *)next, raw, (int)len + 1);
+	free(raw);
+	free(e->page_key);
+	e->page_key = next;
+	return 0;
+}
+
 static void
 start(struct kvxd *d, enum call call, uint64_t now)
 {
@@ -490,12 +589,13 @@ start(struct kvxd *d, enum call call, uint64_t now)
 			 e->val_b64, e->lease);
 		e->st = S_PUT;
 		break;
-	case C_RANGE:
-		path = "/v3/kv/range";
-		snprintf(json, sizeof(json), "{\"key\": \"%s\", \"range_end\": \"%s\"}",
-			 e->begin_b64, e->end_b64);
-		e->st = S_RANGE;
-		break;
+	case C_RANGE: /* a full read, from its first page */
+		free(e->page_key);
+		e->page_key = NULL;
+		e->page_rev = 0;
+		e->page_limit = RANGE_PAGE;
+		range_start(d, now);
+		return;
 	case C_KEEPALIVE:
 		path = "/v3/lease/keepalive";
 		snprintf(json, sizeof(json), "{\"ID\": \"%s\"}", e->lease);
@@ -621,18 +721,33 @@ on_grant(struct kvxd *d, struct json_object *o)
 	return 0;
 }
 
+/* One page of the full read.  0: the last; 1: more follow (page_key says from where); or
+ * -EPROTO. */
 static int
 on_range(struct kvxd *d, struct json_object *o)
 {
 	struct kvxd_etcd *e = d->etcd;
-	struct json_object *kvs = jobj(o, "kvs", json_type_array);
+	struct json_object *kvs = jobj(o, "kvs", json_type_array), *more;
+	size_t n = kvs ? json_object_array_length(kvs) : 0;
+	int64_t rev;
 
-	if (!jint(jobj(o, "header", json_type_object), "revision", &e->revision) ||
-	    e->revision < 0 || e->revision == INT64_MAX)
+	if (!jint(jobj(o, "header", json_type_object), "revision", &rev) || rev < 0 ||
+	    rev == INT64_MAX)
 		return -EPROTO; /* the watch starts from the revision after it */
-	kvxd_members_sync_begin(d);
-	for (size_t i = 0; kvs && i < json_object_array_length(kvs); i++)
+	if (!e->page_rev) {	/* the first page: the read's revision */
+		e->revision = e->page_rev = rev;
+		kvxd_members_sync_begin(d);
+	}
+	for (size_t i = 0; i < n; i++)
 		node_put(d, json_object_array_get_idx(kvs, i));
+	/* back up towards RANGE_PAGE after a page too large */
+	e->page_limit = e->page_limit < RANGE_PAGE / 2 ? 2 * e->page_limit : RANGE_PAGE;
+	if (n && json_object_object_get_ex(o, "more", &more) &&
+	    json_object_is_type(more, json_type_boolean) && json_object_get_boolean(more)) {
+		int rc = page_after(e, jstr(json_object_array_get_idx(kvs, n - 1), "key"));
+
+		return rc ? rc : 1;
+	}
 	kvxd_members_sync_end(d);
 	return 0;
 }
@@ -746,6 +861,10 @@ call_done(struct kvxd *d, struct http *h, uint64_t now)
 	}
 	json_object_put(o);
 	http_close(d, h);
+	if (call == C_RANGE && rc == 1) {
+		range_start(d, now); /* the next page */
+		return;
+	}
 	if (rc) {
 		fail(d, "%s: %s", call_name[call],
 		     rc == -ENOENT ? "our lease expired" : "an unexpected answer");
@@ -837,10 +956,17 @@ kvxd_etcd_on_event(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 			watch_ended(d, rc < 0 ? strerror(-rc) : "closed", now);
 		return;
 	}
-	if (rc < 0)
+	if (rc == -EMSGSIZE && h->call == C_RANGE && e->page_limit > 1) {
+		/* a page over RANGE_BODY_MAX: the same page again, with fewer entries (one at
+		 * the least, which always fits: etcd takes no larger entry) */
+		d->ctr.etcd_pages_shrunk++;
+		e->page_limit = e->page_limit > 8 ? e->page_limit / 8 : 1;
+		range_start(d, now);
+	} else if (rc < 0) {
 		fail(d, "%s: %s", call_name[h->call], strerror(-rc));
-	else if (rc == 1)
+	} else if (rc == 1) {
 		call_done(d, h, now);
+	}
 }
 
 void
@@ -984,6 +1110,7 @@ kvxd_etcd_stop(struct kvxd *d)
 	http_close(d, &d->etcd->call);
 	http_close(d, &d->etcd->watch);
 	http_close(d, &d->etcd->ka);
+	free(d->etcd->page_key);
 	free(d->etcd);
 	d->etcd = NULL;
 }

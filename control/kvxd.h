@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "core/engine_proto.h"
 #include "core/hist.h"
+#include "core/log.h"
 #include "core/room_table.h"
 #include "core/shring.h"
 #include "core/slab.h"
@@ -333,7 +334,8 @@ struct kvxd_counters {
 	/* membership through etcd: nodes found and lost, entries refused (a bad name or address,
 	 * no slot or CQ room), registrations, gateway calls failed, the watch restarted */
 	uint64_t members_found, members_lost, members_refused, etcd_registered, etcd_errors,
-		etcd_watch_restarts;
+		etcd_watch_restarts,
+		etcd_pages_shrunk; /* pages of the full read too large: read with fewer entries */
 	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
 	uint64_t abort_transitions[4][4]; /* enum kvxd_abort_state (control/rooms.h) */
 	uint64_t abort_refused;		  /* illegal abort transitions asked (a bug: logged) */
@@ -352,7 +354,7 @@ struct kvxd_counters {
 	 * (over the cap, every one with its request in), connections closed for a newer one (over
 	 * the cap, the oldest without its request), connections closed at their deadline */
 	uint64_t http_200, http_400, http_404, http_405, http_431, http_500, http_refused_busy,
-		http_evicted, http_timeouts, http_renders;
+		http_evicted, http_timeouts, http_renders, http_resets;
 };
 
 /* Where the end of a room falls in kvxd_hists.room_latency[role][...] */
@@ -402,8 +404,9 @@ struct kvxd {
 	/* pending connections dropped during this loop iteration: events for them may still be
 	 * in the iteration's batch, so they are freed after it (kvxd_pending_reap) */
 	struct cds_list_head pending_dead;
-	uint64_t refuse_log_ms; /* start of the current one-second log window */
-	int refuse_logged, refuse_suppressed;
+	/* log lines a client can cause, each kind at most so many a second (kvx_log_allow):
+	 * refused connections, refused operator commands, etcd entries not taken */
+	struct kvx_log_limit refuse_log, admin_refused_log, members_refused_log;
 	/* Engine sessions and pools by slot, written only through kvxd_engine_slot_set() and
 	 * kvxd_pool_slot_set(): every slot in use is below engines_end and pools_end, where
 	 * every scan of them stops (the loop scans engines[] several times per iteration). */

@@ -113,6 +113,10 @@ kvxd_members_apply(struct kvxd *d, const struct kvx_config *next, char *err, siz
 			 nadd, room, d->cfg.cq_depth, d->cfg.sq_depth, d->cfg.rq_depth);
 		return -ENOBUFS;
 	}
+	/* a section removed may have kept a node that etcd lists (the section wins over the
+	 * registry): read etcd again, or that node is not found until the watch ends */
+	if (ndrop > nchanged)
+		d->members_reread = true;
 	for (int i = 0; i < d->npeers; i++)
 		if (drop[i])
 			kvxd_peer_remove(d, &d->peers[i],
@@ -208,11 +212,13 @@ kvxd_members_found(struct kvxd *d, const char *name, const struct kvx_config_add
 	rc = kvxd_peer_add(d, &cp);
 	if (rc) {
 		d->ctr.members_refused++;
-		KVX_WARN("membership: node %s at %s:%u not taken as a peer: %s", name, addr->host,
-			 addr->port,
-			 rc == -ENOBUFS	 ? "no room in the completion queues (cq_depth)"
-			 : rc == -ENOSPC ? "every peer slot is taken"
-					 : strerror(-rc));
+		if (kvx_log_allow(&d->members_refused_log, kvxd_now_ms(), 10,
+				  "nodes not taken as peers"))
+			KVX_WARN("membership: node %s at %s:%u not taken as a peer: %s", name,
+				 addr->host, addr->port,
+				 rc == -ENOBUFS	 ? "no room in the completion queues (cq_depth)"
+				 : rc == -ENOSPC ? "every peer slot is taken"
+						 : strerror(-rc));
 		return rc;
 	}
 	p = kvxd_peer_find(d, name);

@@ -298,6 +298,9 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("chunks_refused_again_total",
 		"refused chunks whose room's failure was on the way already (one per room)",
 		c->chunks_refused_again);
+	COUNTER("log_lines_dropped_total",
+		"log lines not written: the log's reader did not take them at once",
+		kvx_log_dropped());
 	COUNTER("chunks_refused_roomless_total",
 		"refused chunks whose attempt failed without a room (the user's rooms are twice "
 		"max_rooms_per_uid)",
@@ -387,6 +390,9 @@ control_counters(struct out *o, struct kvxd *d)
 		"times the watch of the prefix ended and was set up "
 		"again after a full read",
 		c->etcd_watch_restarts);
+	COUNTER("etcd_pages_shrunk_total",
+		"pages of the membership read over 4 MiB, read again with fewer entries",
+		c->etcd_pages_shrunk);
 	COUNTER("reloads_refused_total",
 		"configuration reloads refused (an invalid file, no room for the peers)",
 		c->reloads_refused);
@@ -511,6 +517,10 @@ control_counters(struct out *o, struct kvxd *d)
 		c->http_evicted);
 	COUNTER("metrics_http_timeouts_total", "metrics connections closed at their deadline",
 		c->http_timeouts);
+	COUNTER("metrics_http_resets_total",
+		"metrics connections closed with a reset: their client left part of the answer "
+		"unread",
+		c->http_resets);
 	COUNTER("metrics_http_renders_total",
 		"expositions rendered for the endpoint (one serves every scrape for 100 ms)",
 		c->http_renders);

@@ -13,8 +13,13 @@
  *
  * A connection's life: accepted (or refused over the cap), reads its request head into a buffer
  * that grows to KVXD_HTTP_REQ_MAX and no further, gets its whole answer rendered at once, writes
- * it as the socket takes it, and closes.  Connections are kept oldest first; all have the same
- * deadline length, so the first is always the next to expire.
+ * it as the socket takes it, shuts its sending side, and closes once the client has all of it
+ * (the client closed, or nothing of the answer is left in the kernel) or at its deadline, with a
+ * reset if the kernel still holds part of the answer.  Closed at once, a socket whose client
+ * does not read would be left to the kernel (orphaned) with the answer, outside every bound
+ * here: thousands of such clients held hundreds of MiB of the host's TCP memory.  Connections
+ * are kept oldest first; all have the same deadline length, so the first is always the next to
+ * expire.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,7 +56,9 @@ struct conn {
 	size_t rx_len, rx_cap;
 	char *tx; /* the whole answer, once the request is complete */
 	size_t tx_len, tx_off;
-	bool dead; /* closed for a newer one while the loop's batch may still name it */
+	uint64_t asked_ms; /* when its request was complete */
+	bool sent;	   /* all of the answer is the kernel's and our side is shut */
+	bool dead;	   /* closed for a newer one while the loop's batch may still name it */
 };
 
 struct kvxd_metrics_http {
@@ -69,6 +78,30 @@ static const char resp_503[] = "HTTP/1.0 503 Service Unavailable\r\nContent-Type
 			       "too many metrics clients\n";
 
 /* ---- connections --------------------------------------------------------------------------- */
+
+/* Bytes of the answer the kernel still holds (sent and not acknowledged, or not sent yet). */
+static int
+unacked(const struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->fd, SIOCOUTQ, &n) == 0 ? n : 1;
+}
+
+/* Make the next close a reset when the kernel still holds part of the answer: the kernel then
+ * keeps nothing of the socket.  Returns whether it will. */
+static bool
+reset_if_unread(struct kvxd *d, struct conn *c)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	if (!c->tx || (c->tx_off == c->tx_len && unacked(c) == 0))
+		return false;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)))
+		return false;
+	d->ctr.http_resets++;
+	return true;
+}
 
 static void
 conn_close(struct kvxd *d, struct conn *c)
@@ -178,7 +211,47 @@ request(struct kvxd *d, struct conn *c)
 	return answer(d, c, 200, "OK", CONTENT_TYPE, d->http->cache.p, d->http->cache.len, head);
 }
 
-/* Write what the socket takes; close once all of it went.  Never waits. */
+/* All of the answer is the kernel's: close once the client has it, now if it has; else shut our
+ * side (the client reads to the end) and wait for the client's close or the deadline. */
+static void
+conn_sent(struct kvxd *d, struct conn *c)
+{
+	if (unacked(c) == 0 || shutdown(c->fd, SHUT_WR)) {
+		reset_if_unread(d, c);
+		conn_close(d, c);
+		return;
+	}
+	kvxd_epoll_mod(d, c->fd, &c->ev, EPOLLIN | EPOLLRDHUP);
+	c->sent = true;
+}
+
+/* A sent connection's socket is readable: the client closed (or reset), or sent more, which is
+ * read and dropped.  Its close ends the connection once the kernel holds nothing of the answer;
+ * with part of it still there (the client shut its sending side and reads on, or never reads)
+ * the connection stops watching it and goes at the deadline. */
+static void
+conn_drain(struct kvxd *d, struct conn *c, uint32_t events)
+{
+	char buf[512];
+	ssize_t n = 0;
+
+	for (int i = 0; i < 8; i++) { /* bounded: what a client sends costs it as much */
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+	}
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
+		      !(events & (EPOLLERR | EPOLLHUP))))
+		return; /* more later */
+	if (n == 0 && unacked(c) > 0) {
+		kvxd_epoll_mod(d, c->fd, &c->ev, 0); /* the deadline decides */
+		return;
+	}
+	reset_if_unread(d, c);
+	conn_close(d, c);
+}
+
+/* Write what the socket takes; once all of it went, conn_sent.  Never waits. */
 static void
 conn_write(struct kvxd *d, struct conn *c)
 {
@@ -198,6 +271,11 @@ conn_write(struct kvxd *d, struct conn *c)
 		}
 		break; /* the client went away */
 	}
+	if (c->tx_off == c->tx_len) {
+		conn_sent(d, c);
+		return;
+	}
+	reset_if_unread(d, c);
 	conn_close(d, c);
 }
 
@@ -242,6 +320,7 @@ conn_read(struct kvxd *d, struct conn *c)
 		c->rx_len += (size_t)n;
 		c->rx[c->rx_len] = '\0';
 		if (head_complete(c)) {
+			c->asked_ms = kvxd_now_ms();
 			if (request(d, c))
 				break;
 			conn_write(d, c);
@@ -256,6 +335,10 @@ on_conn(struct kvxd *d, struct conn *c, uint32_t events)
 {
 	if (c->dead)
 		return; /* evicted earlier in this batch */
+	if (c->sent) {
+		conn_drain(d, c, events);
+		return;
+	}
 	if (c->tx) {
 		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 			conn_write(d, c);
@@ -266,30 +349,40 @@ on_conn(struct kvxd *d, struct conn *c, uint32_t events)
 }
 
 /* Over the cap: close the oldest connection that has not sent its whole request yet, to make
- * room for a new one.  Connections that only hold a socket open (one host can open the cap's
- * worth every deadline) then cannot lock a scraper out: its request comes at once, and to
- * close it first they must open the cap's worth in that moment.  Returns whether one went. */
+ * room for a new one, else the oldest whose answer has waited KVXD_HTTP_GRACE_MS for its client
+ * to read it (with a reset: the kernel keeps nothing of it).  Connections that only hold a
+ * socket open, or ask and never read (one host can open the cap's worth every deadline), then
+ * cannot lock a scraper out: its request comes at once and it reads its answer in far less
+ * than the grace, and to close it first they must open the cap's worth in that time.  Returns
+ * whether one went. */
 static bool
 evict_idle(struct kvxd *d, struct kvxd_metrics_http *h)
 {
-	struct conn *c;
+	uint64_t now = kvxd_now_ms();
+	struct conn *c, *victim = NULL;
 
 	cds_list_for_each_entry(c, &h->conns, link)
 	{
 		if (!c->tx) { /* oldest first */
-			/* an event for it may still wait in this iteration's batch (the listener's
-			 * is being dispatched): its memory goes after the batch */
-			d->ctr.http_evicted++;
-			cds_list_del(&c->link);
-			close(c->fd); /* leaves the epoll set with it */
-			c->fd = -1;
-			c->dead = true;
-			cds_list_add(&c->link, &h->dead);
-			d->http_conns--;
-			return true;
+			victim = c;
+			break;
 		}
+		if (!victim && now >= c->asked_ms + KVXD_HTTP_GRACE_MS)
+			victim = c;
 	}
-	return false;
+	if (!victim)
+		return false;
+	reset_if_unread(d, victim);
+	/* an event for it may still wait in this iteration's batch (the listener's is being
+	 * dispatched): its memory goes after the batch */
+	d->ctr.http_evicted++;
+	cds_list_del(&victim->link);
+	close(victim->fd); /* leaves the epoll set with it */
+	victim->fd = -1;
+	victim->dead = true;
+	cds_list_add(&victim->link, &h->dead);
+	d->http_conns--;
+	return true;
 }
 
 static void
@@ -368,6 +461,7 @@ kvxd_metrics_http_tick(struct kvxd *d, uint64_t now)
 		if (c->deadline_ms > now)
 			break;
 		d->ctr.http_timeouts++;
+		reset_if_unread(d, c);
 		conn_close(d, c);
 	}
 	if (h->paused_until && now >= h->paused_until) {

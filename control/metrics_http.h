@@ -6,7 +6,11 @@
  * is served.  Every client is treated as hostile, and each costs a bounded amount:
  *   - at most KVXD_HTTP_MAX_CONNS connections; for one more, the oldest that has not sent its
  *     whole request yet is closed (connections that only hold a socket open cannot lock a
- *     scraper out), and when every one has, the new one is answered 503 and closed at once;
+ *     scraper out), else the oldest whose answer has waited KVXD_HTTP_GRACE_MS to be read,
+ *     and when there is none, the new one is answered 503 and closed at once;
+ *   - a connection is closed once its client has the whole answer, or at its deadline with a
+ *     reset if the kernel still holds part of it: what a client leaves unread never outlives
+ *     its connection in the kernel (closed at once, the socket would keep the answer there);
  *   - a request head of at most KVXD_HTTP_REQ_MAX bytes (its buffer grows to that, no more):
  *     a longer one is answered 431 and closed;
  *   - KVXD_HTTP_DEADLINE_MS from accept to the last byte of the answer (reading the request
@@ -28,6 +32,7 @@
 #define KVXD_HTTP_MAX_CONNS 16
 #define KVXD_HTTP_REQ_MAX 4096
 #define KVXD_HTTP_DEADLINE_MS 5000
+#define KVXD_HTTP_GRACE_MS 500 /* a scraper reads its answer in far less */
 #define KVXD_HTTP_ACCEPT_BURST 32
 #define KVXD_HTTP_BODY_MAX (4u << 20) /* an exposition larger than this is a 500 */
 

@@ -1635,22 +1635,12 @@ kvxd_peer_on_event(struct kvxd *d, struct kvxd_peer *p, uint32_t events)
 static void __attribute__((format(printf, 3, 4)))
 refuse_log(struct kvxd *d, uint32_t addr, const char *fmt, ...)
 {
-	uint64_t now = kvxd_now_ms();
 	char msg[256];
 	va_list ap;
 
-	if (now >= d->refuse_log_ms + 1000) {
-		if (d->refuse_suppressed)
-			KVX_WARN("%d more refused connection(s) not logged in the last second",
-				 d->refuse_suppressed);
-		d->refuse_log_ms = now;
-		d->refuse_logged = d->refuse_suppressed = 0;
-	}
-	if (d->refuse_logged >= REFUSE_LOG_PER_S) {
-		d->refuse_suppressed++;
+	if (!kvx_log_allow(&d->refuse_log, kvxd_now_ms(), REFUSE_LOG_PER_S,
+			   "refused connection(s)"))
 		return;
-	}
-	d->refuse_logged++;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);

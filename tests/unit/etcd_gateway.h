@@ -10,6 +10,7 @@
 #define KVX_TESTS_ETCD_GATEWAY_H
 
 #include <arpa/inet.h>
+#include <json-c/json.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <sys/socket.h>
@@ -27,7 +28,15 @@ static struct {
 	struct gw_conn c[16];
 	int watch_fd; /* the open watch stream, -1: none */
 	int grants, puts, ranges, keepalives, watches;
-	char range_body[4096]; /* the JSON a range returns */
+	/* what a range lists: keys and values as text, sorted by key; served a page at a time
+	 * like etcd (key, range_end, limit, keys_only; "more" when the limit cut it) */
+	struct {
+		char key[128];
+		char *value; /* malloc'd: it may be large */
+	} kv[128];
+	int nkv;
+	char rev[24];	       /* the revision ranges say (gw_range's range_rev) */
+	int range_pages;       /* range calls that had a limit */
 	bool lease_lost;       /* keepalives answer without a TTL */
 	bool watch_503;	       /* watches are refused */
 	bool hold_ranges;      /* range calls wait for their answer while this is set */
@@ -45,23 +54,129 @@ b64(char *out, const char *in)
 	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)strlen(in));
 }
 
-/* A range answer listing NAME=ADDR pairs (raw: the key and value already encoded) */
+static int
+gw_kv_cmp(const void *a, const void *b)
+{
+	return strcmp(((const char *)a), ((const char *)b)); /* key is the first member */
+}
+
+/* What ranges list from now on: n KEY, VALUE pairs (text), at the revision range_rev (NULL:
+ * "10"). */
 static void
 gw_range(const char *const *kv, int n)
 {
-	size_t off = (size_t)snprintf(gw.range_body, sizeof(gw.range_body),
-				      "{\"header\":{\"revision\":\"%s\"},\"kvs\":[",
-				      gw.range_rev ? gw.range_rev : "10");
-
+	assert_true(n <= (int)(sizeof(gw.kv) / sizeof(gw.kv[0])));
+	for (int i = 0; i < gw.nkv; i++)
+		free(gw.kv[i].value);
 	for (int i = 0; i < n; i++) {
-		char k[256], v[256];
-
-		b64(k, kv[2 * i]);
-		b64(v, kv[2 * i + 1]);
-		off += (size_t)snprintf(gw.range_body + off, sizeof(gw.range_body) - off,
-					"%s{\"key\":\"%s\",\"value\":\"%s\"}", i ? "," : "", k, v);
+		snprintf(gw.kv[i].key, sizeof(gw.kv[i].key), "%s", kv[2 * i]);
+		gw.kv[i].value = strdup(kv[2 * i + 1]);
+		assert_non_null(gw.kv[i].value);
 	}
-	snprintf(gw.range_body + off, sizeof(gw.range_body) - off, "],\"count\":\"%d\"}", n);
+	gw.nkv = n;
+	qsort(gw.kv, (size_t)n, sizeof(gw.kv[0]), gw_kv_cmp);
+	snprintf(gw.rev, sizeof(gw.rev), "%s", gw.range_rev ? gw.range_rev : "10");
+}
+
+/* base64 of text of any length (malloc'd) */
+static char *
+gw_b64_alloc(const char *in)
+{
+	size_t n = strlen(in);
+	char *out = malloc(4 * (n / 3 + 1) + 1);
+
+	assert_non_null(out);
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+	return out;
+}
+
+/* base64 (of at most 255 bytes) decoded into out: its length (a key's NUL bytes count) */
+static size_t
+gw_unb64(char *out, const char *in)
+{
+	size_t n = strlen(in);
+	int len;
+
+	assert_true(n < 340);
+	len = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+	assert_true(len >= 0);
+	while (n && in[n - 1] == '=') { /* the decoder counts padding as bytes */
+		n--;
+		len--;
+	}
+	return (size_t)len;
+}
+
+/* Keys compared as etcd does: bytes, a prefix first. */
+static int
+gw_key_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* A range request's answer (malloc'd): the entries from key (base64) up to range_end, at most
+ * limit of them (0: all), "more" when there were more. */
+static char *
+gw_range_answer(const char *body)
+{
+	struct json_object *o = json_tokener_parse(body), *x;
+	char from[256] = "", to[256] = "\xff";
+	size_t flen = 0, tlen = 1;
+	int64_t limit = 0;
+	bool keys_only = false, more = false;
+	size_t cap = 256, off;
+	char *ans;
+	int n = 0;
+
+	if (o && json_object_object_get_ex(o, "key", &x))
+		flen = gw_unb64(from, json_object_get_string(x));
+	if (o && json_object_object_get_ex(o, "range_end", &x))
+		tlen = gw_unb64(to, json_object_get_string(x));
+	if (o && json_object_object_get_ex(o, "limit", &x))
+		limit = json_object_get_int64(x);
+	if (o && json_object_object_get_ex(o, "keys_only", &x))
+		keys_only = json_object_get_boolean(x);
+	json_object_put(o);
+	gw.range_pages += limit > 0;
+	for (int i = 0; i < gw.nkv; i++)
+		cap += 64 + 2 * strlen(gw.kv[i].key) + 2 * strlen(gw.kv[i].value);
+	ans = malloc(cap);
+	assert_non_null(ans);
+	off = (size_t)snprintf(ans, cap, "{\"header\":{\"revision\":\"%s\"},\"kvs\":[", gw.rev);
+	/* keys outside the range (a gateway that answers wrong) come first, in the first page */
+	for (int i = 0; i < 2 * gw.nkv; i++) {
+		const char *key = gw.kv[i % gw.nkv].key;
+		size_t klen = strlen(key);
+		bool in = gw_key_cmp(key, klen, GW_PREFIX, strlen(GW_PREFIX)) >= 0 &&
+			  gw_key_cmp(key, klen, to, tlen) < 0;
+		char *k, *v;
+
+		if (i < gw.nkv ? in || flen != strlen(GW_PREFIX) : !in)
+			continue;
+		if (in && gw_key_cmp(key, klen, from, flen) < 0)
+			continue;
+		if (in && limit && n == limit) {
+			more = true;
+			break;
+		}
+		k = gw_b64_alloc(key);
+		v = gw_b64_alloc(gw.kv[i % gw.nkv].value);
+		if (keys_only)
+			off += (size_t)snprintf(ans + off, cap - off, "%s{\"key\":\"%s\"}",
+						n ? "," : "", k);
+		else
+			off += (size_t)snprintf(ans + off, cap - off,
+						"%s{\"key\":\"%s\",\"value\":\"%s\"}", n ? "," : "",
+						k, v);
+		free(k);
+		free(v);
+		n++;
+	}
+	snprintf(ans + off, cap - off, "],\"more\":%s,\"count\":\"%d\"}", more ? "true" : "false",
+		 n);
+	return ans;
 }
 
 static void
@@ -108,7 +223,7 @@ gw_send(int fd, const char *p, size_t n)
 static void
 gw_reply(struct gw_conn *c, const char *body, bool chunked)
 {
-	char head[256];
+	char head[256 + 64];
 	int n;
 
 	if (chunked)
@@ -185,8 +300,11 @@ gw_answer(struct gw_conn *c)
 		gw.puts++;
 		gw_reply(c, "{\"header\":{\"revision\":\"2\"}}", false);
 	} else if (strncmp(c->req, "POST /v3/kv/range ", 18) == 0) {
+		char *ans = gw_range_answer(body ? body + 4 : "");
+
 		gw.ranges++;
-		gw_reply(c, gw.range_body, false);
+		gw_reply(c, ans, false);
+		free(ans);
 	} else if (strncmp(c->req, "POST /v3/lease/keepalive ", 25) == 0) {
 		char ans[128];
 
@@ -299,6 +417,9 @@ gw_stop_for(struct kvxd *d)
 			gw_close(&gw.c[i]);
 	close(gw.lfd);
 	pump_hook = NULL;
+	for (int i = 0; i < gw.nkv; i++)
+		free(gw.kv[i].value);
+	gw.nkv = 0;
 }
 
 #endif /* KVX_TESTS_ETCD_GATEWAY_H */

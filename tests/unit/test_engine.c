@@ -1215,6 +1215,18 @@ test_operator_commands_need_an_admin(void **state)
 	assert_int_equal(eng_admin(&root, "fault handshake.stall:0", &r), 0);
 	assert_true(kvx_fault_hit(KVX_FAULT_HS_STALL));
 	assert_int_equal(eng_admin(&root, "peer b pause", &r), 0);
+	/* a name over the bound is refused, never cut short and run: before, its first 63
+	 * bytes were taken as the name and the rest as the verb */
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "peer %063dpause", 0);
+		assert_int_equal(eng_admin(&root, cmd, &r), -EINVAL);
+		assert_non_null(strstr(r.text, "usage: peer NAME"));
+	}
+	assert_int_equal(eng_admin(&root, "peer b  pause", &r), -EINVAL);
+	assert_int_equal(eng_admin(&root, "peer b", &r), -EINVAL);
+	assert_int_equal(eng_admin(&root, "peer b resume", &r), 0);
 	assert_int_equal(counter(&root, "kvx_engine_admin_denied_total{node=\"a\"}"), 3);
 	eng_close(&root);
 	eng_close(&user);

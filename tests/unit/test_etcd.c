@@ -315,6 +315,16 @@ test_section_wins_over_etcd(void **state)
 	assert_false(p->discovered);
 	assert_int_equal(p->addr.port, c_as_static.addr.port);
 	assert_int_equal(A.ctr.members_found + A.ctr.members_lost, 0);
+	/* the section removed (a reload): c is taken from etcd at once, not when the watch
+	 * happens to end (mutant members_section_gone_no_reread) */
+	next = calloc(1, sizeof(*next));
+	*next = A.cfg;
+	next->n_peers = 0;
+	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
+	free(next);
+	PUMP_UNTIL((p = kvxd_peer_find(&A, "c")) && p->discovered);
+	assert_int_equal(p->addr.port, 40009);
+	assert_int_equal(A.ctr.members_found, 1);
 }
 
 /* a's CQs have room for one peer, c (found) holds it, and x1 is listed (a watch event): the
@@ -621,6 +631,48 @@ test_gid_per_rail(void **state)
 	assert_null(kvxd_peer_find(&A, "e"));
 }
 
+/* The prefix is read a page at a time, and a page too large is read again with fewer entries:
+ * keys under the prefix, however many and however large (two values of 1.5 MiB, as large as
+ * etcd takes by default, and 70 more entries), cannot keep a node from reading the others.
+ * Before, the read of everything had to fit 1 MiB: one such key stopped membership on every
+ * node, which read, failed, and registered again for ever (mutant etcd_range_unpaged). */
+static void
+test_large_entries_do_not_stop_the_read(void **state)
+{
+	const char *kv[2 * 74];
+	char names[70][32], *big = malloc(3 << 19);
+	uint64_t errs;
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, '9', 3 << 19);
+	big[(3 << 19) - 1] = '\0';
+	for (int i = 0; i < 70; i++) {
+		snprintf(names[i], sizeof(names[i]), PREFIX "b%03d", i);
+		kv[2 * i] = names[i];
+		kv[2 * i + 1] = "not an address";
+	}
+	kv[140] = PREFIX "b5big";
+	kv[141] = big;
+	kv[142] = PREFIX "b6big";
+	kv[143] = big;
+	kv[144] = PREFIX "a";
+	kv[145] = OWN;
+	kv[146] = PREFIX "c";
+	snprintf(c_addr, sizeof(c_addr), "127.0.0.1:%u ::ffff:0.0.0.0", c_as_static.addr.port);
+	kv[147] = c_addr;
+	gw_range(kv, 74);
+	errs = A.ctr.etcd_errors;
+	assert_int_equal(kvxd_etcd_start(&A), 0);
+	PUMP_UNTIL(gw.watches == 1 && node_ready(&A, "c"));
+	assert_int_equal(A.ctr.etcd_errors, errs);
+	assert_int_equal(gw.grants, 1);
+	assert_true(gw.range_pages >= 3);
+	assert_true(A.ctr.etcd_pages_shrunk >= 1);
+	assert_int_equal(A.ctr.members_refused, 72); /* the 70 and the two large ones */
+	free(big);
+}
+
 /* Our own key deleted (by an operator, or a bad actor with etcd access): registered again. */
 static void
 test_own_key_deleted_registers_again(void **state)
@@ -645,6 +697,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_found_and_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_entries_do_not_stop_the_read, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_bad_entries_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_answers_restart_the_client, setup,
 						teardown),
