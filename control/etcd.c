@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Membership through etcd's v3 JSON gateway (control/etcd.h). */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -20,6 +22,7 @@
 
 #include "control/etcd.h"
 #include "control/members.h"
+#include "control/peer_io.h"
 #include "core/log.h"
 
 #define HEAD_MAX 16384	    /* a response's status line and headers */
@@ -95,6 +98,11 @@ struct kvxd_etcd {
 	uint64_t watch_log_ms; /* the last "watch ended" line (at most one per 10 s) */
 	bool reregister;       /* our own key was deleted: register again */
 	bool own_clash;	       /* our name listed with another value: said once */
+	/* our own key holds what we did not write (a forged entry, or an older one of ours):
+	 * written again, at most once per RETRY_MS */
+	bool reassert;
+	uint64_t reassert_at;
+	uint64_t epoch; /* when we registered (ns since the epoch): in our entry, signed */
 	int64_t revision;
 	/* the full read, a page at a time: the next page's first key (base64, malloc'd; NULL: the
 	 * prefix), the revision every page reads (the first page's; 0: not read yet) and the
@@ -103,8 +111,8 @@ struct kvxd_etcd {
 	int64_t page_rev;
 	int page_limit;
 	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
-	char key_b64[256], begin_b64[256], end_b64[256], val_b64[352];
-	char val[256]; /* what we register, as text */
+	char key_b64[256], begin_b64[256], end_b64[256], val_b64[520];
+	char val[384]; /* what we register, as text */
 	char last_error[160];
 	bool failing; /* the last attempt failed: log only the first failure of a run */
 };
@@ -656,45 +664,130 @@ value_parse(char *v, struct kvx_config_addr *addr, uint8_t (*gids)[16], int *ngi
 	return 0;
 }
 
-/* One key and value: a node found.  Bad entries are counted and logged, never taken. */
+/* A node's entry: "BODY t=EPOCH sig=MAC", BODY its value (value_parse), EPOCH when it registered
+ * (ns, decimal), MAC the entry's MAC (core/auth.h) over the key and "BODY t=EPOCH", in hex.
+ * On success v is cut to BODY.  0; -EBADMSG: not of that form; -EACCES: a MAC no key of ours
+ * makes (forged, or of another cluster). */
+static int
+entry_check(struct kvxd *d, const char *key, char *v, uint64_t *epoch)
+{
+	uint8_t mac[KVX_AUTH_MAC_LEN];
+	char *sig = strrchr(v, ' '), *t, *end;
+	bool ok;
+
+	if (!sig || strncmp(sig, " sig=", 5) != 0 || strlen(sig + 5) != 2 * KVX_AUTH_MAC_LEN)
+		return -EBADMSG;
+	for (int i = 0; i < KVX_AUTH_MAC_LEN; i++) {
+		unsigned int x;
+
+		if (!isxdigit((unsigned char)sig[5 + 2 * i]) ||
+		    !isxdigit((unsigned char)sig[6 + 2 * i]) ||
+		    sscanf(sig + 5 + 2 * i, "%2x", &x) != 1)
+			return -EBADMSG;
+		mac[i] = (uint8_t)x;
+	}
+	*sig = '\0';
+	ok = kvx_auth_entry_verify(&d->auth, key, v, mac);
+	t = strrchr(v, ' ');
+	if (!ok) {
+		*sig = ' ';
+		return -EACCES;
+	}
+	if (!t || strncmp(t, " t=", 3) != 0 || !isdigit((unsigned char)t[3]))
+		return -EBADMSG;
+	errno = 0;
+	*epoch = strtoull(t + 3, &end, 10);
+	if (*end || errno)
+		return -EBADMSG;
+	*t = '\0';
+	return 0;
+}
+
+/* Our own key holds entry v (text): ours, or another node's under our name (a newer one that our
+ * cluster's key signed: said once), or what we did not write, forged or older (written again:
+ * a key writer cannot list us elsewhere for longer than it takes to notice). */
+static void
+own_entry(struct kvxd *d, const char *key, char *v)
+{
+	struct kvxd_etcd *e = d->etcd;
+	struct kvx_config_addr addr;
+	uint8_t gids[KVX_MAX_RAILS][16];
+	uint64_t epoch = 0;
+	int ngid, rc;
+	bool clash = strcmp(v, e->val) != 0;
+
+	if (!clash) {
+		e->own_clash = false;
+		return;
+	}
+	rc = entry_check(d, key, v, &epoch);
+	if (rc || epoch <= e->epoch) {
+		d->ctr.members_refused++;
+		if (!e->reassert && kvx_log_allow(&d->members_refused_log, kvxd_now_ms(), 10,
+						  "etcd entries refused"))
+			KVX_WARN("membership: our key %s holds %s: writing ours again", key,
+				 rc == -EACCES ? "an entry our key did not sign"
+				 : rc	       ? "a bad entry"
+					       : "an older entry of ours");
+		e->reassert = true;
+		return;
+	}
+	if (!e->own_clash) {
+		d->ctr.members_refused++;
+		KVX_WARN("membership: %s is listed at %s, registered after us: does another node "
+			 "have "
+			 "our name?",
+			 key, value_parse(v, &addr, gids, &ngid) ? "a bad value" : addr.host);
+	}
+	e->own_clash = true;
+}
+
+/* One key and value: a node found.  Bad entries are counted and logged (at most 10 a second),
+ * never taken: one not signed with our cluster's key, or older than the one we took. */
 static void
 node_put(struct kvxd *d, struct json_object *kv)
 {
-	char kbuf[256], vbuf[256];
+	char kbuf[256], vbuf[512];
 	const char *name = key_name(d, jstr(kv, "key"), kbuf, sizeof(kbuf));
 	const char *val = jstr(kv, "value");
 	struct kvx_config_addr addr;
 	uint8_t gids[KVX_MAX_RAILS][16];
 	bool named = name && kvx_config_name_ok(name); /* else never logged as it is */
+	const char *why = NULL;
+	struct kvxd_peer *p;
+	uint64_t epoch = 0;
 	int ngid, rc;
 
 	if (named && val && strcmp(name, d->cfg.name) == 0 &&
 	    !b64_decode(vbuf, sizeof(vbuf), val)) {
-		/* our own key: another node registering under our name is said, once */
-		bool clash = strcmp(vbuf, d->etcd->val) != 0;
-
-		if (clash && !d->etcd->own_clash) {
-			d->ctr.members_refused++;
-			KVX_WARN("membership: %s%s is listed at %s, not as we register it (%s): "
-				 "does another node have our name?",
-				 d->cfg.etcd_prefix, name,
-				 value_parse(vbuf, &addr, gids, &ngid) ? "a bad value" : addr.host,
-				 d->etcd->val);
-		}
-		d->etcd->own_clash = clash;
+		own_entry(d, kbuf, vbuf);
 		return;
 	}
-	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val) ||
-	    value_parse(vbuf, &addr, gids, &ngid)) {
+	if (!name || !val || b64_decode(vbuf, sizeof(vbuf), val))
+		why = "";
+	else if ((rc = entry_check(d, kbuf, vbuf, &epoch)))
+		why = rc == -EACCES ? ": not signed with our cluster's key" : ": not signed";
+	else if (value_parse(vbuf, &addr, gids, &ngid))
+		why = ": a bad address";
+	else if ((p = kvxd_peer_find(d, name)) && p->discovered && epoch < p->etcd_epoch)
+		why = ": older than the entry taken (replayed)";
+	if (why) {
 		d->ctr.members_refused++;
-		KVX_WARN("membership: a bad entry under %s refused (%s%s%s)", d->cfg.etcd_prefix,
-			 named ? "name '" : "not a node name", named ? name : "", named ? "'" : "");
+		if (kvx_log_allow(&d->members_refused_log, kvxd_now_ms(), 10,
+				  "etcd entries refused"))
+			KVX_WARN("membership: a bad entry under %s refused (%s%s%s%s)",
+				 d->cfg.etcd_prefix, named ? "name '" : "not a node name",
+				 named ? name : "", named ? "'" : "", why);
 		return;
 	}
 	rc = kvxd_members_found(d, name, &addr, (const uint8_t(*)[16])gids, ngid);
-	if (rc == -EINVAL) /* counted there */
+	if (rc == -EINVAL && /* counted there */
+	    kvx_log_allow(&d->members_refused_log, kvxd_now_ms(), 10, "etcd entries refused"))
 		KVX_WARN("membership: a bad entry under %s refused (not a node name)",
 			 d->cfg.etcd_prefix);
+	p = rc ? NULL : kvxd_peer_find(d, name);
+	if (p && p->discovered && epoch > p->etcd_epoch)
+		p->etcd_epoch = epoch;
 	if ((rc == -ENOBUFS || rc == -ENOSPC) && !d->etcd->resync_at)
 		d->etcd->resync_at = kvxd_now_ms() + 2 * RETRY_MS; /* once a slot may be free */
 }
@@ -1019,6 +1112,14 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 		if (e->st == S_IDLE)
 			return; /* it failed */
 	}
+	if (e->reassert && e->st == S_RUN && e->call.fd < 0 && now >= e->reassert_at) {
+		/* our key holds what we did not write: ours again (then a full read) */
+		e->reassert = false;
+		e->reassert_at = now + RETRY_MS;
+		d->ctr.etcd_reasserted++;
+		start(d, C_PUT, now);
+		return;
+	}
 	if (e->st == S_RUN && e->call.fd < 0 && e->watch.fd < 0 && now >= e->watch_at)
 		start(d, C_RANGE, now); /* the watch ended: everything again from a full read */
 }
@@ -1061,7 +1162,7 @@ kvxd_etcd_start(struct kvxd *d)
 	const struct kvx_config_addr *adv =
 		d->cfg.has_advertise ? &d->cfg.advertise : &d->cfg.listen;
 	static const uint8_t zero[16];
-	char key[192], val[256], gid[INET6_ADDRSTRLEN];
+	char key[192], val[384], gid[INET6_ADDRSTRLEN];
 
 	_Static_assert(sizeof(((struct kvx_config *)0)->etcd_prefix) + KVX_CFG_NAME_MAX <= 192,
 		       "a key fits key[]");
@@ -1083,6 +1184,23 @@ kvxd_etcd_start(struct kvxd *d)
 		    !inet_ntop(AF_INET6, d->rails[k].info.gid, gid, sizeof(gid)))
 			break;
 		n += (size_t)snprintf(val + n, sizeof(val) - n, " %s", gid);
+	}
+	{
+		struct timespec ts;
+		uint8_t mac[KVX_AUTH_MAC_LEN];
+
+		/* when we registered, signed with the key: a peer takes no older entry of ours */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		e->epoch = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		n += (size_t)snprintf(val + n, sizeof(val) - n, " t=%" PRIu64, e->epoch);
+		if (n + 5 + 2 * KVX_AUTH_MAC_LEN >= sizeof(val) ||
+		    kvx_auth_entry_mac(&d->auth, key, val, mac)) {
+			free(e);
+			return -EINVAL;
+		}
+		n += (size_t)snprintf(val + n, sizeof(val) - n, " sig=");
+		for (int i = 0; i < KVX_AUTH_MAC_LEN; i++)
+			n += (size_t)snprintf(val + n, sizeof(val) - n, "%02x", mac[i]);
 	}
 	snprintf(e->val, sizeof(e->val), "%s", val);
 	if (b64_encode(e->key_b64, sizeof(e->key_b64), key) ||

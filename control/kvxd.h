@@ -193,6 +193,8 @@ struct kvxd_peer {
 	 * ends, kvxd_peer_tick removes the peer and asks for a full read, which finds it where
 	 * the registry then says */
 	bool moved;
+	uint64_t
+		etcd_epoch; /* found through etcd: its entry's registration time (older: refused) */
 	char fence_why[160];
 	uint32_t epoch;
 	/* several rails: rails whose QP failed in this session (its rooms' WRITEs avoid them), when
@@ -335,7 +337,8 @@ struct kvxd_counters {
 	 * no slot or CQ room), registrations, gateway calls failed, the watch restarted */
 	uint64_t members_found, members_lost, members_refused, etcd_registered, etcd_errors,
 		etcd_watch_restarts,
-		etcd_pages_shrunk; /* pages of the full read too large: read with fewer entries */
+		etcd_pages_shrunk, /* pages of the full read too large: read with fewer entries */
+		etcd_reasserted;   /* our key held what we did not write: written again */
 	uint64_t peer_transitions[KVXD_PEER_STATE_COUNT][KVXD_PEER_STATE_COUNT];
 	uint64_t abort_transitions[4][4]; /* enum kvxd_abort_state (control/rooms.h) */
 	uint64_t abort_refused;		  /* illegal abort transitions asked (a bug: logged) */

@@ -393,6 +393,10 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("etcd_pages_shrunk_total",
 		"pages of the membership read over 4 MiB, read again with fewer entries",
 		c->etcd_pages_shrunk);
+	COUNTER("etcd_reasserted_total",
+		"times our own key held an entry we did not write (forged, or older) and ours was "
+		"written again",
+		c->etcd_reasserted);
 	COUNTER("reloads_refused_total",
 		"configuration reloads refused (an invalid file, no room for the peers)",
 		c->reloads_refused);

@@ -180,6 +180,58 @@ kvx_auth_mac(const struct kvx_auth_keys *k, enum kvx_auth_role role,
 	return mac_with(k->key[0], k->len[0], role, t, mac);
 }
 
+/* An entry's MAC under key (keylen 0: the empty key). */
+static int
+entry_mac_with(const uint8_t *key, size_t keylen, const char *ekey, const char *body,
+	       uint8_t mac[KVX_AUTH_MAC_LEN])
+{
+	static const uint8_t empty[1];
+	static const char label[] = "kvx-etcd-entry"; /* its NUL too */
+	size_t kl = strlen(ekey), bl = strlen(body);
+	unsigned int outlen = 0;
+	uint8_t b[1024];
+
+	if (sizeof(label) + (uint64_t)kl + 1 + bl > sizeof(b))
+		return -EINVAL;
+	memcpy(b, label, sizeof(label));
+	memcpy(b + sizeof(label), ekey, kl + 1);
+	memcpy(b + sizeof(label) + kl + 1, body, bl);
+	if (!HMAC(EVP_sha256(), keylen ? key : empty, (int)keylen, b, sizeof(label) + kl + 1 + bl,
+		  mac, &outlen) ||
+	    outlen != KVX_AUTH_MAC_LEN)
+		return -EIO;
+	return 0;
+}
+
+int
+kvx_auth_entry_mac(const struct kvx_auth_keys *k, const char *key, const char *body,
+		   uint8_t mac[KVX_AUTH_MAC_LEN])
+{
+	if (k->none || k->n == 0)
+		return entry_mac_with(NULL, 0, key, body, mac);
+	return entry_mac_with(k->key[0], k->len[0], key, body, mac);
+}
+
+bool
+kvx_auth_entry_verify(const struct kvx_auth_keys *k, const char *key, const char *body,
+		      const uint8_t mac[KVX_AUTH_MAC_LEN])
+{
+	uint8_t want[KVX_AUTH_MAC_LEN];
+	bool ok = false;
+
+	if (k->none || k->n == 0) {
+		ok = entry_mac_with(NULL, 0, key, body, want) == 0 &&
+		     CRYPTO_memcmp(want, mac, KVX_AUTH_MAC_LEN) == 0;
+	} else {
+		for (int i = 0; i < k->n; i++)
+			if (entry_mac_with(k->key[i], k->len[i], key, body, want) == 0 &&
+			    CRYPTO_memcmp(want, mac, KVX_AUTH_MAC_LEN) == 0)
+				ok = true; /* no early exit: the same work for every key */
+	}
+	OPENSSL_cleanse(want, sizeof(want));
+	return ok;
+}
+
 bool
 kvx_auth_verify(const struct kvx_auth_keys *k, enum kvx_auth_role role,
 		const struct kvx_auth_transcript *t, const uint8_t mac[KVX_AUTH_MAC_LEN])

@@ -77,4 +77,14 @@ int kvx_auth_mac(const struct kvx_auth_keys *k, enum kvx_auth_role role,
 bool kvx_auth_verify(const struct kvx_auth_keys *k, enum kvx_auth_role role,
 		     const struct kvx_auth_transcript *t, const uint8_t mac[KVX_AUTH_MAC_LEN]);
 
+/* A membership entry's MAC (control/etcd.c): HMAC-SHA256 over "kvx-etcd-entry", NUL, the key,
+ * NUL and the value's body, made with the current key (the empty key when none).  Returns 0
+ * or -EIO.  Thread: any; never blocks. */
+int kvx_auth_entry_mac(const struct kvx_auth_keys *k, const char *key, const char *body,
+		       uint8_t mac[KVX_AUTH_MAC_LEN]);
+
+/* Whether mac is an entry's MAC under one of the keys (constant-time comparison). */
+bool kvx_auth_entry_verify(const struct kvx_auth_keys *k, const char *key, const char *body,
+			   const uint8_t mac[KVX_AUTH_MAC_LEN]);
+
 #endif /* KVX_CORE_AUTH_H */

@@ -140,7 +140,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int rec = 0; rec < MAX_RECORDS && off < size; rec++) {
 		uint8_t op = data[off++];
 		unsigned int arg = op >> 3;
-		char name[256], val[256], k[400], v[400], ev[1024];
+		char name[256], val[256], k[400], v[700], ev[1536], *sv;
 		size_t len;
 
 		switch (op & 7) {
@@ -176,7 +176,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			off += len;
 			snprintf(ev, sizeof(ev), GW_PREFIX "%s", name);
 			b64(k, ev);
-			b64(v, val);
+			sv = gw_signed(ev, val); /* signed as a node signs it, unless "!..." */
+			b64(v, sv);
+			free(sv);
 			if ((op & 7) == OP_RANGE) {
 				const char *kv[] = {ev, val};
 

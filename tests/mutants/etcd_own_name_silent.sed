@@ -1,2 +1,2 @@
-# our own name listed with another value goes unsaid and uncounted
-s/^\t\tif (clash \&\& !d->etcd->own_clash) {$/\t\tif (0) {/
+# our own name listed with another value (a newer node's, signed) goes unsaid and uncounted
+s/^\tif (!e->own_clash) {$/\tif (0) {/

@@ -15,6 +15,8 @@
 #include <openssl/evp.h>
 #include <sys/socket.h>
 
+#include "core/auth.h"
+
 struct gw_conn {
 	int fd;
 	char req[8192];
@@ -35,8 +37,12 @@ static struct {
 		char *value; /* malloc'd: it may be large */
 	} kv[128];
 	int nkv;
-	char rev[24];	       /* the revision ranges say (gw_range's range_rev) */
-	int range_pages;       /* range calls that had a limit */
+	char rev[24];	 /* the revision ranges say (gw_range's range_rev) */
+	int range_pages; /* range calls that had a limit */
+	/* values are signed as kvxd signs its own (control/etcd.c) with these keys, at the
+	 * registration time t (0: 1); a value given as "!TEXT" is TEXT, unsigned */
+	const struct kvx_auth_keys *sign;
+	uint64_t t;
 	bool lease_lost;       /* keepalives answer without a TTL */
 	bool watch_503;	       /* watches are refused */
 	bool hold_ranges;      /* range calls wait for their answer while this is set */
@@ -54,6 +60,27 @@ b64(char *out, const char *in)
 	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)strlen(in));
 }
 
+/* A value as an entry under key holds it (malloc'd): val signed, or "!TEXT" as TEXT. */
+static char *
+gw_signed(const char *key, const char *val)
+{
+	uint8_t mac[KVX_AUTH_MAC_LEN];
+	size_t cap = strlen(val) + 128, n;
+	char *out = malloc(cap);
+
+	assert_non_null(out);
+	if (val[0] == '!' || !gw.sign) {
+		snprintf(out, cap, "%s", val[0] == '!' ? val + 1 : val);
+		return out;
+	}
+	n = (size_t)snprintf(out, cap, "%s t=%llu", val, (unsigned long long)(gw.t ? gw.t : 1));
+	assert_int_equal(kvx_auth_entry_mac(gw.sign, key, out, mac), 0);
+	n += (size_t)snprintf(out + n, cap - n, " sig=");
+	for (int i = 0; i < KVX_AUTH_MAC_LEN; i++)
+		n += (size_t)snprintf(out + n, cap - n, "%02x", mac[i]);
+	return out;
+}
+
 static int
 gw_kv_cmp(const void *a, const void *b)
 {
@@ -61,20 +88,31 @@ gw_kv_cmp(const void *a, const void *b)
 }
 
 /* What ranges list from now on: n KEY, VALUE pairs (text), at the revision range_rev (NULL:
- * "10"). */
+ * "10").  A value GW_OWN is what the node registered under that key (a put), if it did. */
+#define GW_OWN "=registered"
 static void
 gw_range(const char *const *kv, int n)
 {
-	assert_true(n <= (int)(sizeof(gw.kv) / sizeof(gw.kv[0])));
+	char *keep[128] = {NULL}; /* GW_OWN entries: what a put stored */
+	int m = 0;
+
+	assert_true(n <= 128);
+	for (int i = 0; i < n; i++)
+		for (int k = 0; strcmp(kv[2 * i + 1], GW_OWN) == 0 && k < gw.nkv; k++)
+			if (strcmp(gw.kv[k].key, kv[2 * i]) == 0) {
+				keep[i] = gw.kv[k].value;
+				gw.kv[k].value = NULL;
+			}
 	for (int i = 0; i < gw.nkv; i++)
 		free(gw.kv[i].value);
 	for (int i = 0; i < n; i++) {
-		snprintf(gw.kv[i].key, sizeof(gw.kv[i].key), "%s", kv[2 * i]);
-		gw.kv[i].value = strdup(kv[2 * i + 1]);
-		assert_non_null(gw.kv[i].value);
+		if (strcmp(kv[2 * i + 1], GW_OWN) == 0 && !keep[i])
+			continue; /* not registered yet */
+		snprintf(gw.kv[m].key, sizeof(gw.kv[m].key), "%s", kv[2 * i]);
+		gw.kv[m++].value = keep[i] ? keep[i] : gw_signed(kv[2 * i], kv[2 * i + 1]);
 	}
-	gw.nkv = n;
-	qsort(gw.kv, (size_t)n, sizeof(gw.kv[0]), gw_kv_cmp);
+	gw.nkv = m;
+	qsort(gw.kv, (size_t)m, sizeof(gw.kv[0]), gw_kv_cmp);
 	snprintf(gw.rev, sizeof(gw.rev), "%s", gw.range_rev ? gw.range_rev : "10");
 }
 
@@ -114,6 +152,44 @@ gw_key_cmp(const char *a, size_t alen, const char *b, size_t blen)
 	int c = memcmp(a, b, alen < blen ? alen : blen);
 
 	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* A put: what etcd holds under its key from now on (as text). */
+static void
+gw_put_store(const char *body)
+{
+	struct json_object *o = json_tokener_parse(body), *k, *v;
+	char key[256] = "", *val;
+	size_t vlen;
+	int i;
+
+	if (!o || !json_object_object_get_ex(o, "key", &k) ||
+	    !json_object_object_get_ex(o, "value", &v) ||
+	    strlen(json_object_get_string(k)) >= 340) {
+		json_object_put(o);
+		return;
+	}
+	key[gw_unb64(key, json_object_get_string(k))] = '\0';
+	vlen = strlen(json_object_get_string(v));
+	val = malloc(vlen / 4 * 3 + 4);
+	assert_non_null(val);
+	EVP_DecodeBlock((unsigned char *)val, (const unsigned char *)json_object_get_string(v),
+			(int)vlen);
+	val[vlen / 4 * 3] = '\0'; /* text: padding decodes to NULs */
+	json_object_put(o);
+	for (i = 0; i < gw.nkv && strcmp(gw.kv[i].key, key) != 0; i++)
+		;
+	if (i == gw.nkv) {
+		if (gw.nkv == (int)(sizeof(gw.kv) / sizeof(gw.kv[0]))) {
+			free(val);
+			return;
+		}
+		snprintf(gw.kv[gw.nkv++].key, sizeof(gw.kv[0].key), "%s", key);
+	} else {
+		free(gw.kv[i].value);
+	}
+	gw.kv[i].value = val;
+	qsort(gw.kv, (size_t)gw.nkv, sizeof(gw.kv[0]), gw_kv_cmp);
 }
 
 /* A range request's answer (malloc'd): the entries from key (base64) up to range_end, at most
@@ -254,9 +330,10 @@ gw_close(struct gw_conn *c)
 static void
 gw_watch(const char *json)
 {
-	char buf[1024];
+	char buf[4096];
 	int n = snprintf(buf, sizeof(buf), "%zx\r\n%s\n\r\n", strlen(json) + 1, json);
 
+	assert_true(n > 0 && (size_t)n < sizeof(buf));
 	assert_true(gw.watch_fd >= 0);
 	gw_send(gw.watch_fd, buf, (size_t)n);
 }
@@ -298,6 +375,7 @@ gw_answer(struct gw_conn *c)
 		assert_true(gw.lax || strstr(body, k)); /* our own key */
 		assert_true(gw.lax || strstr(body, "\"lease\": \"77\""));
 		gw.puts++;
+		gw_put_store(body + 4);
 		gw_reply(c, "{\"header\":{\"revision\":\"2\"}}", false);
 	} else if (strncmp(c->req, "POST /v3/kv/range ", 18) == 0) {
 		char *ans = gw_range_answer(body ? body + 4 : "");
@@ -396,6 +474,7 @@ static __attribute__((unused)) void
 gw_start_for(struct kvxd *d)
 {
 	gw_start();
+	gw.sign = &d->auth;
 	pump_hook = gw_poll;
 	d->cfg.cq_depth = 1u << 16;
 	d->cfg.has_etcd = true;

@@ -41,8 +41,8 @@
 #define A N[0]
 #define C N[1]
 #define PREFIX GW_PREFIX
-/* what "a" registers: its address and its one rail's GID (the fake device's) */
-#define OWN "127.0.0.1:7470 ::ffff:0.0.0.0"
+/* what "a" registered (its address, its one rail's GID, when, signed) */
+#define OWN GW_OWN
 
 /* ---- the nodes ----------------------------------------------------------------------------- */
 
@@ -88,6 +88,26 @@ teardown(void **state)
 
 static char c_addr[64];
 
+/* A watch event at revision rev: PREFIX name put with the value val (signed as the gateway
+ * signs: gw_signed). */
+static void
+watch_put(const char *name, const char *val, int rev)
+{
+	char ev[1536], key[64], k[96], v[1024], *sv;
+
+	snprintf(key, sizeof(key), PREFIX "%s", name);
+	b64(k, key);
+	sv = gw_signed(key, val);
+	assert_true(strlen(sv) < 700);
+	b64(v, sv);
+	free(sv);
+	snprintf(ev, sizeof(ev),
+		 "{\"result\":{\"header\":{\"revision\":\"%d\"},\"events\":[{\"kv\":{\"key\":"
+		 "\"%s\",\"value\":\"%s\"}}]}}",
+		 rev, k, v);
+	gw_watch(ev);
+}
+
 /* a registers (lease, put with it, a full read, a watch from the revision after it) */
 static void
 start_found(const char *const *extra, int nextra)
@@ -126,8 +146,7 @@ test_found_and_lost(void **state)
 		assert_non_null(strstr(out, " discovered"));
 	}
 	/* x1 at 127.0.0.1:40001 */
-	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
+	watch_put("x1", "127.0.0.1:40001", 11);
 	PUMP_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
 	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 40001);
 	/* x1 never connected (nothing listens there): gone as soon as its key goes */
@@ -334,24 +353,7 @@ x1_without_room(void)
 {
 	A.cfg.cq_depth = 2 * (A.cfg.sq_depth + A.cfg.rq_depth); /* room for one peer */
 	start_found(NULL, 0);
-	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"L2t2eC90L3gx\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}"); /* x1 */
-}
-
-/* A watch event at revision rev: PREFIX name put with the value val. */
-static void
-watch_put(const char *name, const char *val, int rev)
-{
-	char ev[768], key[64], k[96], v[256];
-
-	snprintf(key, sizeof(key), PREFIX "%s", name);
-	b64(k, key);
-	b64(v, val);
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"%d\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"%s\",\"value\":\"%s\"}}]}}",
-		 rev, k, v);
-	gw_watch(ev);
+	watch_put("x1", "127.0.0.1:40001", 11);
 }
 
 /* A watch event: c is listed with another GID (val, 64 bytes: what it says). */
@@ -536,7 +538,9 @@ test_own_name_elsewhere_is_said_once(void **state)
 	(void)state;
 	start_found(NULL, 0);
 	assert_int_equal(A.ctr.members_refused, 0);
+	gw.t = UINT64_MAX / 2; /* a node that registered after a, signed with the cluster's key */
 	gw_range(kv, 2);
+	gw.t = 0;
 	gw_watch_end();
 	PUMP_UNTIL(gw.watches == 2);
 	assert_int_equal(A.ctr.members_refused, 1);
@@ -545,6 +549,7 @@ test_own_name_elsewhere_is_said_once(void **state)
 	assert_int_equal(A.ctr.members_refused, 1);
 	assert_null(kvxd_peer_find(&A, "a"));
 	assert_true(node_ready(&A, "c"));
+	assert_int_equal(gw.puts, 1); /* not written again: it is not forged */
 }
 
 /* A read at the largest revision is refused (the watch would start past it: a signed
@@ -646,6 +651,7 @@ test_large_entries_do_not_stop_the_read(void **state)
 	(void)state;
 	assert_non_null(big);
 	memset(big, '9', 3 << 19);
+	big[0] = '!'; /* as it is: too large to sign (refused all the same) */
 	big[(3 << 19) - 1] = '\0';
 	for (int i = 0; i < 70; i++) {
 		snprintf(names[i], sizeof(names[i]), PREFIX "b%03d", i);
@@ -673,6 +679,62 @@ test_large_entries_do_not_stop_the_read(void **state)
 	free(big);
 }
 
+/* Entries are signed with the cluster's key (over the key, the value and when the node
+ * registered): one not signed, signed with another key, or older than the one taken (a replay
+ * of a node's earlier entry) is refused and counted, and changes nothing; before, anyone who
+ * could write under the prefix listed a node at an address of its choosing (mutants
+ * etcd_entry_unsigned, etcd_entry_replayed).  Our own key holding such an entry is written
+ * again, once per second at most (mutant etcd_own_forged_kept). */
+static void
+test_entries_are_signed(void **state)
+{
+	static const struct kvx_auth_keys other = {.n = 1, .len = {32}, .key = {{1, 2, 3}}};
+	const struct kvx_auth_keys *ours = gw.sign;
+	struct kvxd_peer *c;
+	uint64_t refused;
+	int puts;
+
+	(void)state;
+	start_found(NULL, 0);
+	c = kvxd_peer_find(&A, "c");
+	assert_non_null(c);
+	assert_int_equal(c->etcd_epoch, 1);
+	refused = A.ctr.members_refused;
+	/* x1, unsigned; x2, signed with another key; c elsewhere, unsigned */
+	watch_put("x1", "!127.0.0.1:40001", 11);
+	gw.sign = &other;
+	watch_put("x2", "127.0.0.1:40002", 12);
+	gw.sign = ours;
+	watch_put("c", "!127.0.0.1:40009", 13);
+	PUMP_UNTIL(A.ctr.members_refused == refused + 3);
+	/* c elsewhere, signed, but older than the entry taken */
+	gw.t = 0;
+	c->etcd_epoch = 5;
+	watch_put("c", "127.0.0.1:40009", 14);
+	PUMP_UNTIL(A.ctr.members_refused == refused + 4);
+	assert_null(kvxd_peer_find(&A, "x1"));
+	assert_null(kvxd_peer_find(&A, "x2"));
+	assert_ptr_equal(kvxd_peer_find(&A, "c"), c);
+	assert_false(c->moved);
+	assert_true(node_ready(&A, "c"));
+	/* a newer one of c is taken */
+	gw.t = 7;
+	watch_put("x3", "127.0.0.1:40003", 15);
+	PUMP_UNTIL(kvxd_peer_find(&A, "x3") != NULL);
+	assert_int_equal(kvxd_peer_find(&A, "x3")->etcd_epoch, 7);
+	gw.t = 0;
+	/* our own key: forged, then an older entry of ours, each written again */
+	puts = gw.puts;
+	watch_put("a", "!127.0.0.1:9999", 16);
+	PUMP_UNTIL(gw.puts == puts + 1 && gw.watches >= 2);
+	assert_int_equal(A.ctr.etcd_reasserted, 1);
+	PUMP_UNTIL(gw.watch_fd >= 0);
+	watch_put("a", "127.0.0.1:9999", 17); /* t=1: before a registered */
+	PUMP_UNTIL(gw.puts == puts + 2);
+	assert_int_equal(A.ctr.etcd_reasserted, 2);
+	assert_true(node_ready(&A, "c"));
+}
+
 /* Our own key deleted (by an operator, or a bad actor with etcd access): registered again. */
 static void
 test_own_key_deleted_registers_again(void **state)
@@ -697,6 +759,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_found_and_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_are_signed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_entries_do_not_stop_the_read, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_bad_entries_refused, setup, teardown),
