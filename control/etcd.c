@@ -35,8 +35,12 @@
  * large key stopped membership on every node). */
 #define RANGE_PAGE 64
 #define RANGE_BODY_MAX (4u << 20)
-#define CALL_MS 3000  /* a call's deadline */
-#define RETRY_MS 1000 /* after a failure */
+/* a read of more pages than this is given up (and tried again): a gateway that says "more"
+ * for ever, with pages that barely move on, never keeps the client reading */
+#define RANGE_PAGES_MAX (1 << 16)
+#define CALL_MS 3000	      /* a call's deadline */
+#define RETRY_MS 1000	      /* after a failure */
+#define REASSERT_MAX_MS 60000 /* our own key written again at most this far apart, at the worst */
 /* a watch that says nothing for this long is set up again: a proxy or a broken path may drop it
  * without a word.  kvxd asks for progress notifications, which etcd sends on a quiet watch every
  * 10 minutes by default (--experimental-watch-progress-notify-interval), so a healthy watch is
@@ -99,9 +103,11 @@ struct kvxd_etcd {
 	bool reregister;       /* our own key was deleted: register again */
 	bool own_clash;	       /* our name listed with another value: said once */
 	/* our own key holds what we did not write (a forged entry, or an older one of ours):
-	 * written again, at most once per RETRY_MS */
+	 * written again, RETRY_MS after the last time, twice that after each time it did not
+	 * stay (up to REASSERT_MAX_MS: two nodes of one name and different secrets each write
+	 * their own), RETRY_MS again once it did */
 	bool reassert;
-	uint64_t reassert_at;
+	uint64_t reassert_at, reassert_gap;
 	uint64_t epoch; /* when we registered (ns since the epoch): in our entry, signed */
 	int64_t revision;
 	/* the full read, a page at a time: the next page's first key (base64, malloc'd; NULL: the
@@ -110,6 +116,7 @@ struct kvxd_etcd {
 	char *page_key;
 	int64_t page_rev;
 	int page_limit;
+	uint32_t pages; /* pages of this read so far */
 	/* a key is the prefix (at most 100 bytes) and a name (at most 63): base64 of 163 bytes */
 	char key_b64[256], begin_b64[256], end_b64[256], val_b64[520];
 	char val[384]; /* what we register, as text */
@@ -273,8 +280,11 @@ chunked_feed(struct http *h, const char *p, size_t n)
 				errno = 0;
 				size = strtoull(h->cline, &end, 16);
 				if (end == h->cline || errno || (*end && *end != ';') ||
-				    size > BODY_MAX)
+				    !isxdigit((unsigned char)h->cline[0]))
 					return -EPROTO;
+				/* too large: a range's page is read with fewer entries */
+				if (size > body_max(h))
+					return -EMSGSIZE;
 				h->cleft = size;
 				h->cs = size ? CH_DATA : CH_TRAILER;
 			} else if (h->cs == CH_DATA_END) {
@@ -602,6 +612,7 @@ start(struct kvxd *d, enum call call, uint64_t now)
 		e->page_key = NULL;
 		e->page_rev = 0;
 		e->page_limit = RANGE_PAGE;
+		e->pages = 0;
 		range_start(d, now);
 		return;
 	case C_KEEPALIVE:
@@ -718,6 +729,8 @@ own_entry(struct kvxd *d, const char *key, char *v)
 
 	if (!clash) {
 		e->own_clash = false;
+		if (kvxd_now_ms() >= e->reassert_at + e->reassert_gap)
+			e->reassert_gap = 0; /* what we wrote last stayed a whole gap */
 		return;
 	}
 	rc = entry_check(d, key, v, &epoch);
@@ -758,8 +771,11 @@ node_put(struct kvxd *d, struct json_object *kv)
 	uint64_t epoch = 0;
 	int ngid, rc;
 
-	if (named && val && strcmp(name, d->cfg.name) == 0 &&
-	    !b64_decode(vbuf, sizeof(vbuf), val)) {
+	if (named && strcmp(name, d->cfg.name) == 0) {
+		/* our own key: anything there that is not base64 text of a size we write is not
+		 * ours either (written again, as own_entry does for a forged entry) */
+		if (!val || b64_decode(vbuf, sizeof(vbuf), val))
+			snprintf(vbuf, sizeof(vbuf), "?");
 		own_entry(d, kbuf, vbuf);
 		return;
 	}
@@ -827,7 +843,9 @@ on_range(struct kvxd *d, struct json_object *o)
 	if (!jint(jobj(o, "header", json_type_object), "revision", &rev) || rev < 0 ||
 	    rev == INT64_MAX)
 		return -EPROTO; /* the watch starts from the revision after it */
-	if (!e->page_rev) {	/* the first page: the read's revision */
+	if (++e->pages > RANGE_PAGES_MAX)
+		return -EPROTO;
+	if (!e->page_rev) { /* the first page: the read's revision */
 		e->revision = e->page_rev = rev;
 		kvxd_members_sync_begin(d);
 	}
@@ -1115,7 +1133,10 @@ kvxd_etcd_tick(struct kvxd *d, uint64_t now)
 	if (e->reassert && e->st == S_RUN && e->call.fd < 0 && now >= e->reassert_at) {
 		/* our key holds what we did not write: ours again (then a full read) */
 		e->reassert = false;
-		e->reassert_at = now + RETRY_MS;
+		e->reassert_gap = e->reassert_gap ? e->reassert_gap * 2 : RETRY_MS;
+		if (e->reassert_gap > REASSERT_MAX_MS)
+			e->reassert_gap = REASSERT_MAX_MS;
+		e->reassert_at = now + e->reassert_gap;
 		d->ctr.etcd_reasserted++;
 		start(d, C_PUT, now);
 		return;

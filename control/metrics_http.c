@@ -228,7 +228,7 @@ conn_sent(struct kvxd *d, struct conn *c)
 /* A sent connection's socket is readable: the client closed (or reset), or sent more, which is
  * read and dropped.  Its close ends the connection once the kernel holds nothing of the answer;
  * with part of it still there (the client shut its sending side and reads on, or never reads)
- * the connection stops watching it and goes at the deadline. */
+ * the loop stops watching the socket and the connection goes at the deadline. */
 static void
 conn_drain(struct kvxd *d, struct conn *c, uint32_t events)
 {
@@ -244,7 +244,10 @@ conn_drain(struct kvxd *d, struct conn *c, uint32_t events)
 		      !(events & (EPOLLERR | EPOLLHUP))))
 		return; /* more later */
 	if (n == 0 && unacked(c) > 0) {
-		kvxd_epoll_mod(d, c->fd, &c->ev, 0); /* the deadline decides */
+		/* the deadline decides.  Out of the epoll set: with both directions shut, its
+		 * EPOLLHUP cannot be masked and would wake the loop on every pass (the socket
+		 * leaves the set anyway when it is closed) */
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		return;
 	}
 	reset_if_unread(d, c);

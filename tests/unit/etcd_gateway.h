@@ -43,6 +43,7 @@ static struct {
 	 * registration time t (0: 1); a value given as "!TEXT" is TEXT, unsigned */
 	const struct kvx_auth_keys *sign;
 	uint64_t t;
+	bool range_clen;       /* ranges answered with a Content-Length (etcd's gateway: chunked) */
 	bool lease_lost;       /* keepalives answer without a TTL */
 	bool watch_503;	       /* watches are refused */
 	bool hold_ranges;      /* range calls wait for their answer while this is set */
@@ -299,22 +300,26 @@ gw_send(int fd, const char *p, size_t n)
 static void
 gw_reply(struct gw_conn *c, const char *body, bool chunked)
 {
-	char head[256 + 64];
+	char head[256];
 	int n;
 
-	if (chunked)
+	if (chunked) {
+		/* as etcd's gateway answers: no Content-Length, the message as one chunk */
 		n = snprintf(head, sizeof(head),
 			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-			     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\n\r\n0\r\n\r\n",
-			     strlen(body) + 1, body);
-	else
-		n = snprintf(head, sizeof(head),
-			     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-			     "Content-Length: %zu\r\n\r\n",
-			     strlen(body));
-	gw_send(c->fd, head, (size_t)n);
-	if (!chunked)
+			     "Transfer-Encoding: chunked\r\n\r\n%zx\r\n",
+			     strlen(body) + 1);
+		gw_send(c->fd, head, (size_t)n);
 		gw_send(c->fd, body, strlen(body));
+		gw_send(c->fd, "\n\r\n0\r\n\r\n", 8);
+		return;
+	}
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		     "Content-Length: %zu\r\n\r\n",
+		     strlen(body));
+	gw_send(c->fd, head, (size_t)n);
+	gw_send(c->fd, body, strlen(body));
 }
 
 static void
@@ -381,7 +386,7 @@ gw_answer(struct gw_conn *c)
 		char *ans = gw_range_answer(body ? body + 4 : "");
 
 		gw.ranges++;
-		gw_reply(c, ans, false);
+		gw_reply(c, ans, !gw.range_clen);
 		free(ans);
 	} else if (strncmp(c->req, "POST /v3/lease/keepalive ", 25) == 0) {
 		char ans[128];

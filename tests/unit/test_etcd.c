@@ -642,13 +642,12 @@ test_gid_per_rail(void **state)
  * Before, the read of everything had to fit 1 MiB: one such key stopped membership on every
  * node, which read, failed, and registered again for ever (mutant etcd_range_unpaged). */
 static void
-test_large_entries_do_not_stop_the_read(void **state)
+large_entries_read(void)
 {
 	const char *kv[2 * 74];
 	char names[70][32], *big = malloc(3 << 19);
 	uint64_t errs;
 
-	(void)state;
 	assert_non_null(big);
 	memset(big, '9', 3 << 19);
 	big[0] = '!'; /* as it is: too large to sign (refused all the same) */
@@ -677,6 +676,25 @@ test_large_entries_do_not_stop_the_read(void **state)
 	assert_true(A.ctr.etcd_pages_shrunk >= 1);
 	assert_int_equal(A.ctr.members_refused, 72); /* the 70 and the two large ones */
 	free(big);
+}
+
+/* etcd's gateway sends a large answer as one chunk of its whole size (no Content-Length): a
+ * chunk over the page's bound reads the page again with fewer entries too (before, it failed
+ * the read as malformed, every time: mutant etcd_chunk_too_large_fails) */
+static void
+test_large_entries_do_not_stop_the_read(void **state)
+{
+	(void)state;
+	large_entries_read();
+}
+
+/* the same with answers that say their length */
+static void
+test_large_entries_with_a_content_length(void **state)
+{
+	(void)state;
+	gw.range_clen = true;
+	large_entries_read();
 }
 
 /* Entries are signed with the cluster's key (over the key, the value and when the node
@@ -732,6 +750,32 @@ test_entries_are_signed(void **state)
 	watch_put("a", "127.0.0.1:9999", 17); /* t=1: before a registered */
 	PUMP_UNTIL(gw.puts == puts + 2);
 	assert_int_equal(A.ctr.etcd_reasserted, 2);
+	/* not base64 at all: written again too (before: taken as any bad entry, and our key
+	 * left so; mutant etcd_own_junk_kept) */
+	PUMP_UNTIL(gw.watch_fd >= 0);
+	{
+		char ev[256], k[64];
+
+		b64(k, PREFIX "a");
+		snprintf(ev, sizeof(ev),
+			 "{\"result\":{\"header\":{\"revision\":\"18\"},\"events\":[{\"kv\":{"
+			 "\"key\":\"%s\",\"value\":\"!!!!\"}}]}}",
+			 k);
+		gw_watch(ev);
+	}
+	PUMP_UNTIL(gw.puts == puts + 3);
+	assert_int_equal(A.ctr.etcd_reasserted, 3);
+	/* written again each time, but further apart (1, 2, 4 s...): two nodes of one name with
+	 * different secrets do not write their keys in a loop (mutant etcd_reassert_no_backoff) */
+	PUMP_UNTIL(gw.watch_fd >= 0);
+	watch_put("a", "!127.0.0.1:9999", 19);
+	{
+		uint64_t t0 = fake_ms;
+
+		PUMP_UNTIL(gw.puts == puts + 4);
+		assert_int_equal(gw.puts, puts + 4);
+		assert_true(fake_ms - t0 >= 3000);
+	}
 	assert_true(node_ready(&A, "c"));
 }
 
@@ -761,6 +805,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_found_and_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_are_signed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_entries_do_not_stop_the_read, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_large_entries_with_a_content_length, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_bad_entries_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_answers_restart_the_client, setup,

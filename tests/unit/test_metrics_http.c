@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -494,6 +495,17 @@ test_unread_answer_not_left_to_the_kernel(void **state)
 	assert_int_equal(A.ctr.http_200, 2);
 	assert_int_equal(A.http_conns, 2);
 	assert_int_equal(A.ctr.http_resets, 0);
+	/* and the loop is not woken for them meanwhile: the half-closed one's socket, shut both
+	 * ways, says EPOLLHUP for good (before: the loop spun on it until the deadline; mutant
+	 * metrics_http_hup_spins) */
+	{
+		struct epoll_event ev[16];
+		int n = epoll_wait(A.epfd, ev, 16, 0);
+
+		for (int i = 0; i < n; i++)
+			assert_int_not_equal(((struct kvxd_fd *)ev[i].data.ptr)->kind,
+					     KVXD_FD_METRICS_CONN);
+	}
 	fake_ms = t0 + KVXD_HTTP_DEADLINE_MS;
 	for (int i = 0; i < 5 && A.http_conns; i++)
 		step();
