@@ -356,6 +356,27 @@ x1_without_room(void)
 	watch_put("x1", "127.0.0.1:40001", 11);
 }
 
+/* A watch event at revision rev on our own key: its DELETE (raw NULL), or a PUT of raw (the
+ * value as the gateway sends it: base64, or not). */
+static void
+watch_own(int rev, const char *raw)
+{
+	char k[64], ev[512];
+
+	b64(k, PREFIX "a");
+	if (raw)
+		snprintf(ev, sizeof(ev),
+			 "{\"result\":{\"header\":{\"revision\":\"%d\"},\"events\":[{\"kv\":{"
+			 "\"key\":\"%s\",\"value\":\"%s\"}}]}}",
+			 rev, k, raw);
+	else
+		snprintf(ev, sizeof(ev),
+			 "{\"result\":{\"header\":{\"revision\":\"%d\"},\"events\":[{\"type\":"
+			 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
+			 rev, k);
+	gw_watch(ev);
+}
+
 /* A watch event: c is listed with another GID (val, 64 bytes: what it says). */
 static void
 c_moves(char *val)
@@ -470,7 +491,6 @@ test_silent_watch_is_set_up_again(void **state)
 static void
 test_slow_keepalive_tried_again(void **state)
 {
-	char k[64], ev[256];
 	uint64_t e0;
 
 	(void)state;
@@ -496,12 +516,7 @@ test_slow_keepalive_tried_again(void **state)
 	/* our key deleted while a keepalive waits: registered again, that keepalive closed */
 	gw.hold_keepalives = true;
 	PUMP_UNTIL(gw_held("POST /v3/lease/keepalive ") == 1);
-	b64(k, PREFIX "a");
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"type\":"
-		 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
-		 k);
-	gw_watch(ev);
+	watch_own(11, NULL);
 	PUMP_UNTIL(gw.puts == 3);
 	pump_ms(50); /* well before that keepalive's own deadline */
 	assert_int_equal(gw_held("POST /v3/lease/keepalive "), 0);
@@ -753,16 +768,7 @@ test_entries_are_signed(void **state)
 	/* not base64 at all: written again too (before: taken as any bad entry, and our key
 	 * left so; mutant etcd_own_junk_kept) */
 	PUMP_UNTIL(gw.watch_fd >= 0);
-	{
-		char ev[256], k[64];
-
-		b64(k, PREFIX "a");
-		snprintf(ev, sizeof(ev),
-			 "{\"result\":{\"header\":{\"revision\":\"18\"},\"events\":[{\"kv\":{"
-			 "\"key\":\"%s\",\"value\":\"!!!!\"}}]}}",
-			 k);
-		gw_watch(ev);
-	}
+	watch_own(18, "!!!!");
 	PUMP_UNTIL(gw.puts == puts + 3);
 	assert_int_equal(A.ctr.etcd_reasserted, 3);
 	/* written again each time, but further apart (1, 2, 4 s...): two nodes of one name with
@@ -783,16 +789,9 @@ test_entries_are_signed(void **state)
 static void
 test_own_key_deleted_registers_again(void **state)
 {
-	char k[64], ev[256];
-
 	(void)state;
 	start_found(NULL, 0);
-	b64(k, PREFIX "a");
-	snprintf(ev, sizeof(ev),
-		 "{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"type\":"
-		 "\"DELETE\",\"kv\":{\"key\":\"%s\"}}]}}",
-		 k);
-	gw_watch(ev);
+	watch_own(11, NULL);
 	PUMP_UNTIL(gw.puts == 2 && gw.watches == 2);
 	assert_int_equal(A.ctr.etcd_registered, 2);
 	assert_true(node_ready(&A, "c"));
