@@ -17,7 +17,12 @@ int kvxd_admin(struct kvxd *d, const char *cmd, bool admin, int engine, char *ou
 /* The same, the whole text in a buffer that grows up to KVXD_ADMIN_TEXT_MAX (b is set up here;
  * free it with kvxd_metrics_buf_fini): the engine protocol's KVX_ENG_ADMIN_AT pages it out. */
 #define KVXD_ADMIN_TEXT_MAX (4u << 20)
+/* "counters" answers engines that are not operators from one rendering per format this long */
+#define KVXD_ADMIN_CACHE_MS 100
 int kvxd_admin_text(struct kvxd *d, const char *cmd, bool admin, int engine,
 		    struct kvxd_metrics_buf *b);
+
+/* Free what kvxd_admin keeps (the "counters" renderings).  At shutdown. */
+void kvxd_admin_fini(struct kvxd *d);
 
 #endif /* KVX_CONTROL_ADMIN_H */

@@ -410,6 +410,11 @@ struct kvxd {
 	/* log lines a client can cause, each kind at most so many a second (kvx_log_allow):
 	 * refused connections, refused operator commands, etcd entries not taken */
 	struct kvx_log_limit refuse_log, admin_refused_log, members_refused_log;
+	/* "counters" for engines that are not operators: one rendering per format (text, JSON)
+	 * serves all of them for a while (control/admin.c; NULL: none yet) */
+	char *admin_cache[2];
+	size_t admin_cache_len[2];
+	uint64_t admin_cache_at[2];
 	/* Engine sessions and pools by slot, written only through kvxd_engine_slot_set() and
 	 * kvxd_pool_slot_set(): every slot in use is below engines_end and pools_end, where
 	 * every scan of them stops (the loop scans engines[] several times per iteration). */

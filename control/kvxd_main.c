@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "control/kvxd.h" /* urcu-qsbr.h first: it maps call_rcu & co to the QSBR flavour */
+#include "control/admin.h"
 #include "control/engine.h"
 #include "control/loop.h"
 #include "control/etcd.h"
@@ -397,6 +398,7 @@ err_close_dev:
 	kvxd_engine_unlisten(d);
 err_fini_chunks:
 	kvxd_chunk_cache_fini(d); /* every chunk came back: kvxd_shutdown_release() */
+	kvxd_admin_fini(d);
 err:
 	if (rc) {
 		KVX_ERR("kvxd stopped: %s", strerror(-rc));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "control/abort.h"
+#include "control/admin.h"
 #include "control/engine.h"
 #include "control/loop.h"
 #include "control/peer.h"
@@ -325,6 +326,7 @@ nodes_teardown(void)
 		for (int k = 0; k < d->npeers; k++)
 			free(d->peers[k].pend_status);
 		kvxd_chunk_cache_fini(d);
+		kvxd_admin_fini(d);
 	}
 }
 

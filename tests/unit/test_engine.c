@@ -1214,6 +1214,21 @@ test_operator_commands_need_an_admin(void **state)
 	/* root may */
 	assert_int_equal(eng_admin(&root, "fault handshake.stall:0", &r), 0);
 	assert_true(kvx_fault_hit(KVX_FAULT_HS_STALL));
+	/* an engine that is not an operator reads counters from one rendering per 100 ms, as
+	 * GET /metrics does, so that sessions asking in a loop cannot make the control core
+	 * render without pause (mutant admin_counters_uncached); an operator's are fresh */
+	{
+		const char *s = "kvx_frames_rx_total{node=\"a\"}";
+		int64_t seen = counter(&user, s);
+
+		A.ctr.frames_rx += 5;
+		assert_int_equal(counter(&user, s), seen);
+		assert_int_equal(counter(&root, s), seen + 5);
+		fake_ms += KVXD_ADMIN_CACHE_MS;
+		assert_int_equal(counter(&user, s), seen + 5);
+		assert_int_equal(eng_admin(&user, "counters json", &r), 0);
+		assert_true(r.text[0] == '{' && strstr(r.text, "frames_rx_total"));
+	}
 	assert_int_equal(eng_admin(&root, "peer b pause", &r), 0);
 	/* a name over the bound is refused, never cut short and run: before, its first 63
 	 * bytes were taken as the name and the rest as the verb */
