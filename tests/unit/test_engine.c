@@ -2470,6 +2470,17 @@ test_cap_rooms_per_uid(void **state)
 	eng_close(&other);
 }
 
+/* e's first chunk of room id (rank 0, 2 pages of pool) makes a live room: no refusal. */
+static void
+chunk_taken_live(struct eng *e, uint64_t id, int pool)
+{
+	eng_chunk_x(e, id, pool, 2, 0, false);
+	pump_once();
+	assert_null(eng_event(e, id, KVX_STATE_FAILED));
+	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, id, 0, KVX_ROOM_PREFILL)),
+			     KVX_ROOM_FAILED);
+}
+
 /* Rooms kept failed for refused chunks count in the user's rooms, which stop at twice
  * max_rooms_per_uid: past that a refused chunk's attempt fails without a room (its engine is
  * told), no session is closed for it, and until the engine closes the id no other session of
@@ -2534,22 +2545,14 @@ test_refused_rooms_bounded_per_uid(void **state)
 	assert_true(px > 0);
 	eng_chunk_x(&x, 7, px, 2, 0, false);
 	assert_int_equal(eng_event_wait(&x, 7, KVX_STATE_FAILED)->error, -EPERM);
-	eng_chunk_x(&e1, 7, p1, 2, 0, false);
-	pump_once();
-	assert_null(eng_event(&e1, 7, KVX_STATE_FAILED));
-	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, 7, 0, KVX_ROOM_PREFILL)),
-			     KVX_ROOM_FAILED);
+	chunk_taken_live(&e1, 7, p1);
 	eng_close(&x);
 	assert_false(e1.closed || e2.closed);
 	/* once e1 closes the id, it is free again */
 	assert_int_equal(eng_room_req(&e1, KVX_ENG_ROOM_CLOSE, 5), -ENOENT);
 	assert_int_equal(eng_room_req(&e2, KVX_ENG_ROOM_CLOSE, 5), 0);
 	e2.nev = 0;
-	eng_chunk_x(&e2, 5, p2, 2, 0, false);
-	pump_once();
-	assert_null(eng_event(&e2, 5, KVX_STATE_FAILED));
-	assert_int_not_equal(kvxd_room_state(kvxd_room_find(&A, 5, 0, KVX_ROOM_PREFILL)),
-			     KVX_ROOM_FAILED);
+	chunk_taken_live(&e2, 5, p2);
 	eng_close(&e1);
 	eng_close(&e2);
 	eng_close(&other);
