@@ -1483,7 +1483,7 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 		return;
 	}
 	memcpy(&m, buf, len);
-	if (m.flags & ~KVX_ENG_RINGS_CORE) {
+	if (m.flags & ~(KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM)) {
 		kvxd_engine_reply(d, e, seq, -EINVAL, 0, "unknown RINGS flags");
 		return;
 	}
@@ -1525,12 +1525,15 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 		kvx_shring_format((uint8_t *)map + (size_t)i * one, RING_BYTES);
 	kvx_shring_attach(&e->sub, map, one, RING_BYTES, sub[0], false);
 	kvx_shring_attach(&e->evt, (uint8_t *)map + one, one, RING_BYTES, evt[0], true);
-	/* the engine starts parked (it reads a ring only after its wake end said so) */
+	/* the engine starts parked (it reads a ring only after its wake end said so); one that
+	 * re-arms is woken once until it drained its wake end (KVX_ENG_RINGS_REARM) */
 	kvx_shring_park_prepare(&e->evt);
+	kvx_shring_set_oneshot(&e->evt, m.flags & KVX_ENG_RINGS_REARM);
 	for (int c = 0; c < ncore; c++) {
 		kvx_shring_attach(&evq[c]->ring, (uint8_t *)map + (size_t)(2 + c) * one, one,
 				  RING_BYTES, evt[0], true);
 		kvx_shring_park_prepare(&evq[c]->ring);
+		kvx_shring_set_oneshot(&evq[c]->ring, m.flags & KVX_ENG_RINGS_REARM);
 	}
 	rc = rings_reply(e, seq, fds); /* the memfd's size says how many core rings */
 	if (rc)

@@ -19,9 +19,12 @@
  * socket carries everything as before).  With rings, requests without an fd go into the
  * submission ring (kvxd is woken, through the submission ring's wake socket pair, only when
  * it announced that it blocks), replies and events come out of the event ring, whose wake end
- * is in kvx_conn_fd()'s set; libkvx always counts as parked there, so kvxd wakes it once per
- * batch it puts in, and never a wake-up is lost.  libkvx checks what kvxd writes into the rings
- * like any datagram (core/shring.h checks the indices and records).
+ * is in kvx_conn_fd()'s set; libkvx always counts as parked there, and asks for re-armed
+ * wake-ups (KVX_ENG_RINGS_REARM, unless KVX_RINGS_REARM=0): kvxd takes a ring's parked flag
+ * with the wake-up it sends, and libkvx sets it again each time it drained its wake end
+ * (evt_drain), so one wake-up stands for every batch until then and never a wake-up is lost. libkvx
+ * checks what kvxd writes into the rings like any datagram (core/shring.h checks the indices and
+ * records).
  *
  * Every argument is checked before anything is sent: a bad argument returns -EINVAL and leaves
  * the session untouched.  Once kvxd has gone away every call returns -ECONNRESET (queued
@@ -106,7 +109,8 @@ struct kvx_conn {
 	void *ring_map;
 	size_t ring_map_len;
 	int sub_wake, evt_wake;
-	int want_fds;	/* fds the next received datagram may carry (the RINGS reply) */
+	bool rearm;   /* KVX_ENG_RINGS_REARM: announce parked again after each drain (evt_drain) */
+	int want_fds; /* fds the next received datagram may carry (the RINGS reply) */
 	int got_fds[3]; /* what it carried */
 	int ngot_fds;
 	uint64_t rx[KVX_ENG_MSG_MAX / sizeof(uint64_t)]; /* one received datagram */
@@ -361,6 +365,25 @@ rings_any(struct kvx_conn *c)
 	return false;
 }
 
+/* With rings: take the wake-ups on the event rings' wake end, then (KVX_ENG_RINGS_REARM) say
+ * on every event ring that we count as parked again, before anything looks at the rings: kvxd
+ * cleared the flag of the ring it woke us for, and wakes us again only once it is set (a put
+ * after this store sees it; one before it is in the ring for our next look, which is
+ * seq_cst: rings_any, before any wait and before we return to the engine).  Returns what
+ * kvx_shring_wake_drain returns. */
+static int
+evt_drain(struct kvx_conn *c)
+{
+	int r = kvx_shring_wake_drain(c->evt_wake);
+
+	if (c->rearm) {
+		kvx_shring_park_prepare(&c->evt);
+		for (int k = 0; k < c->ncevt; k++)
+			kvx_shring_park_prepare(&c->cevt[k]);
+	}
+	return r;
+}
+
 /* With rings: block until the event ring may have something, the socket is readable (kvxd
  * went away), or the deadline (-1: none).  Reads the event ring's eventfd when it was reported.
  * A datagram on the socket is received into c->rx: returns its size (> 0); else 0 (look at
@@ -379,8 +402,8 @@ ring_wait(struct kvx_conn *c, int64_t deadline)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
 		return -ETIMEDOUT;
-	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
-	    kvx_shring_wake_drain(c->evt_wake) == -EPIPE && !p[1].revents) {
+	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && evt_drain(c) == -EPIPE &&
+	    !p[1].revents) {
 		/* kvxd closed its wake end but not the session: its end would stay readable,
 		 * and every wait here would return at once, for good (a spin, no deadline) */
 		return rings_any(c) ? 0 : conn_reset(c);
@@ -680,24 +703,40 @@ static int
 rings_setup(struct kvx_conn *c)
 {
 	const char *env = getenv("KVX_RINGS"), *cenv = getenv("KVX_CORE_RINGS");
+	const char *aenv = getenv("KVX_RINGS_REARM");
 	const struct kvx_eng_reply *rep = NULL;
 	struct epoll_event ee = {.events = EPOLLIN};
 	struct kvx_eng_rings *m;
 	struct stat st;
 	uint64_t size, total;
+	uint32_t flags = 0;
 	size_t one;
 	int r, ncore, seals;
 
 	if (env && strcmp(env, "0") == 0)
 		return 0;
-	m = tx_msg(c, sizeof(*m));
 	if (!cenv || strcmp(cenv, "0") != 0)
-		m->flags = KVX_ENG_RINGS_CORE;
-	c->want_fds = 3;
-	c->ngot_fds = 0;
-	/* without core rings, the header alone (what an older kvxd takes) */
-	r = request(c, KVX_ENG_RINGS, m->flags ? sizeof(*m) : sizeof(m->hdr), -1, &rep);
-	c->want_fds = 0;
+		flags = KVX_ENG_RINGS_CORE;
+	if (!aenv || strcmp(aenv, "0") != 0)
+		flags |=
+			KVX_ENG_RINGS_REARM; /* KVX_RINGS_REARM=0: a wake-up per batch, as before */
+	for (;;) {
+		m = tx_msg(c, sizeof(*m));
+		m->flags = flags;
+		c->want_fds = 3;
+		c->ngot_fds = 0;
+		/* without flags, the header alone (what the oldest kvxd takes) */
+		r = request(c, KVX_ENG_RINGS, m->flags ? sizeof(*m) : sizeof(m->hdr), -1, &rep);
+		c->want_fds = 0;
+		if (r < 0 || rep->status != -EINVAL || !(flags & KVX_ENG_RINGS_REARM))
+			break;
+		/* a kvxd that does not know KVX_ENG_RINGS_REARM: asked again without it (what a
+		 * refusal carried is closed) */
+		for (int i = 0; i < c->ngot_fds; i++)
+			close(c->got_fds[i]);
+		c->ngot_fds = 0;
+		flags &= ~KVX_ENG_RINGS_REARM;
+	}
 	if (r < 0)
 		goto out;
 	if (rep->status < 0) {
@@ -715,7 +754,7 @@ rings_setup(struct kvx_conn *c)
 	    (uint64_t)st.st_size < 2 * (uint64_t)one)
 		goto out;
 	ncore = 0;
-	if (m->flags & KVX_ENG_RINGS_CORE) {
+	if (flags & KVX_ENG_RINGS_CORE) {
 		uint64_t extra = (uint64_t)st.st_size / one - 2;
 
 		if ((uint64_t)st.st_size % one || extra > KVX_ENG_CORE_RINGS_MAX)
@@ -747,6 +786,9 @@ rings_setup(struct kvx_conn *c)
 			goto out;
 	c->ncevt = ncore;
 	c->cnext = 0;
+	c->rearm = flags & KVX_ENG_RINGS_REARM;
+	/* our submissions wake kvxd once per park of its (it announces each one anew) */
+	kvx_shring_set_oneshot(&c->sub, true);
 	ee.data.fd = c->evt_wake;
 	if (epoll_ctl(c->pfd, EPOLL_CTL_ADD, c->evt_wake, &ee) < 0) {
 		r = -errno;
@@ -1299,7 +1341,7 @@ kvx_event_read(struct kvx_conn *c, struct kvx_event *ev, int max, int timeout_ms
 		return -EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	if (c->rings && !c->err) /* first: a batch kvxd puts after this wakes us again */
-		(void)kvx_shring_wake_drain(c->evt_wake);
+		(void)evt_drain(c);
 	for (;;) {
 		if (!c->err && !c->pending_err) {
 			r = drain(c, (uint32_t)max);

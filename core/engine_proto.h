@@ -92,12 +92,20 @@ struct kvx_eng_hello {
  * had an event before the session claimed it, has that event and its later ones in the event
  * ring instead, so an engine reads its core rings before the event ring.  kvxd writes the same
  * engine wake end for all of them.  A room's end is told exactly once, on one of the rings.
+ *
+ * Re-armed wake-ups: an engine that sets KVX_ENG_RINGS_REARM says it sets the parked flag of
+ * every event ring (its core rings too) again each time it drained its wake end, before it
+ * looks at the rings.  kvxd then clears the flag when it wakes the engine (core/shring.h,
+ * oneshot): one wake-up for all its batches, from every producer, until the engine drained it,
+ * where it would otherwise send one per batch per producer.  An older kvxd refuses the flag
+ * (-EINVAL, unknown flags): the engine asks again without it.
  */
 #define KVX_ENG_RINGS_CORE 1u
+#define KVX_ENG_RINGS_REARM 2u
 #define KVX_ENG_CORE_RINGS_MAX 8 /* kvxd's KVX_MAX_CORES */
 struct kvx_eng_rings {
 	struct kvx_eng_hdr hdr;
-	uint32_t flags; /* KVX_ENG_RINGS_CORE */
+	uint32_t flags; /* KVX_ENG_RINGS_CORE, KVX_ENG_RINGS_REARM */
 	uint32_t pad;
 };
 

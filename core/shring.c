@@ -206,8 +206,18 @@ kvx_shring_notify(struct kvx_shring *r)
 {
 	if (!atomic_load_explicit(&r->sh->parked, memory_order_seq_cst))
 		return false;
+	/* the load first: while the consumer reads, the flag's line is only read, never written;
+	 * the exchange makes one wake-up of all the batches until the consumer announces again */
+	if (r->oneshot && !atomic_exchange_explicit(&r->sh->parked, 0, memory_order_seq_cst))
+		return false;
 	wake_send(r);
 	return true;
+}
+
+void
+kvx_shring_set_oneshot(struct kvx_shring *r, bool oneshot)
+{
+	r->oneshot = oneshot;
 }
 
 /* ---- consumer ------------------------------------------------------------------------------ */

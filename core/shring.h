@@ -61,6 +61,7 @@ struct kvx_shring {
 	uint64_t other; /* the other side's index as last seen (checked) */
 	int wake_fd;	/* this side's end of the ring's wake socket pair */
 	bool producer;
+	bool oneshot;	/* producer: a wake-up takes the consumer's parked flag (see notify) */
 	bool broken;	/* -EPROTO was returned: the other side is not to be trusted */
 	uint64_t wakes; /* wake-ups sent (a producer: for messages; a consumer: for room) */
 	uint64_t full;	/* producer: puts refused for room */
@@ -97,8 +98,16 @@ uint32_t kvx_shring_max_msg(const struct kvx_shring *r);
  * than kvx_shring_max_msg(); -EPROTO when the consumer's index is impossible. */
 int kvx_shring_put(struct kvx_shring *r, const void *msg, uint32_t len);
 /* Producer: after a batch of puts, wake the consumer if it announced that it parks.  Returns
- * true if it sent a wake-up (or found one pending: the consumer's end is full). */
+ * true if it sent a wake-up (or found one pending: the consumer's end is full).  A oneshot
+ * producer takes the announcement with the wake-up (clears the parked flag): the batches after
+ * it send nothing until the consumer announces again, which it does after it drained its wake
+ * end and before it looks at the ring (kvx_shring_park_prepare).  A consumer that parks only
+ * ever through park_prepare / park_done (kvxd) can have a oneshot producer or not; one that
+ * counts as always parked (libkvx on its event rings, with KVX_ENG_RINGS_REARM) must announce
+ * again after every drain of its wake end, or it is woken once only. */
 bool kvx_shring_notify(struct kvx_shring *r);
+/* Producer: make r oneshot (see kvx_shring_notify) or not.  Attach makes it not. */
+void kvx_shring_set_oneshot(struct kvx_shring *r, bool oneshot);
 /* Producer: put returned -ENOBUFS and the caller will not try again on its own: ask the
  * consumer for a wake-up on our wake end once it takes a message (kvx_shring_taken).  Returns
  * true when it took something since we last looked: try again now (the request stands, so the

@@ -40,6 +40,8 @@
 
 #include <cmocka.h>
 
+#include "wake_bytes.h"
+
 #include "control/kvxd.h"
 #include "control/abort.h"
 #include "control/admin.h"
@@ -1583,6 +1585,46 @@ test_rings_engine_cannot_block_kvxd(void **state)
 	}
 	assert_true(A.ctr.engine_ring_wakes - wakes0 >= 3000);
 	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&r);
+}
+
+/* An engine that asks for KVX_ENG_RINGS_REARM is woken once for all the batches kvxd puts until
+ * it says it is parked again: five replies, one wake-up (mutant rings_rearm_ignored: five), and
+ * its core rings' producers are oneshot too.  An engine that does not ask is woken after every
+ * batch, as before (mutant rings_rearm_always: it was woken once, and never again). */
+static void
+test_rings_rearm_one_wake_per_drain(void **state)
+{
+	static struct reng r;
+	struct kvx_eng_room_close cl = {.room = 77};
+	struct kvxd_engine *e;
+	uint64_t wakes0;
+
+	(void)state;
+	reng_open_with(&r, &A, KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM, NULL);
+	e = rings_session(&A);
+	assert_int_equal(e->nevq, A.ncores);
+	for (int c = 0; c < e->nevq; c++)
+		assert_true(e->evq[c]->ring.oneshot);
+	wakes0 = A.ctr.engine_ring_wakes;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(reng_call(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	assert_int_equal(A.ctr.engine_ring_wakes - wakes0, 1);
+	assert_int_equal(wake_bytes(r.evt_wake), 1);
+	assert_int_equal(kvx_shring_wake_drain(r.evt_wake), 0);
+	kvx_shring_park_prepare(&r.evt); /* drained: parked again */
+	assert_int_equal(reng_call(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	assert_int_equal(A.ctr.engine_ring_wakes - wakes0, 2);
+	assert_int_equal(wake_bytes(r.evt_wake), 1);
+	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&r);
+
+	reng_open(&r, &A); /* an older engine's request: no flags */
+	wakes0 = A.ctr.engine_ring_wakes;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(reng_call(&r, KVX_ENG_ROOM_CLOSE, &cl, sizeof(cl)), -ENOENT);
+	assert_int_equal(A.ctr.engine_ring_wakes - wakes0, 5);
+	assert_int_equal(wake_bytes(r.evt_wake), 5);
 	reng_close(&r);
 }
 
@@ -4884,6 +4926,7 @@ main(void)
 		T(test_rings_carry_requests_and_replies),
 		T(test_operator_commands_take_a_pass_each),
 		T(test_rings_engine_cannot_block_kvxd),
+		T(test_rings_rearm_one_wake_per_drain),
 		T(test_spilled_state_is_not_told_after_the_end),
 		T(test_rings_wake_end_closed_ends_the_session),
 		T(test_core_ring_tells_decode_success_once),

@@ -35,6 +35,8 @@ static int ring_get_hook(struct kvx_shring *r, void *buf, uint32_t cap);
 
 #include <cmocka.h>
 
+#include "wake_bytes.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -93,8 +95,9 @@ struct fake {
 	bool by_room;	   /* ROOM_OPEN and ROOM_CLOSE answer by room id (by_room_result) */
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
 	bool rings_ok;	   /* accept RINGS (set before the connect) */
-	bool no_pages;	   /* a kvxd without ADMIN_AT (replies -EOPNOTSUPP) */
-	int rings_bad;	   /* enum bad_rings, for the RINGS reply */
+	bool rearm_unknown;	  /* refuse KVX_ENG_RINGS_REARM as an older kvxd does (-EINVAL) */
+	bool no_pages;		  /* a kvxd without ADMIN_AT (replies -EOPNOTSUPP) */
+	int rings_bad;		  /* enum bad_rings, for the RINGS reply */
 	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
 	int64_t ring_pause_until; /* now_ms() before which the submission ring is not read */
 	int chunk_events;	  /* EVENTs put when the next CHUNK arrives */
@@ -136,8 +139,11 @@ struct fake {
 	struct kvx_shring sub, evt;			/* the server consumes sub, produces evt */
 	struct kvx_shring cevt[KVX_ENG_CORE_RINGS_MAX]; /* and the core rings */
 	int ncevt;
-	size_t rings_len; /* the RINGS request's length */
-	int srv_ev_core;  /* ev_core and core_reply as the server took them with a request */
+	size_t rings_len;     /* the RINGS request's length */
+	uint32_t rings_flags; /* its flags (0 for the header alone) */
+	int rings_refused;    /* RINGS requests refused for KVX_ENG_RINGS_REARM */
+	int chunk_flushes;    /* CHUNKs whose events were put and notified */
+	int srv_ev_core;      /* ev_core and core_reply as the server took them with a request */
 	bool srv_split;
 	bool srv_core_reply;
 	int sub_wake, evt_wake;
@@ -778,20 +784,36 @@ fake_serve(void *arg)
 			for (i = 0; i < chunk_events; i++)
 				send_event(f, room++, KVX_STATE_TRANSFERRING);
 			ring_flush(f);
+			pthread_mutex_lock(&f->mu);
+			f->chunk_flushes++;
+			pthread_mutex_unlock(&f->mu);
 			if (gated)
 				gate_mark_done(f);
 			continue; /* no reply; the script waits for the next request */
 		}
 		if (h->type == KVX_ENG_RINGS && rings_ok && !f->rings) {
+			uint32_t fl = (size_t)n == sizeof(struct kvx_eng_rings)
+					      ? ((const struct kvx_eng_rings *)buf)->flags
+					      : 0;
+			bool refuse;
+
 			pthread_mutex_lock(&f->mu);
 			f->rings_len = (size_t)n;
+			f->rings_flags = fl;
+			refuse = f->rearm_unknown && (fl & KVX_ENG_RINGS_REARM);
+			f->rings_refused += refuse;
 			pthread_mutex_unlock(&f->mu);
+			if (refuse) { /* as control/engine.c did before the flag */
+				send_reply(f, h->seq, -EINVAL, 0, "unknown RINGS flags");
+				continue;
+			}
 			fake_rings(f, h->seq, rings_bad, ring_size,
-				   (size_t)n == sizeof(struct kvx_eng_rings) &&
-						   ((const struct kvx_eng_rings *)buf)->flags &
-							   KVX_ENG_RINGS_CORE
-					   ? core_rings
-					   : 0);
+				   fl & KVX_ENG_RINGS_CORE ? core_rings : 0);
+			/* as kvxd: a re-arming engine is woken once until it drained its wake end
+			 */
+			kvx_shring_set_oneshot(&f->evt, fl & KVX_ENG_RINGS_REARM);
+			for (int k = 0; k < f->ncevt; k++)
+				kvx_shring_set_oneshot(&f->cevt[k], fl & KVX_ENG_RINGS_REARM);
 			continue;
 		}
 		for (i = 0; i < before; i++)
@@ -2039,28 +2061,172 @@ test_core_rings_on_by_default(void **state)
 	assert_int_equal(kvx_room_close(fx->c, 11), 0);
 }
 
-/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings, with the header alone (the
- * request an older kvxd takes), whatever kvxd would offer (mutant core_rings_env_ignored). */
+/* Connect with KVX_CORE_RINGS=0 (and KVX_RINGS_REARM=0 when rearm_off) to a fake that offers two
+ * core rings: the session is on rings without core rings; *len and *flags are what the RINGS
+ * request carried. */
 static void
-test_core_rings_off_by_environment(void **state)
+connect_without_core_rings(struct fixture *fx, bool rearm_off, size_t *len, uint32_t *flags)
 {
-	struct fixture *fx = *state;
-
 	pthread_mutex_lock(&fx->f.mu);
 	fx->f.rings_ok = true;
 	fx->f.core_rings = 2;
 	pthread_mutex_unlock(&fx->f.mu);
 	assert_int_equal(setenv("KVX_CORE_RINGS", "0", 1), 0);
+	if (rearm_off)
+		assert_int_equal(setenv("KVX_RINGS_REARM", "0", 1), 0);
 	fx->c = kvx_connect(fx->f.path);
 	unsetenv("KVX_CORE_RINGS");
+	unsetenv("KVX_RINGS_REARM");
 	assert_non_null(fx->c);
 	assert_true(fx->c->rings);
 	assert_int_equal(fx->c->ncevt, 0);
+	assert_int_equal(fx->c->rearm, !rearm_off);
 	pthread_mutex_lock(&fx->f.mu);
-	assert_int_equal(fx->f.rings_len,
-			 sizeof(struct kvx_eng_hdr)); /* what an older kvxd takes */
+	*len = fx->f.rings_len;
+	*flags = fx->f.rings_flags;
 	pthread_mutex_unlock(&fx->f.mu);
+}
+
+/* KVX_CORE_RINGS=0: libkvx asks for the rings without core rings (re-armed wake-ups only),
+ * whatever kvxd would offer (mutant core_rings_env_ignored). */
+static void
+test_core_rings_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+	uint32_t flags;
+	size_t len;
+
+	connect_without_core_rings(fx, false, &len, &flags);
+	assert_int_equal(len, sizeof(struct kvx_eng_rings));
+	assert_int_equal(flags, KVX_ENG_RINGS_REARM);
 	assert_int_equal(kvx_room_close(fx->c, 11), 0);
+}
+
+/* KVX_CORE_RINGS=0 and KVX_RINGS_REARM=0: the rings asked for with the header alone (the request
+ * the oldest kvxd takes); events still wake the engine, one wake-up per batch. */
+static void
+test_rings_rearm_off_by_environment(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {4};
+	uint32_t flags;
+	size_t len;
+
+	connect_without_core_rings(fx, true, &len, &flags);
+	assert_int_equal(len, sizeof(struct kvx_eng_hdr));
+	assert_int_equal(flags, 0);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 10, 0, 2, pages, 1, 0, 1), 0);
+	assert_true(fd_readable_within(kvx_conn_fd(fx->c), 5000));
+}
+
+/* A kvxd that does not know KVX_ENG_RINGS_REARM refuses the request (-EINVAL, unknown flags, as
+ * control/engine.c did before it): libkvx asks once more without it, and gets its rings, woken
+ * once per batch (mutant rings_rearm_no_retry: it stayed on the socket). */
+static void
+test_rings_rearm_refused_by_an_older_kvxd(void **state)
+{
+	struct fixture *fx = *state;
+	const uint32_t pages[] = {4};
+	int pfd, refused, asked;
+	uint32_t flags;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.rearm_unknown = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	fx->c = kvx_connect(fx->f.path);
+	assert_non_null(fx->c);
+	assert_true(fx->c->rings);
+	assert_false(fx->c->rearm);
+	pfd = kvx_conn_fd(fx->c);
+	pthread_mutex_lock(&fx->f.mu);
+	refused = fx->f.rings_refused;
+	flags = fx->f.rings_flags;
+	asked = fx->f.ntype_sock[KVX_ENG_RINGS];
+	fx->f.chunk_events = 1;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(refused, 1);
+	assert_int_equal(flags, KVX_ENG_RINGS_CORE);
+	assert_int_equal(asked, 2);
+	assert_int_equal(kvx_chunk_submit(fx->c, 10, 0, 2, pages, 1, 0, 0), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	expect_events(fx->c, 8, 0, 1, 100);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 10, 1, 2, pages, 1, 1, 1), 0);
+	assert_true(fd_readable_within(pfd, 5000));
+	expect_events(fx->c, 8, 0, 1, 101);
+}
+
+/* Wait until the fake has put and notified the events of n CHUNKs. */
+static void
+wait_chunk_flushes(struct fake *f, int n)
+{
+	for (int i = 0; i < 5000; i++) {
+		bool done;
+
+		pthread_mutex_lock(&f->mu);
+		done = f->chunk_flushes >= n;
+		pthread_mutex_unlock(&f->mu);
+		if (done)
+			return;
+		usleep(1000);
+	}
+	fail_msg("the fake did not flush %d chunks' events", n);
+}
+
+/* KVX_ENG_RINGS_REARM (asked for by default): kvxd wakes the engine once for all the batches it
+ * puts until the engine drained its wake end (one byte for three batches here, where it was one
+ * per batch: mutant shring_oneshot_ignored), and the engine says it is parked again each time it
+ * drains it, so the batch after a read wakes it again (mutant rings_rearm_forgotten: the fd
+ * stayed unreadable with an event in the ring). */
+static void
+test_rings_rearm_one_wake_until_drained(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_conn *c = fx->c;
+	const uint32_t pages[] = {4};
+	int pfd = kvx_conn_fd(c);
+	struct kvx_event ev;
+
+	uint32_t flags;
+
+	assert_true(c->rearm);
+	pthread_mutex_lock(&fx->f.mu);
+	flags = fx->f.rings_flags;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(flags, KVX_ENG_RINGS_REARM); /* (not under the lock: a failure unwinds) */
+	sync_fake(c);
+	assert_int_equal(kvx_event_read(c, &ev, 1, 0), 0); /* takes the replies' wake-ups */
+	assert_int_equal(wake_bytes(c->evt_wake), 0);
+	for (int i = 0; i < 3; i++) {
+		pthread_mutex_lock(&fx->f.mu);
+		fx->f.chunk_events = 1; /* rooms 100, 101, 102 */
+		pthread_mutex_unlock(&fx->f.mu);
+		assert_int_equal(
+			kvx_chunk_submit(c, 10, (uint32_t)i, 2, pages, 1, (uint32_t)i, i == 2), 0);
+		wait_chunk_flushes(&fx->f, i + 1);
+	}
+	assert_int_equal(wake_bytes(c->evt_wake), 1);
+	assert_true(fd_readable(pfd));
+	expect_events(c, 8, 0, 3, 100);
+	assert_false(fd_readable(pfd));
+	/* drained and parked again: the next batch wakes us */
+	for (int round = 0; round < 3; round++) {
+		pthread_mutex_lock(&fx->f.mu);
+		fx->f.chunk_events = 1; /* rooms 103, 104, 105 */
+		pthread_mutex_unlock(&fx->f.mu);
+		assert_int_equal(kvx_chunk_submit(c, 11 + (uint64_t)round, 0, 2, pages, 1, 0, 1),
+				 0);
+		assert_true(fd_readable_within(pfd, 5000));
+		assert_int_equal(wake_bytes(c->evt_wake), 1);
+		expect_events(c, 8, 0, 1, 103 + (uint64_t)round);
+		assert_false(fd_readable(pfd));
+	}
 }
 
 /* KVX_RINGS=0: libkvx does not ask for rings, the session stays on the socket. */
@@ -2518,6 +2684,12 @@ main(void)
 						setup_core_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_rings_on_by_default, setup_fake,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_rearm_off_by_environment, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_rearm_refused_by_an_older_kvxd,
+						setup_fake, teardown),
+		cmocka_unit_test_setup_teardown(test_rings_rearm_one_wake_until_drained,
+						setup_rings, teardown),
 		cmocka_unit_test_setup_teardown(test_core_rings_off_by_environment, setup_fake,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_off_by_environment, setup_fake,

@@ -264,6 +264,41 @@ test_wake_only_when_parked(void **state)
 	assert_int_equal(T.p.wakes, 1);
 }
 
+/* A oneshot producer takes the consumer's announcement with its wake-up: the batches after it
+ * send nothing until the consumer announces again (mutant shring_oneshot_ignored: one byte per
+ * batch); one that is not oneshot wakes a parked consumer after every batch. */
+static void
+test_oneshot_wakes_once_per_announcement(void **state)
+{
+	uint8_t msg[8] = {1}, out[8];
+
+	(void)state;
+	kvx_shring_set_oneshot(&T.p, true);
+	kvx_shring_park_prepare(&T.c);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+		assert_int_equal(kvx_shring_notify(&T.p), i == 0);
+	}
+	assert_int_equal(T.p.wakes, 1);
+	assert_true(fd_readable(T.wake[1]));
+	assert_int_equal(kvx_shring_wake_drain(T.wake[1]), 0);
+	kvx_shring_park_prepare(&T.c); /* drained: announced again, then the ring looked at */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(msg));
+	assert_true(kvx_shring_empty(&T.c));
+	assert_int_equal(kvx_shring_put(&T.p, msg, sizeof(msg)), 0);
+	assert_true(kvx_shring_notify(&T.p));
+	assert_false(kvx_shring_notify(&T.p));
+	assert_int_equal(T.p.wakes, 2);
+	assert_int_equal(kvx_shring_wake_drain(T.wake[1]), 0);
+	/* not oneshot: every batch wakes the parked consumer */
+	kvx_shring_set_oneshot(&T.p, false);
+	kvx_shring_park_prepare(&T.c);
+	assert_true(kvx_shring_notify(&T.p));
+	assert_true(kvx_shring_notify(&T.p));
+	assert_int_equal(T.p.wakes, 4);
+}
+
 /* The other way: a producer without room asks for a wake-up (kvx_shring_starve); the consumer's
  * next take sends one byte to the producer's end (kvx_shring_taken), once per request.  A
  * consumer that took something before the request was seen makes starve say "try again". */
@@ -459,6 +494,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wake_only_when_parked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oneshot_wakes_once_per_announcement, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_wake_never_blocks_the_producer, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_wake_end_closed_is_told, setup, teardown),
