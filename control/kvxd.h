@@ -316,10 +316,10 @@ struct kvxd_counters {
 		chunks_refused_roomless, /* of those, failed without a room: the user's rooms are
 					  * twice max_rooms_per_uid */
 		engine_rings, engine_ring_wakes, engine_ring_holds, events_sent, events_dropped,
-		events_core, events_core_claimed, status_pushed, status_queued, status_dropped,
-		status_evicted, status_received, rooms_opened, rooms_closed, waiting_timeouts,
-		qp_replaced, qp_stuck, rails_fenced, rail_retries, aborts, releases,
-		abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
+		events_core, events_core_claimed, events_before_claim, status_pushed, status_queued,
+		status_dropped, status_evicted, status_received, rooms_opened, rooms_closed,
+		waiting_timeouts, qp_replaced, qp_stuck, rails_fenced, rail_retries, aborts,
+		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
 		acks_unsent, aborts_received, tombstones, fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,

@@ -84,6 +84,12 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 			tell_spilled(d, r, &ev, m->told == KVXD_TOLD_CLAIM);
 		else if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
+		else if (m->told == KVXD_TOLD_NOBODY &&
+			 atomic_load_explicit(&r->pc.evq, memory_order_acquire))
+			d->ctr.events_before_claim++; /* an engine claimed the room after its core
+						       * put this: it hears the later states through
+						       * its core ring, and this one would come
+						       * behind them */
 		else if (!atomic_load(&r->pc.told))
 			kvxd_engine_send_event(d, r->engine_id, &ev);
 		/* else a state from before the room's end, which its engine heard already (a

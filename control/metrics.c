@@ -314,6 +314,10 @@ control_counters(struct out *o, struct kvxd *d)
 		"events a polling core could not put into a full or broken core ring "
 		"(sent through the session's event ring instead)",
 		c->events_core_claimed);
+	COUNTER("events_before_claim_total",
+		"states of a prefill room its engine claimed after the room's core put them "
+		"(not told: the later ones came through its core ring)",
+		c->events_before_claim);
 	COUNTER("status_pushed_total", "ROOM_STATUS failures pushed to decode endpoints",
 		c->status_pushed);
 	COUNTER("status_queued_total", "ROOM_STATUS frames queued for a peer", c->status_queued);

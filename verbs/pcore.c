@@ -97,15 +97,18 @@ end_for_engine(const struct kvx_pcore_room *r)
 }
 
 /* A room's event straight into its engine's event ring on this core, when its session has one:
- * every event of the room goes there, in order (one producer), until one cannot: from then on
- * the room's events go through the control core (evq_spilled), after what is in the core ring
- * (libkvx reads its core rings first).  One cannot when it does not fit (the engine does not
- * read), and when the room has no ring: a prefill room whose engine has not claimed it yet (its
- * ROOM_META came first), or one whose engine left.  Such an event goes to the control core, which
- * may give it to an engine that claims the room after it was put, behind core ring events
- * that came later: so none does.  The room's end (end_for_engine) is its one tell, won here
- * (told) before it is put: the control core, which still gets every EVENT for its own books,
- * tells nothing more.  Returns how it was told (enum kvxd_told). */
+ * every event of the room goes there, in order (one producer), until one does not fit (the
+ * engine does not read): from then on the room's events go through the control core
+ * (evq_spilled), after what is in the core ring (libkvx reads its core rings first).  While the
+ * room has no ring (a prefill room whose engine has not claimed it yet, its ROOM_META having come
+ * first; one whose engine left; an engine without core rings) a state on the way goes to the
+ * control core as KVXD_TOLD_NOBODY, which hands it only to an engine that has no core ring for
+ * the room when it takes it: an engine that claimed the room meanwhile hears the later states
+ * through its core ring, and this one never (it would come behind them), as it never hears the
+ * states from before its claim when the control core took them first.  So the room's later
+ * events still take the core ring once an engine claims it.  The room's end (end_for_engine) is
+ * its one tell, won here (told) before it is put: the control core, which still gets every EVENT
+ * for its own books, tells nothing more.  Returns how it was told (enum kvxd_told). */
 static uint8_t
 tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 {
@@ -122,10 +125,8 @@ tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 	if (r->evq_spilled)
 		return KVXD_TOLD_NO;
 	q = atomic_load_explicit(&r->evq, memory_order_acquire);
-	if (!q) {
-		r->evq_spilled = true;
-		return KVXD_TOLD_NO;
-	}
+	if (!q) /* nobody's core ring: the control core tells (an end: kvxd_room_tell) */
+		return end ? KVXD_TOLD_NO : KVXD_TOLD_NOBODY;
 	if (atomic_load_explicit(&q->broken, memory_order_relaxed))
 		return KVXD_TOLD_NO;
 	if (end && !atomic_compare_exchange_strong(&r->told, &no, true))

@@ -120,8 +120,12 @@ enum kvxd_told {
 	KVXD_TOLD_CORE = 1,  /* the core put it into the session's core event ring */
 	KVXD_TOLD_CLAIM = 2, /* the core claimed the room's one tell (told = true) but its ring
 			      * had no room: the control core sends it, through its own ring */
-	KVXD_TOLD_SPILL = 3  /* a state on the way (not the end) that the core ring had no room
+	KVXD_TOLD_SPILL = 3, /* a state on the way (not the end) that the core ring had no room
 			      * for: the control core sends it, through its own ring */
+	KVXD_TOLD_NOBODY = 4 /* a state on the way while the room had no core ring (a prefill
+			      * room no engine had claimed yet, or whose engine left, or an
+			      * engine without core rings): the control core sends it only to an
+			      * engine that has no core ring for the room when it takes it */
 };
 
 /*

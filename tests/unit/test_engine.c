@@ -3527,18 +3527,25 @@ test_decode_engine_loss_propagates(void **state)
 /* a (decode) and b (prefill) connected; the engine r of node rn on rings with core rings and
  * a pool (rpool), the engine e of the other node on the socket with a pool (epool). */
 static void
-pair_ring_and_socket(struct kvxd *rn, struct reng *r, int *rpool, struct eng *e, int *epool)
+pair_ring_and_socket_flags(struct kvxd *rn, struct reng *r, int *rpool, struct eng *e, int *epool,
+			   uint32_t flags)
 {
 	assert_int_equal(listen_on(&A), 0);
 	assert_int_equal(listen_on(&B), 0);
 	kvxd_peer_admin(&A, "b", "resume");
 	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
-	reng_open_with(r, rn, KVX_ENG_RINGS_CORE, rpool);
-	assert_int_equal(r->ncevt, rn->ncores);
+	reng_open_with(r, rn, flags, rpool);
+	assert_int_equal(r->ncevt, flags & KVX_ENG_RINGS_CORE ? rn->ncores : 0);
 	eng_connect(e, rn == &A ? &B : &A);
 	assert_int_equal(eng_hello(e, NULL), 0);
 	*epool = eng_pool_id(e, 256, 16, 1);
 	assert_true(*epool > 0);
+}
+
+static void
+pair_ring_and_socket(struct kvxd *rn, struct reng *r, int *rpool, struct eng *e, int *epool)
+{
+	pair_ring_and_socket_flags(rn, r, rpool, e, epool, KVX_ENG_RINGS_CORE);
 }
 
 /* a's (decode) engine on rings with core rings, b's (prefill) on the socket. */
@@ -4077,35 +4084,11 @@ test_core_ring_tells_prefill_events(void **state)
 	eng_close(&ea);
 }
 
-/* A prefill room whose core put an event before its engine claimed it (the ROOM_META came
- * first; the control core had not taken that event yet when the engine's chunk attached the
- * room): the control core hands that event to the engine late, so the room's later events must
- * not overtake it through the core ring.  They go through the control core after it, and the
- * engine reads WAITING_FOR_INPUT, then SUCCESS, once each (mutant prefill_spill_forgotten: the
- * core ring takes the later ones, and SUCCESS is read before WAITING_FOR_INPUT). */
+/* Drive the transfer of prefill room r (on B, fed by A's decode room) to SUCCESS: b's core
+ * posts, a's core sees the write land, b's core its completion. */
 static void
-test_core_ring_prefill_meta_first_keeps_order(void **state)
+transfer_to_success(struct kvxd_room *r)
 {
-	static struct reng rb;
-	struct kvxd_core *c = &B.cores[731 % B.ncores];
-	struct kvxd_room *r;
-	struct eng ea;
-	int pa, pb;
-
-	(void)state;
-	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
-	assert_int_equal(eng_room_open(&ea, 731, pa, 4, NULL), 0);
-	/* the ROOM_META to b's core, which puts WAITING_FOR_INPUT into its outbox: b's control
-	 * core does not take it yet */
-	PUMP_UNTIL((r = kvxd_room_find(&B, 731, 0, KVX_ROOM_PREFILL)) && !kvx_mbox_empty(c->inbox));
-	kvx_pcore_poll_once(c);
-	assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
-	assert_false(kvx_mbox_empty(c->outbox));
-	/* the engine's chunk attaches the room (its outbox not drained first) */
-	reng_chunk(&rb, 731, pb, 4);
-	kvxd_engine_rings_poll(&B);
-	assert_true(r->engine_id >= 0);
-	/* the transfer: b's core posts, a's core sees the write land, b's core its completion */
 	for (int step = 0; step < MAX_STEPS && kvxd_room_state(r) != KVX_ROOM_SUCCESS; step++) {
 		for (int i = 0; i < nnodes; i++)
 			for (int k = 0; k < N[i].ncores; k++)
@@ -4113,51 +4096,127 @@ test_core_ring_prefill_meta_first_keeps_order(void **state)
 		kvxd_loop_once(&A, 0);
 	}
 	assert_int_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+}
+
+/* Prefill room id, fed by A's decode room, whose ROOM_META comes before its engine's chunk: b's
+ * core puts WAITING_FOR_INPUT for nobody, and the engine's chunk claims the room before
+ * (claim_first) or after b's control core took that event.  Either way the room's later events
+ * take the engine's core ring, and the engine reads SUCCESS once, from it, and no
+ * WAITING_FOR_INPUT (which, taken after the claim, could only come behind them: counted in
+ * events_before_claim). */
+static void
+prefill_meta_first(uint64_t id, bool claim_first)
+{
+	static struct reng rb;
+	struct kvxd_core *c = &B.cores[id % B.ncores];
+	uint64_t before = B.ctr.events_before_claim;
+	struct kvxd_room *r;
+	struct eng ea;
+	int pa, pb;
+
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, id, pa, 4, NULL), 0);
+	if (claim_first) {
+		/* the ROOM_META to b's core, which puts WAITING_FOR_INPUT into its outbox: b's
+		 * control core does not take it yet */
+		PUMP_UNTIL((r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL)) &&
+			   !kvx_mbox_empty(c->inbox));
+		kvx_pcore_poll_once(c);
+		assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
+		assert_false(kvx_mbox_empty(c->outbox));
+	} else {
+		PUMP_UNTIL((r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL)) &&
+			   kvxd_room_state(r) == KVX_ROOM_WAITING_FOR_INPUT);
+		for (int i = 0; i < 20; i++) /* the control core takes it: nobody's */
+			pump_once();
+	}
+	assert_true(r->engine_id < 0);
+	/* the engine's chunk attaches the room */
+	reng_chunk(&rb, id, pb, 4);
+	kvxd_engine_rings_poll(&B);
+	assert_true(r->engine_id >= 0);
+	transfer_to_success(r);
 	reng_read(&rb); /* what the core rings hold comes first */
-	reng_pump_until_event(&rb, 731, KVX_STATE_SUCCESS);
-	for (int i = 0; i < 20; i++)
-		pump_once();
-	reng_read(&rb);
-	assert_int_equal(reng_count(&rb, 731, KVX_STATE_WAITING_FOR_INPUT, -2), 1);
-	assert_int_equal(reng_count(&rb, 731, KVX_STATE_SUCCESS, -2), 1);
-	assert_events_in_order(&rb, 731, KVX_STATE_SUCCESS);
+	reng_pump_until_event(&rb, id, KVX_STATE_SUCCESS);
+	assert_int_equal(reng_count(&rb, id, KVX_STATE_WAITING_FOR_INPUT, -2), 0);
+	assert_int_equal(reng_count(&rb, id, KVX_STATE_SUCCESS, -2), 1);
+	assert_int_equal(reng_count(&rb, id, KVX_STATE_SUCCESS, -1), 0); /* a core ring's */
+	assert_int_equal(B.ctr.events_before_claim - before, claim_first ? 1 : 0);
+	assert_events_in_order(&rb, id, KVX_STATE_SUCCESS);
 	reng_close(&rb);
 	eng_close(&ea);
+}
+
+/* The engine claims the room before its control core took the state its core put for nobody
+ * (mutant nobody_state_told_late: the engine read WAITING_FOR_INPUT after SUCCESS). */
+static void
+test_core_ring_prefill_meta_first_keeps_order(void **state)
+{
+	(void)state;
+	prefill_meta_first(731, true);
+}
+
+/* The common order in serving: decode's ROOM_META reaches prefill, and the control core takes its
+ * room's first state (nobody to tell), before prefill's engine submits the room's chunk (mutant
+ * prefill_meta_first_spills: after an event put while the room had no ring, every later one went
+ * through the control core, which the core woke for each). */
+static void
+test_core_ring_prefill_meta_first_takes_the_core_ring(void **state)
+{
+	(void)state;
+	prefill_meta_first(733, false);
 }
 
 /* The same, when the room also failed before its engine's chunk came (its waiting timed out):
  * the engine's chunk is told the end (FAILED) at once, and the WAITING_FOR_INPUT its core put
  * before, which the control core takes only after that, is not handed to the engine after
- * the end (mutant stale_state_after_end: the engine reads FAILED, then WAITING_FOR_INPUT). */
+ * the end; b's engine on rings with flags (core rings or not: without them, the control core
+ * hands every state to the engine, and only the room's end keeps this one back). */
 static void
-test_prefill_state_from_before_the_end_is_not_told_after_it(void **state)
+prefill_state_before_the_end(uint64_t id, uint32_t flags)
 {
 	static struct reng rb;
-	struct kvxd_core *c = &B.cores[732 % B.ncores];
+	struct kvxd_core *c = &B.cores[id % B.ncores];
 	struct kvxd_msg fail = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT};
 	struct kvxd_room *r;
 	struct eng ea;
 	int pa, pb;
 
-	(void)state;
-	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
-	assert_int_equal(eng_room_open(&ea, 732, pa, 4, NULL), 0);
-	PUMP_UNTIL((r = kvxd_room_find(&B, 732, 0, KVX_ROOM_PREFILL)) && !kvx_mbox_empty(c->inbox));
+	pair_ring_and_socket_flags(&B, &rb, &pb, &ea, &pa, flags);
+	assert_int_equal(eng_room_open(&ea, id, pa, 4, NULL), 0);
+	PUMP_UNTIL((r = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL)) && !kvx_mbox_empty(c->inbox));
 	kvx_pcore_poll_once(c); /* WAITING_FOR_INPUT into the outbox */
 	fail.room = &r->pc;
 	snprintf(fail.reason, sizeof(fail.reason), "waited too long");
 	assert_int_equal(kvx_pcore_send(c, &fail), 0);
 	kvx_pcore_poll_once(c); /* FAILED into the outbox */
 	assert_int_equal(kvxd_room_state(r), KVX_ROOM_FAILED);
-	reng_chunk(&rb, 732, pb, 4);
+	reng_chunk(&rb, id, pb, 4);
 	kvxd_engine_rings_poll(&B); /* the chunk: the engine is told FAILED now */
 	for (int i = 0; i < 20; i++)
 		pump_once();
 	reng_read(&rb);
-	assert_int_equal(reng_count(&rb, 732, KVX_STATE_FAILED, -2), 1);
-	assert_events_in_order(&rb, 732, KVX_STATE_FAILED);
+	assert_int_equal(reng_count(&rb, id, KVX_STATE_FAILED, -2), 1);
+	assert_events_in_order(&rb, id, KVX_STATE_FAILED);
 	reng_close(&rb);
 	eng_close(&ea);
+}
+
+/* With core rings. */
+static void
+test_prefill_state_from_before_the_end_is_not_told_after_it(void **state)
+{
+	(void)state;
+	prefill_state_before_the_end(732, KVX_ENG_RINGS_CORE);
+}
+
+/* Without core rings: the state is not told after the end (mutant stale_state_after_end: the
+ * engine reads FAILED, then WAITING_FOR_INPUT). */
+static void
+test_prefill_state_from_before_the_end_without_core_rings(void **state)
+{
+	(void)state;
+	prefill_state_before_the_end(734, 0);
 }
 
 /* A state on the way that its core spilled (the engine's core ring was full) and the control
@@ -4928,6 +4987,7 @@ main(void)
 		T(test_rings_engine_cannot_block_kvxd),
 		T(test_rings_rearm_one_wake_per_drain),
 		T(test_spilled_state_is_not_told_after_the_end),
+		T(test_core_ring_prefill_meta_first_takes_the_core_ring),
 		T(test_rings_wake_end_closed_ends_the_session),
 		T(test_core_ring_tells_decode_success_once),
 		T(test_full_core_ring_loses_no_success),
@@ -4939,6 +4999,7 @@ main(void)
 		T(test_core_ring_tells_prefill_events),
 		T(test_core_ring_prefill_meta_first_keeps_order),
 		T(test_prefill_state_from_before_the_end_is_not_told_after_it),
+		T(test_prefill_state_from_before_the_end_without_core_rings),
 		T(test_corrupt_submission_ring_ends_only_its_session),
 		T(test_full_event_ring_loses_nothing),
 		T(test_full_event_ring_waits_for_the_engine),
