@@ -2061,6 +2061,8 @@ test_core_rings_on_by_default(void **state)
 	assert_int_equal(kvx_room_close(fx->c, 11), 0);
 }
 
+static void wait_chunk_flushes(struct fake *f, int n);
+
 /* Connect with KVX_CORE_RINGS=0 (and KVX_RINGS_REARM=0 when rearm_off) to a fake that offers two
  * core rings: the session is on rings without core rings; *len and *flags are what the RINGS
  * request carried. */
@@ -2118,8 +2120,16 @@ test_rings_rearm_off_by_environment(void **state)
 	pthread_mutex_lock(&fx->f.mu);
 	fx->f.chunk_events = 1;
 	pthread_mutex_unlock(&fx->f.mu);
-	assert_int_equal(kvx_chunk_submit(fx->c, 10, 0, 2, pages, 1, 0, 1), 0);
+	assert_int_equal(kvx_chunk_submit(fx->c, 10, 0, 2, pages, 1, 0, 0), 0);
+	wait_chunk_flushes(&fx->f, 1);
 	assert_true(fd_readable_within(kvx_conn_fd(fx->c), 5000));
+	/* unread, a second batch wakes it again: one byte per batch */
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.chunk_events = 1;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_chunk_submit(fx->c, 10, 1, 2, pages, 1, 1, 1), 0);
+	wait_chunk_flushes(&fx->f, 2);
+	assert_int_equal(wake_bytes(fx->c->evt_wake), 2);
 }
 
 /* A kvxd that does not know KVX_ENG_RINGS_REARM refuses the request (-EINVAL, unknown flags, as
