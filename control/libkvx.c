@@ -22,9 +22,9 @@
  * is in kvx_conn_fd()'s set; libkvx always counts as parked there, and asks for re-armed
  * wake-ups (KVX_ENG_RINGS_REARM, unless KVX_RINGS_REARM=0): kvxd takes a ring's parked flag
  * with the wake-up it sends, and libkvx sets it again each time it drained its wake end
- * (evt_drain), so one wake-up stands for every batch until then and never a wake-up is lost. libkvx
- * checks what kvxd writes into the rings like any datagram (core/shring.h checks the indices and
- * records).
+ * (evt_drain), so one wake-up stands for every batch until then and never a wake-up is lost.
+ * libkvx checks what kvxd writes into the rings like any datagram (core/shring.h checks the
+ * indices and records).
  *
  * Every argument is checked before anything is sent: a bad argument returns -EINVAL and leaves
  * the session untouched.  Once kvxd has gone away every call returns -ECONNRESET (queued
@@ -717,9 +717,9 @@ rings_setup(struct kvx_conn *c)
 		return 0;
 	if (!cenv || strcmp(cenv, "0") != 0)
 		flags = KVX_ENG_RINGS_CORE;
+	/* KVX_RINGS_REARM=0: a wake-up per batch, as before */
 	if (!aenv || strcmp(aenv, "0") != 0)
-		flags |=
-			KVX_ENG_RINGS_REARM; /* KVX_RINGS_REARM=0: a wake-up per batch, as before */
+		flags |= KVX_ENG_RINGS_REARM;
 	for (;;) {
 		m = tx_msg(c, sizeof(*m));
 		m->flags = flags;

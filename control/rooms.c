@@ -403,8 +403,8 @@ kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
 	e->nrooms++;
 	/* a room's events go straight from its core into the engine's core ring: a decode
 	 * room's from the start (this is before ROOM_OPEN publishes it to its core); a prefill
-	 * room's from its engine's first chunk, unless its core put an event before that
-	 * (its ROOM_META came first: then they go by the control core, see tell_core) */
+	 * room's from its engine's first chunk (a state its core put before that, its ROOM_META
+	 * having come first, is not told to this engine: see tell_core) */
 	if (r->pc.core < e->nevq)
 		atomic_store_explicit(&r->pc.evq, e->evq[r->pc.core], memory_order_release);
 }

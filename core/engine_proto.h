@@ -88,9 +88,10 @@ struct kvx_eng_hello {
  * (a REPLY's status is never positive).  Each is produced by its polling core
  * alone and carries only EVENTs: those of the session's rooms on that core (a decode room's from
  * its open, a prefill room's from the session's first chunk for it), told there without the
- * control core on the way, in order.  A room whose event does not fit its core ring, or that
- * had an event before the session claimed it, has that event and its later ones in the event
- * ring instead, so an engine reads its core rings before the event ring.  kvxd writes the same
+ * control core on the way, in order.  A room whose event does not fit its core ring has that
+ * event and its later ones in the event ring instead, so an engine reads its core rings before
+ * the event ring.  A prefill room's states from before the session claimed it are not told to
+ * a session with core rings (its end is).  kvxd writes the same
  * engine wake end for all of them.  A room's end is told exactly once, on one of the rings.
  *
  * Re-armed wake-ups: an engine that sets KVX_ENG_RINGS_REARM says it sets the parked flag of

@@ -14,7 +14,8 @@
  * rings_ok it accepts RINGS as control/engine.c does (a sealed memfd holding the submission and
  * event rings, the engine's ends of two wake socket pairs) and from then on takes requests from
  * the submission ring (parking on its wake end like kvxd) and puts replies and events into the
- * event ring (one wake-up per batch: libkvx counts as always parked there).  It records which
+ * event ring (libkvx counts as always parked there: one wake-up per batch, or, when libkvx asked
+ * for KVX_ENG_RINGS_REARM, one until libkvx drained it, as kvxd does).  It records which
  * requests came through the ring and which through the socket, and can be scripted to stop reading
  * the submission ring for a while, to corrupt the event ring, or to send a broken RINGS reply.
  *
@@ -257,7 +258,8 @@ send_raw(struct fake *f, const void *buf, size_t len)
 	send_raw_to(f, buf, len, -1);
 }
 
-/* After a batch: wake the client (always parked on every event ring). */
+/* After a batch: wake the client (parked on every event ring; a oneshot ring wakes it once until
+ * it drained its wake end and set the flag again). */
 static void
 ring_flush(struct fake *f)
 {
