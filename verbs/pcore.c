@@ -1351,9 +1351,11 @@ kvx_pcore_poll_once(struct kvxd_core *c)
 	return work + (c->drain_again ? 1 : 0); /* not idle: rooms wait to be told */
 }
 
-/* Block until a completion or a message arrives (bounded).  Thread: the owning core. */
-static void
-pcore_park(struct kvxd_core *c)
+/* An armed CQ stays armed until a completion raises its event, so a CQ is armed again only
+ * once its event was taken: with two rails a park after one rail's completion makes one arm
+ * call, not two (on rxe each is an ioctl). */
+void
+kvx_pcore_park(struct kvxd_core *c)
 {
 	struct pollfd pfd[KVX_MAX_RAILS + 1];
 	int nr = c->nrails;
@@ -1363,8 +1365,11 @@ pcore_park(struct kvxd_core *c)
 		pfd[k] = (struct pollfd){.fd = kvx_vx->cq_fd(c->cq[k]), .events = POLLIN};
 	pfd[nr] = (struct pollfd){.fd = kvx_mbox_fd(c->inbox), .events = POLLIN};
 	kvx_mbox_park_prepare(c->inbox);
-	for (int k = 0; k < nr; k++)
-		armed = armed && kvx_vx->cq_arm(c->cq[k]) == 0;
+	for (int k = 0; k < nr; k++) {
+		if (!c->cq_armed[k])
+			c->cq_armed[k] = kvx_vx->cq_arm(c->cq[k]) == 0;
+		armed = armed && c->cq_armed[k];
+	}
 	if (armed && kvx_mbox_empty(c->inbox) && !c->ready_head) {
 		/* one more look: a completion may have landed before the arm */
 		if (kvx_pcore_poll_once(c) == 0) {
@@ -1377,8 +1382,10 @@ pcore_park(struct kvxd_core *c)
 	/* read only what the wait reported: a read of an fd with nothing on it is a wasted
 	 * syscall (on rxe in the VM, three per room per node before) */
 	for (int k = 0; k < nr; k++)
-		if (pfd[k].revents & POLLIN)
+		if (pfd[k].revents & POLLIN) {
 			kvx_vx->cq_ack_events(c->cq[k]);
+			c->cq_armed[k] = false;
+		}
 	kvx_mbox_park_done(c->inbox, pfd[nr].revents & POLLIN);
 }
 
@@ -1410,7 +1417,7 @@ pcore_main(void *arg)
 		if (!c->idle_since_ns)
 			c->idle_since_ns = now_ns();
 		else if (now_ns() - c->idle_since_ns >= (uint64_t)c->idle_park_us * 1000) {
-			pcore_park(c);
+			kvx_pcore_park(c);
 			c->idle_since_ns = 0;
 		}
 	}

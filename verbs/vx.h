@@ -113,7 +113,9 @@ struct kvx_vx_ops {
 	/* Arm the CQ for the next completion; cq_fd() becomes readable when one arrives. */
 	int (*cq_arm)(struct kvx_vx_cq *cq);
 	int (*cq_fd)(struct kvx_vx_cq *cq);
-	/* Consume (and acknowledge) pending CQ events after cq_fd() was readable; non-blocking. */
+	/* Take the CQ's event (one) after cq_fd() was readable, and acknowledge it; non-blocking.
+	 * An armed CQ raises one event and stays disarmed until cq_arm: arm it again only after
+	 * taking its event. */
 	int (*cq_ack_events)(struct kvx_vx_cq *cq);
 
 	int (*qp_create)(struct kvx_vx_dev *d, struct kvx_vx_cq *cq, uint32_t sq_depth,

@@ -348,7 +348,10 @@ ibv_cq_ack_events(struct kvx_vx_cq *c)
 	struct ibv_cq *cq;
 	void *ctx;
 
-	while (ibv_get_cq_event(c->ch, &cq, &ctx) == 0)
+	/* one read: a CQ raises one event per arm, and the polling core arms it again only after
+	 * taking it (a loop until EAGAIN cost a wasted read per wake-up); an event left behind
+	 * keeps the fd readable for the next wait */
+	if (ibv_get_cq_event(c->ch, &cq, &ctx) == 0)
 		c->unacked++;
 	if (c->unacked >= 64) {
 		ibv_ack_cq_events(c->cq, c->unacked);

@@ -56,6 +56,7 @@ static int refuse_doorbell_nth, refuse_doorbell_err;	  /* fake_vx_refuse_doorbel
 static int refuse_wr_nth, refuse_wr_count, refuse_wr_err; /* fake_vx_refuse_wr */
 static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
+static uint64_t cq_arms; /* cq_arm calls */
 static struct {
 	char op[32];
 	int nth, err;
@@ -75,6 +76,7 @@ fake_vx_install(void)
 	refuse_wr_nth = refuse_wr_count = refuse_wr_err = 0;
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
+	cq_arms = 0;
 }
 
 struct fake_vx_live
@@ -288,8 +290,30 @@ fcq_poll(struct kvx_vx_cq *c, struct kvx_vx_wc *wc, int max)
 static int
 fcq_arm(struct kvx_vx_cq *c)
 {
+	int rc = scripted("cq_arm");
+
+	if (rc)
+		return rc;
+	cq_arms++;
 	c->armed = true;
 	return 0;
+}
+
+uint64_t
+fake_vx_cq_arms(void)
+{
+	return cq_arms;
+}
+
+bool
+fake_vx_cq_fire(struct kvx_vx_cq *c)
+{
+	uint64_t one = 1;
+
+	if (!c->armed)
+		return false;
+	c->armed = false;
+	return write(c->fd, &one, sizeof(one)) == sizeof(one);
 }
 
 static int

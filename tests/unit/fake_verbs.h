@@ -60,6 +60,11 @@ void fake_vx_flush_recv(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */
 uint64_t fake_vx_writes_executed(void);
 bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);
+/* cq_arm calls so far (scriptable as "cq_arm"). */
+uint64_t fake_vx_cq_arms(void);
+/* Raise an armed CQ's event as a completion would (the CQ is disarmed); false if it was not
+ * armed (a CQ that is not armed raises nothing). */
+bool fake_vx_cq_fire(struct kvx_vx_cq *c);
 /* Writes executed on the device's QPs (a rail's share). */
 uint64_t fake_vx_dev_writes(const struct kvx_vx_dev *d);
 

@@ -468,11 +468,72 @@ test_room_free_wakes_no_control_core(void **state)
 	assert_int_equal(count_msgs(KVXD_MSG_ROOM_FREE), 1);
 }
 
+/* A polling core of two rails (fake0 and fake1), beside the harness's: its own setup and
+ * teardown, so that a failed test still releases it. */
+static struct kvxd_core park_core;
+static struct kvx_vx_dev *park_dev1;
+
+static int
+setup_two_rails(void **state)
+{
+	struct kvx_config cfg = {.cq_depth = 64, .sq_depth = 64, .rq_depth = 64};
+	struct kvx_vx_dev *devs[2];
+
+	setup(state);
+	assert_int_equal(kvx_vx->dev_open("fake1", 1, 1, &park_dev1), 0);
+	devs[0] = E.dev;
+	devs[1] = park_dev1;
+	assert_int_equal(kvx_pcore_init(&park_core, 2, -1, devs, 2, &cfg, E.by_id, E.by_token), 0);
+	return 0;
+}
+
+static int
+teardown_two_rails(void **state)
+{
+	kvx_pcore_fini(&park_core);
+	assert_int_equal(kvx_vx->dev_close(park_dev1), 0);
+	return teardown(state);
+}
+
+/* A park arms a CQ only when it is not armed already: an armed CQ stays armed until a
+ * completion raises its event, and each arm is a system call on rxe.  Two rails: a park that
+ * took no event arms nothing more; after rail 1's event, the next park arms rail 1 alone; a CQ
+ * whose event was taken is always armed again, or its next completion would wake nobody
+ * (mutants park_rearms_all, park_never_rearms). */
+static void
+test_park_arms_only_the_cq_that_fired(void **state)
+{
+	struct kvxd_core *c = &park_core;
+	uint64_t arms = fake_vx_cq_arms();
+
+	(void)state;
+	kvx_pcore_park(c); /* nothing comes: both armed, the wait ends at its bound */
+	assert_int_equal(fake_vx_cq_arms(), arms + 2);
+	kvx_pcore_park(c); /* both still armed: no call */
+	assert_int_equal(fake_vx_cq_arms(), arms + 2);
+	assert_true(fake_vx_cq_fire(c->cq[1])); /* a completion on rail 1 */
+	kvx_pcore_park(c);			/* takes rail 1's event */
+	assert_int_equal(fake_vx_cq_arms(), arms + 2);
+	kvx_pcore_park(c); /* arms rail 1 again, not rail 0 */
+	assert_int_equal(fake_vx_cq_arms(), arms + 3);
+	/* both are armed: each raises its event */
+	assert_true(fake_vx_cq_fire(c->cq[0]));
+	assert_true(fake_vx_cq_fire(c->cq[1]));
+	kvx_pcore_park(c); /* takes both */
+	kvx_pcore_park(c); /* arms both */
+	assert_int_equal(fake_vx_cq_arms(), arms + 5);
+	assert_true(fake_vx_cq_fire(c->cq[0]));
+	assert_true(fake_vx_cq_fire(c->cq[1]));
+	kvx_pcore_park(c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_room_success_and_merge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_park_arms_only_the_cq_that_fired,
+						setup_two_rails, teardown_two_rails),
 		cmocka_unit_test_setup_teardown(test_one_completion_per_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_larger_than_the_send_queue_goes_in_parts,
 						setup, teardown),
