@@ -304,8 +304,9 @@ struct kvxd_core {
 	struct kvxd_qpc *qpcs;
 	struct kvxd_qpc *qpc_by_peer[KVX_MAX_PEERS][KVX_MAX_RAILS];
 	int nrails; /* CQs, one per rail (device) */
-	/* by rail: the CQ is armed and has not yet raised its event (an armed CQ stays armed
-	 * until a completion fires it, so a park re-arms only the CQs whose event it took) */
+	/* by rail: armed by a park, and its event (if it was raised) not yet taken: an armed CQ
+	 * stays armed until a completion fires it, and a raised event stays readable on its fd,
+	 * so a park arms only the CQs whose event it took, never armed, or whose arm failed */
 	bool cq_armed[KVX_MAX_RAILS];
 	/* by peer (PEER_RAILS): rails its WRITEs avoid (a rail whose QP failed, until the session
 	 * is replaced), and a hold: new WRITEs wait, PEER_IDLE once none is in flight */
@@ -355,7 +356,8 @@ void kvx_pcore_fini(struct kvxd_core *c);
  * test stepping it).  RCU: registered and online; passes a quiescent state. */
 int kvx_pcore_poll_once(struct kvxd_core *c);
 /* Block until a completion or a message arrives, at most a bounded time; arms only the CQs
- * whose event the last park took (or never armed), and takes only the events poll reported.
+ * whose event a park took (or never armed, or whose arm failed), and takes only the events
+ * poll reported.
  * Thread: the owning core (or a test stepping it).  RCU: registered; offline while it waits. */
 void kvx_pcore_park(struct kvxd_core *c);
 

@@ -113,7 +113,8 @@ struct kvx_vx_ops {
 	/* Arm the CQ for the next completion; cq_fd() becomes readable when one arrives. */
 	int (*cq_arm)(struct kvx_vx_cq *cq);
 	int (*cq_fd)(struct kvx_vx_cq *cq);
-	/* Take the CQ's event (one) after cq_fd() was readable, and acknowledge it; non-blocking.
+	/* Take the CQ's event (one) after cq_fd() was readable, counted for acknowledgement (in
+	 * batches, the rest at cq_destroy); non-blocking.
 	 * An armed CQ raises one event and stays disarmed until cq_arm: arm it again only after
 	 * taking its event. */
 	int (*cq_ack_events)(struct kvx_vx_cq *cq);

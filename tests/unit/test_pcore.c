@@ -524,6 +524,29 @@ test_park_arms_only_the_cq_that_fired(void **state)
 	assert_int_equal(fake_vx_cq_arms(), arms + 5);
 	assert_true(fake_vx_cq_fire(c->cq[0]));
 	assert_true(fake_vx_cq_fire(c->cq[1]));
+	kvx_pcore_park(c); /* takes both, arms nothing in the same call */
+	assert_int_equal(fake_vx_cq_arms(), arms + 5);
+}
+
+/* A CQ whose arm failed is not taken for armed: the park does not sleep (nothing would wake it
+ * for that rail) and the next park arms it (mutant park_arm_failure_trusted). */
+static void
+test_park_arms_again_after_a_failed_arm(void **state)
+{
+	struct kvxd_core *c = &park_core;
+	uint64_t arms = fake_vx_cq_arms(), parks = atomic_load(&c->st.parks);
+
+	(void)state;
+	fake_vx_fail_call("cq_arm", 2, -EIO); /* rail 1's, in the first park */
+	kvx_pcore_park(c);
+	assert_int_equal(fake_vx_cq_arms(), arms + 1);
+	assert_int_equal(atomic_load(&c->st.parks), parks); /* it did not sleep */
+	assert_false(fake_vx_cq_fire(c->cq[1]));	    /* rail 1 is not armed */
+	kvx_pcore_park(c); /* arms rail 1 alone, then sleeps to the bound */
+	assert_int_equal(fake_vx_cq_arms(), arms + 2);
+	assert_int_equal(atomic_load(&c->st.parks), parks + 1);
+	assert_true(fake_vx_cq_fire(c->cq[0]));
+	assert_true(fake_vx_cq_fire(c->cq[1]));
 	kvx_pcore_park(c);
 }
 
@@ -533,6 +556,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_room_success_and_merge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_park_arms_only_the_cq_that_fired,
+						setup_two_rails, teardown_two_rails),
+		cmocka_unit_test_setup_teardown(test_park_arms_again_after_a_failed_arm,
 						setup_two_rails, teardown_two_rails),
 		cmocka_unit_test_setup_teardown(test_one_completion_per_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_larger_than_the_send_queue_goes_in_parts,
