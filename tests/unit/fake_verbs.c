@@ -253,6 +253,19 @@ fcq_destroy(struct kvx_vx_cq *c)
 	return 0;
 }
 
+/* An armed CQ raises its event once (its fd becomes readable) and is disarmed, like
+ * ibv_req_notify_cq; a CQ that is not armed raises nothing.  Returns whether it raised one. */
+static bool
+cq_raise(struct kvx_vx_cq *c)
+{
+	uint64_t one = 1;
+
+	if (!c->armed)
+		return false;
+	c->armed = false;
+	return write(c->fd, &one, sizeof(one)) == sizeof(one);
+}
+
 static void
 cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, uint32_t imm,
 	uint32_t qpn)
@@ -261,7 +274,6 @@ cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, u
 					  "transport retry counter exceeded", "remote access error",
 					  "general error"};
 	struct kvx_vx_wc *w = &c->wc[c->tail++ % FAKE_CQ_DEPTH];
-	uint64_t one = 1;
 
 	*w = (struct kvx_vx_wc){.wr_id = wr_id,
 				.status = status,
@@ -270,11 +282,7 @@ cq_push(struct kvx_vx_cq *c, uint64_t wr_id, uint32_t status, uint32_t opcode, u
 				.qpn = qpn,
 				.status_str = str[status < 5 ? status : 4]};
 	/* a device writes completions to memory; only an armed CQ raises an event */
-	if (!c->armed)
-		return;
-	c->armed = false;
-	if (write(c->fd, &one, sizeof(one)) < 0)
-		return;
+	cq_raise(c);
 }
 
 static int
@@ -308,12 +316,7 @@ fake_vx_cq_arms(void)
 bool
 fake_vx_cq_fire(struct kvx_vx_cq *c)
 {
-	uint64_t one = 1;
-
-	if (!c->armed)
-		return false;
-	c->armed = false;
-	return write(c->fd, &one, sizeof(one)) == sizeof(one);
+	return cq_raise(c);
 }
 
 static int
