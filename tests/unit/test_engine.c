@@ -3877,6 +3877,58 @@ test_core_ring_failure_wakes_the_control_core(void **state)
 	eng_close(&eb);
 }
 
+/* With KVX_ENG_RINGS_REARM a core ring wakes its engine once, until the engine says it parks
+ * again, as the event ring does (test_rings_rearm_one_wake_per_drain): three decode rooms of
+ * one polling core, the engine parked on that core's ring; the first SUCCESS wakes it, the
+ * second, while it has not parked again, does not; parked again, the third wakes it (mutant
+ * core_ring_rearm_ignored: the core wakes it for every SUCCESS). */
+static void
+test_core_ring_rearm_one_wake_per_drain(void **state)
+{
+	static struct reng ra;
+	const uint64_t id[3] = {730, 730 + (uint64_t)A.ncores, 730 + 2 * (uint64_t)A.ncores};
+	const int k = (int)(id[0] % A.ncores);
+	struct kvxd_core *c = &A.cores[k];
+	uint64_t w0;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_ring_and_socket_flags(&A, &ra, &pa, &eb, &pb,
+				   KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM);
+	assert_true(rings_session(&A)->evq[k]->ring.oneshot);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(reng_room_open(&ra, id[i], pa, 4), 0);
+		PUMP_UNTIL(prefill_known(id[i]));
+	}
+	reng_read(&ra); /* the rooms' WAITING_FOR_INPUT */
+	kvx_shring_wake_drain(ra.evt_wake);
+	kvx_shring_park_prepare(&ra.cevt[k]);
+	w0 = atomic_load(&c->st.engine_wakes);
+
+	eng_chunk(&eb, id[0], pb, 4, 0);
+	reng_pump_until_event(&ra, id[0], KVX_STATE_SUCCESS);
+	assert_int_equal(atomic_load(&c->st.engine_wakes), w0 + 1);
+	assert_int_equal(wake_bytes(ra.evt_wake), 1);
+
+	eng_chunk(&eb, id[1], pb, 4, 0); /* the engine reads, but does not park again */
+	reng_pump_until_event(&ra, id[1], KVX_STATE_SUCCESS);
+	assert_int_equal(reng_count(&ra, id[1], KVX_STATE_SUCCESS, k), 1);
+	assert_int_equal(atomic_load(&c->st.engine_wakes), w0 + 1);
+	assert_int_equal(wake_bytes(ra.evt_wake), 1);
+
+	assert_int_equal(kvx_shring_wake_drain(ra.evt_wake), 0);
+	kvx_shring_park_prepare(&ra.cevt[k]); /* drained: parked again */
+	eng_chunk(&eb, id[2], pb, 4, 0);
+	reng_pump_until_event(&ra, id[2], KVX_STATE_SUCCESS);
+	assert_int_equal(reng_count(&ra, id[2], KVX_STATE_SUCCESS, k), 1);
+	assert_int_equal(atomic_load(&c->st.engine_wakes), w0 + 2);
+	assert_int_equal(wake_bytes(ra.evt_wake), 1);
+	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
 /* Prefill side of the core rings: b's engine on rings with core rings, a's on its socket. */
 static void
 pair_with_prefill_core_rings(struct eng *ea, struct reng *rb, int *pa, int *pb)
@@ -4996,6 +5048,7 @@ main(void)
 		T(test_core_ring_keeps_an_aborted_room_in_order),
 		T(test_core_ring_success_wakes_no_control_core),
 		T(test_core_ring_failure_wakes_the_control_core),
+		T(test_core_ring_rearm_one_wake_per_drain),
 		T(test_core_ring_tells_prefill_events),
 		T(test_core_ring_prefill_meta_first_keeps_order),
 		T(test_prefill_state_from_before_the_end_is_not_told_after_it),
