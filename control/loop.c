@@ -85,12 +85,14 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		else if (kvxd_room_terminal_for_engine(r, m->state))
 			kvxd_room_tell(d, r, &ev);
 		else if (m->told == KVXD_TOLD_NOBODY &&
-			 atomic_load_explicit(&r->pc.evq, memory_order_acquire))
-			d->ctr.events_before_claim++; /* an engine claimed the room after its core
-						       * put this: it hears the later states through
-						       * its core ring, and this one would come
-						       * behind them */
-		else if (!atomic_load(&r->pc.told))
+			 atomic_load_explicit(&r->pc.evq, memory_order_acquire)) {
+			/* an engine claimed the room after its core put this: it hears the later
+			 * states through its core ring, and this one would come behind them.
+			 * Counted only while the room's end is not told: after it, the end holds
+			 * it back, whatever the claim */
+			if (!atomic_load(&r->pc.told))
+				d->ctr.events_before_claim++;
+		} else if (!atomic_load(&r->pc.told))
 			kvxd_engine_send_event(d, r->engine_id, &ev);
 		/* else a state from before the room's end, which its engine heard already (a
 		 * prefill room's end told to an engine that claimed the room after its core put

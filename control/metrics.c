@@ -315,8 +315,9 @@ control_counters(struct out *o, struct kvxd *d)
 		"(sent through the session's event ring instead)",
 		c->events_core_claimed);
 	COUNTER("events_before_claim_total",
-		"states of a prefill room its engine claimed after the room's core put them "
-		"(not told: the later ones came through its core ring)",
+		"states of a prefill room its engine claimed after the room's core put them, "
+		"taken before the room's end was told (not told: the later ones came through "
+		"its core ring)",
 		c->events_before_claim);
 	COUNTER("status_pushed_total", "ROOM_STATUS failures pushed to decode endpoints",
 		c->status_pushed);

@@ -1,2 +1,2 @@
 # an EVENT the control core takes after it told the room's end goes to the engine all the same
-s/^\t\telse if (!atomic_load(&r->pc.told))$/\t\telse/
+s/^\t\t} else if (!atomic_load(&r->pc.told))$/\t\t} else/

@@ -4187,6 +4187,12 @@ prefill_meta_first(uint64_t id, bool claim_first)
 	reng_chunk(&rb, id, pb, 4);
 	kvxd_engine_rings_poll(&B);
 	assert_true(r->engine_id >= 0);
+	if (claim_first) {
+		/* b's control core takes that state now, after the claim and before the room's
+		 * end */
+		kvxd_loop_once(&B, 0);
+		assert_true(kvx_mbox_empty(c->outbox));
+	}
 	transfer_to_success(r);
 	reng_read(&rb); /* what the core rings hold comes first */
 	reng_pump_until_event(&rb, id, KVX_STATE_SUCCESS);
@@ -4200,7 +4206,9 @@ prefill_meta_first(uint64_t id, bool claim_first)
 }
 
 /* The engine claims the room before its control core took the state its core put for nobody
- * (mutant nobody_state_told_late: the engine read WAITING_FOR_INPUT after SUCCESS). */
+ * (mutant nobody_state_told_late: the control core hands that WAITING_FOR_INPUT to the engine,
+ * through the event ring, which the engine reads after its core rings: behind any later state
+ * there). */
 static void
 test_core_ring_prefill_meta_first_keeps_order(void **state)
 {
@@ -4223,12 +4231,15 @@ test_core_ring_prefill_meta_first_takes_the_core_ring(void **state)
  * the engine's chunk is told the end (FAILED) at once, and the WAITING_FOR_INPUT its core put
  * before, which the control core takes only after that, is not handed to the engine after
  * the end; b's engine on rings with flags (core rings or not: without them, the control core
- * hands every state to the engine, and only the room's end keeps this one back). */
+ * hands every state to the engine, and only the room's end keeps this one back).  Nor is it
+ * counted in events_before_claim: the end held it back, not the claim (mutant
+ * before_claim_counts_told). */
 static void
 prefill_state_before_the_end(uint64_t id, uint32_t flags)
 {
 	static struct reng rb;
 	struct kvxd_core *c = &B.cores[id % B.ncores];
+	uint64_t before = B.ctr.events_before_claim;
 	struct kvxd_msg fail = {.type = KVXD_MSG_ROOM_FAIL, .error = -ETIMEDOUT};
 	struct kvxd_room *r;
 	struct eng ea;
@@ -4250,6 +4261,7 @@ prefill_state_before_the_end(uint64_t id, uint32_t flags)
 	reng_read(&rb);
 	assert_int_equal(reng_count(&rb, id, KVX_STATE_FAILED, -2), 1);
 	assert_events_in_order(&rb, id, KVX_STATE_FAILED);
+	assert_int_equal(B.ctr.events_before_claim, before);
 	reng_close(&rb);
 	eng_close(&ea);
 }
