@@ -1255,9 +1255,10 @@ chunk_submit(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_chunk *
 	atomic_fetch_add(&pool->refs, 1);
 	msg.room = &r->pc;
 	msg.ptr = ch;
-	/* back-pressure: refused at a full inbox (a ring's requests wait before that); a session
-	 * that went has all its requests taken at once, its chunks kept in order (the core's
-	 * overflow list, bounded by what its ring held) */
+	/* back-pressure: requests wait in their ring or socket while an inbox is nearly full
+	 * (cores_take), so a full inbox refuses a chunk only past that headroom; a session that
+	 * went has all its requests taken at once, its chunks kept in order (the core's overflow
+	 * list, bounded by what its ring or socket held) */
 	if (e->gone ? kvx_pcore_send(&d->cores[r->pc.core], &msg)
 		    : kvx_pcore_try_send(&d->cores[r->pc.core], &msg)) {
 		/* the chunk, and its pool reference */
@@ -1327,6 +1328,10 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i] == e)
 			kvxd_engine_slot_set(d, i, NULL);
+	if (e->sock_held) {
+		e->sock_held = false;
+		d->socks_held--;
+	}
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
 	free(e->admin_text);
@@ -1590,8 +1595,9 @@ taking(const struct kvxd *d, const struct kvxd_engine *e)
 
 /* Whether every polling core's inbox can take what one more request sends it.  While one
  * cannot (its core fell behind), the requests wait in the engines' submission rings, every
- * engine's in turn: a chunk is never refused for a full inbox that another engine's flood
- * filled (a refused chunk fails its room).  Requests on the socket are still refused then. */
+ * engine's in turn, and in the sockets of the engines without rings (socket_hold): a chunk is
+ * never refused for a full inbox that another engine's flood filled (a refused chunk fails its
+ * room). */
 static bool
 cores_take(const struct kvxd *d)
 {
@@ -1599,6 +1605,46 @@ cores_take(const struct kvxd *d)
 		if (d->cores[c].ovf_len || kvx_mbox_free_count(d->cores[c].inbox) < CORE_HEADROOM)
 			return false;
 	return true;
+}
+
+/* The cores cannot take what the session's next request may send them: its socket is not
+ * read (nor watched for EPOLLIN: it would wake the loop at once, again and again) until they
+ * caught up (kvxd_engine_socks_release).  What it sends waits in the socket, and once that is
+ * full in the engine (libkvx waits for room, bounded by its request timeout).  An engine that
+ * goes still has everything taken at once (EPOLLHUP is reported whatever is watched). */
+static void
+socket_hold(struct kvxd *d, struct kvxd_engine *e)
+{
+	d->ctr.engine_socket_holds++;
+	if (e->sock_held)
+		return;
+	e->sock_held = true;
+	d->socks_held++;
+	kvxd_engine_epoll_update(d, e);
+}
+
+static void
+socket_unhold(struct kvxd *d, struct kvxd_engine *e)
+{
+	if (!e->sock_held)
+		return;
+	e->sock_held = false;
+	d->socks_held--;
+	if (!e->doomed)
+		kvxd_engine_epoll_update(d, e);
+}
+
+bool
+kvxd_engine_socks_release(struct kvxd *d)
+{
+	if (!d->socks_held)
+		return false;
+	if (!cores_take(d))
+		return true;
+	for (int i = 0; i < d->engines_end && d->socks_held; i++)
+		if (d->engines[i])
+			socket_unhold(d, d->engines[i]);
+	return false;
 }
 
 /* Take up to max requests from the session's submission ring.  Returns how many. */
@@ -1975,9 +2021,14 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 				    .msg_iovlen = 1,
 				    .msg_control = cbuf.c,
 				    .msg_controllen = sizeof(cbuf.c)};
-		ssize_t n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		ssize_t n;
 		int fd = -1;
 
+		if (!cores_take(d) && !e->gone) {
+			socket_hold(d, e); /* left in the socket, in order */
+			return;
+		}
+		n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
 		/* first, whatever came: a message of no bytes (which reads as the end) brings

@@ -20,6 +20,10 @@ int kvxd_engine_listen(struct kvxd *d);
 void kvxd_engine_unlisten(struct kvxd *d);
 void kvxd_engine_accept(struct kvxd *d);
 void kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events);
+/* Sockets left unread while a polling core's inbox was nearly full: watched again once every
+ * core can take more.  Returns true while some stay held (the loop looks again within a
+ * millisecond). */
+bool kvxd_engine_socks_release(struct kvxd *d);
 /* Close the sessions doomed during this loop iteration (end of kvxd_loop_once). */
 void kvxd_engine_reap(struct kvxd *d);
 /* Shared-memory rings of the engine sessions (KVX_ENG_RINGS), driven by the loop: take the

@@ -82,6 +82,13 @@ send_one(struct kvxd_engine *e, const void *buf, uint32_t len)
 
 /* Send what waits, in order, as far as the socket (or the event ring) takes it.  0, or -errno
  * (session broken). */
+void
+kvxd_engine_epoll_update(struct kvxd *d, struct kvxd_engine *e)
+{
+	kvxd_epoll_mod(d, e->fd, &e->ev,
+		       (e->sock_held ? 0 : EPOLLIN) | (e->outq_head && !e->rings ? EPOLLOUT : 0));
+}
+
 int
 kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -115,7 +122,7 @@ kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 		free(m);
 	}
 	/* with rings, room in the event ring is told by the engine (kvx_shring_starve) */
-	kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | (e->outq_head && !e->rings ? EPOLLOUT : 0));
+	kvxd_engine_epoll_update(d, e);
 	return 0;
 }
 
@@ -189,7 +196,7 @@ kvxd_engine_out(struct kvxd *d, struct kvxd_engine *e, const void *buf, uint32_t
 	e->outq_tail = m;
 	e->outq_bytes += len;
 	if (m == e->outq_head && !e->rings)
-		kvxd_epoll_mod(d, e->fd, &e->ev, EPOLLIN | EPOLLOUT);
+		kvxd_engine_epoll_update(d, e);
 	return 0;
 }
 

@@ -17,6 +17,9 @@ struct kvxd_engine *kvxd_engine_by_id(struct kvxd *d, int id);
 void kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why);
 /* Drop every reply and event still waiting (events counted dropped). */
 void kvxd_engine_outq_drop(struct kvxd *d, struct kvxd_engine *e);
+/* What epoll watches on the session's socket: EPOLLIN unless it is held (sock_held),
+ * EPOLLOUT while replies wait for a socket engine. */
+void kvxd_engine_epoll_update(struct kvxd *d, struct kvxd_engine *e);
 /* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
 int kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e);
 /* One whole message: sent now if the socket takes it and nothing waits before it, else queued.

@@ -271,6 +271,8 @@ struct kvxd_engine {
 	bool reset_seen; /* its socket said ECONNRESET: what it sent before is still read */
 	bool gone;	 /* its end of the socket closed: what it sent before is taken, its operator
 			  * commands are not run (nobody reads their answers) */
+	bool sock_held;	 /* its socket is not read while a polling core's inbox is nearly full
+			  * (control/engine.c socket_hold): no EPOLLIN until the cores caught up */
 	uint32_t nrooms; /* rooms whose engine_id is this session (max_rooms_per_engine) */
 	uint64_t chunk_bytes; /* its chunks kvxd holds (max_chunk_mb_per_engine) */
 	/* ids of attempts a chunk of which was refused against this engine's own ended room of
@@ -315,12 +317,13 @@ struct kvxd_counters {
 		chunks_refused_again, /* of those, its room's failure was on the way already */
 		chunks_refused_roomless, /* of those, failed without a room: the user's rooms are
 					  * twice max_rooms_per_uid */
-		engine_rings, engine_ring_wakes, engine_ring_holds, events_sent, events_dropped,
-		events_core, events_core_claimed, events_before_claim, status_pushed, status_queued,
-		status_dropped, status_evicted, status_received, rooms_opened, rooms_closed,
-		waiting_timeouts, qp_replaced, qp_stuck, rails_fenced, rail_retries, aborts,
-		releases, abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
-		acks_unsent, aborts_received, tombstones, fences, session_fences;
+		engine_rings, engine_ring_wakes, engine_ring_holds, engine_socket_holds,
+		events_sent, events_dropped, events_core, events_core_claimed, events_before_claim,
+		status_pushed, status_queued, status_dropped, status_evicted, status_received,
+		rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, qp_stuck, rails_fenced,
+		rail_retries, aborts, releases, abort_release_ms_sum, acks_received, acks_stale,
+		acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones, fences,
+		session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;
@@ -421,6 +424,7 @@ struct kvxd {
 	struct kvxd_engine *engines[KVXD_MAX_ENGINES];
 	int engines_end;
 	bool rings_held; /* this pass left submission rings' requests for the cores' inboxes */
+	int socks_held;	 /* sessions whose socket waits for the cores' inboxes (sock_held) */
 	int rings_next;	 /* the session the next pass takes submission rings from first */
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];

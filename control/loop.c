@@ -271,6 +271,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	if (kvxd_engine_rings_park(d)) /* a submission ring has requests */
 		/* held for the cores' inboxes: look again soon, not at once */
 		timeout_ms = !d->rings_held ? 0 : timeout_ms > 1 ? 1 : timeout_ms;
+	if (kvxd_engine_socks_release(d)) /* sockets held for the cores' inboxes, too */
+		timeout_ms = timeout_ms > 1 ? 1 : timeout_ms;
 	next = kvxd_rooms_next_due(d);
 	if (kvxd_peer_next_due(d) < next)
 		next = kvxd_peer_next_due(d);

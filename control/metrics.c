@@ -483,6 +483,9 @@ control_counters(struct out *o, struct kvxd *d)
 	COUNTER("engine_ring_holds_total",
 		"submission rings left for later: a polling core's inbox was nearly full",
 		c->engine_ring_holds);
+	COUNTER("engine_socket_holds_total",
+		"engine sockets left unread for later: a polling core's inbox was nearly full",
+		c->engine_socket_holds);
 	/* chunk memory (kvxd_chunk_alloc, core/slab.h): in steady state only hits grow; misses
 	 * and big ones were malloc'd, released ones free()'d past the bound */
 	COUNTER("chunk_cache_hits_total", "chunks taken from the chunk cache", d->chunks.st.hits);

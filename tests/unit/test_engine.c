@@ -3180,32 +3180,113 @@ test_refused_first_chunk_keeps_its_room_failed(void **state)
 	eng_close(&eb);
 }
 
-/* A chunk refused for back-pressure (its polling core's inbox is full: -EAGAIN) fails its room
- * like any refusal; the message that fails it waits in the core's overflow queue.  The room's
- * later chunks, its last among them, cannot make it a SUCCESS. */
+/* The session of the engine that talks to b over its socket (no rings). */
+static struct kvxd_engine *
+socket_session(void)
+{
+	struct kvxd_engine *s = NULL;
+
+	for (int i = 0; i < B.engines_end; i++)
+		if (B.engines[i] && !B.engines[i]->rings && B.engines[i]->hello)
+			s = B.engines[i];
+	assert_non_null(s);
+	return s;
+}
+
+/* Send room id's chunk (not its last) on eb's socket until the socket takes no more, b's control
+ * core running after each and its polling core not at all: its inbox (4096 messages) fills to
+ * its headroom.  Stops early once b held the socket, when stop_at_hold.  Returns how many were
+ * sent. */
+static int
+flood_socket_unpolled(struct eng *eb, uint64_t id, int pb, bool stop_at_hold)
+{
+	uint64_t buf[CHUNK_BUF_WORDS];
+	size_t len = chunk_msg(buf, id, 0, pb, 0, 2, 0, 0, 0, 0, false);
+	int sent = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		if (stop_at_hold && B.ctr.engine_socket_holds)
+			break;
+		if (eng_send(eb, KVX_ENG_CHUNK, buf, len, -1) == 0)
+			break; /* the socket is full */
+		sent++;
+		kvxd_loop_once(&B, 0);
+	}
+	return sent;
+}
+
+/* Chunks on a socket are never refused for a full inbox either: while b's polling core does not
+ * run, its inbox fills to its headroom and b's control core stops reading the engine's socket,
+ * and stops watching it (else every loop pass would wake at once for it: the hold is counted
+ * once); the engine's sends wait once the socket is full.  Once the core runs, the socket is
+ * read again and the room is whole.  Before, the chunk that found the inbox full was refused
+ * and failed its room. */
 static void
-test_chunk_refused_by_a_full_inbox_fails_its_room(void **state)
+test_full_inbox_holds_the_socket(void **state)
 {
 	uint64_t buf[CHUNK_BUF_WORDS];
 	struct eng ea, eb;
-	int pa, pb;
+	uint64_t holds;
+	int pa, pb, sent;
+	size_t len;
 
 	(void)state;
 	pair_with_engines(&ea, &eb, &pa, &pb);
 	assert_int_equal(eng_room_open(&ea, 522, pa, 4, NULL), 0);
 	PUMP_UNTIL(prefill_known(522));
-	/* b's control core alone runs: its polling core's inbox (4096 messages) fills */
-	for (int i = 0; i < 200000 && B.ctr.chunks_refused == 0; i++) {
-		size_t len = chunk_msg(buf, 522, 0, pb, 0, 2, 0, 0, 0, 0, false);
-
-		(void)eng_send(&eb, KVX_ENG_CHUNK, buf, len, -1);
+	sent = flood_socket_unpolled(&eb, 522, pb, false);
+	assert_true(sent > 4096); /* more than the inbox holds: the rest waits in the socket */
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	assert_true(socket_session()->sock_held);
+	assert_int_equal(B.socks_held, 1);
+	holds = B.ctr.engine_socket_holds;
+	assert_true(holds > 0);
+	for (int i = 0; i < 50; i++) /* not woken for the held socket: nothing more is counted */
 		kvxd_loop_once(&B, 0);
+	assert_int_equal(B.ctr.engine_socket_holds, holds);
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	/* b's polling core runs again: the socket is read (behind the flood), the room completes */
+	len = chunk_msg(buf, 522, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	for (int i = 0; i < 20000 && !eng_send(&eb, KVX_ENG_CHUNK, buf, len, -1); i++) {
+		node_poll_cores(&B);
+		kvxd_loop_once(&B, 0);
+		assert_true(i < 19999);
 	}
-	assert_int_equal(B.ctr.chunks_refused, 1);
-	eng_chunk_full(&eb, 522, 0, pb, 2, 2, 2, 0, 0, 0, true);
-	assert_refused_room_failed(&ea, &eb, 522, -EAGAIN);
+	PUMP_UNTIL(eng_event(&ea, 522, KVX_STATE_SUCCESS) ||
+		   eng_event(&ea, 522, KVX_STATE_RELEASED));
+	assert_non_null(eng_event(&ea, 522, KVX_STATE_SUCCESS));
+	assert_non_null(eng_event(&eb, 522, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
 	eng_close(&ea);
 	eng_close(&eb);
+	assert_int_equal(B.socks_held, 0);
+}
+
+/* A socket engine that goes while its socket is held has what it sent taken at once (its end
+ * is reported whatever is watched), its chunks kept in order in the core's overflow list: none
+ * is refused, and the room whose last chunk it sent completes after it went. */
+static void
+test_held_socket_of_a_gone_engine_is_kept(void **state)
+{
+	struct eng ea, eb;
+	int pa, pb;
+
+	(void)state;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	assert_int_equal(eng_room_open(&ea, 523, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(523));
+	assert_true(flood_socket_unpolled(&eb, 523, pb, true) > 4000);
+	assert_true(socket_session()->sock_held);
+	eng_chunk_full(&eb, 523, 0, pb, 2, 2, 2, 0, 0, 0, true); /* waits in the socket */
+	close(eb.fd); /* everything sent, the engine exits */
+	for (int i = 0; i < 5; i++)
+		kvxd_loop_once(&B, 0);
+	assert_int_equal(B.socks_held, 0); /* the session closed, everything taken */
+	PUMP_UNTIL(eng_event(&ea, 523, KVX_STATE_SUCCESS) ||
+		   eng_event(&ea, 523, KVX_STATE_RELEASED));
+	assert_non_null(eng_event(&ea, 523, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	eng_close(&ea);
 }
 
 /* A chunk after its room's last is refused (the room fails, unless it ended): decode's SUCCESS
@@ -4994,8 +5075,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_held_ring_of_a_gone_engine_is_kept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_held_rings_take_turns, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_chunk_refused_by_a_full_inbox_fails_its_room,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_inbox_holds_the_socket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_socket_of_a_gone_engine_is_kept, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_a_closed_draining_room_told_busy,
 						setup, teardown),
