@@ -7,7 +7,7 @@
 #   make bench-rails  one VM boot with two rails: kvx striped over both against both rails'
 #               ib_write_bw at once, interleaved BENCH_RUNS times (scripts/bench-rails.sh)
 #   make test   unit and VM tests under ASan+UBSan, unit tests under TSan, a short run of each
-#               fuzz target, then plain; ctest's summary last
+#               fuzz target, then plain with the mutants; ctest's summary last
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 300), one after the other
 #   make package   build, then the .deb (CPack): build/kvx_VERSION_ARCH.deb
 #   make install   build, then cmake --install (PREFIX=/usr/local by default; DESTDIR honoured)
@@ -47,14 +47,14 @@ build: deps
 
 build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=OFF \
-		-DKVX_SANITIZE=address,undefined >/dev/null
+		-DKVX_SANITIZE=address,undefined -DKVX_MUTANTS=OFF >/dev/null
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # ThreadSanitizer over the unit tests (the VM tier stays ASan+UBSan and plain): suppressions
 # for liburcu's own internals only, each with its reason in tests/tsan.supp.
 build-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DKVX_UNIT_ONLY=ON \
-		-DKVX_SANITIZE=thread >/dev/null
+		-DKVX_SANITIZE=thread -DKVX_MUTANTS=OFF >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 
 # libFuzzer targets (tests/fuzz/): clang, every library with -fsanitize=fuzzer-no-link,address,undefined
@@ -72,20 +72,21 @@ format-check:
 # The sanitizer runs first (unit tests, and the VM tests with kvxd, libkvx and kvx-bench built
 # with ASan+UBSan; the unit tests under TSan), then a short run of each fuzz target over its
 # seeds (ctest -L fuzz, about 10 s each), then the plain build's unit and VM tests, so that
-# ctest's summary is last.
+# ctest's summary is last.  The mutants (negative controls, unit.*_must_fail) are built and run
+# in the plain build only.  Unit tests run JOBS at a time; a VM test runs alone (RUN_SERIAL).
 test: build build-asan build-tsan build-fuzz format-check
 	@echo "== unit and VM tests under ASan+UBSan"
-	@ctest --test-dir $(BUILD_ASAN) --output-on-failure
+	@ctest --test-dir $(BUILD_ASAN) -j$(JOBS) --output-on-failure
 	@echo "== unit tests under ThreadSanitizer"
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" \
-		ctest --test-dir $(BUILD_TSAN) -L unit -E must_fail --output-on-failure
+		ctest --test-dir $(BUILD_TSAN) -j$(JOBS) -L unit -E must_fail --output-on-failure
 	@echo "== fuzz targets, briefly"
-	@ctest --test-dir $(BUILD_FUZZ) -L fuzz --output-on-failure
+	@ctest --test-dir $(BUILD_FUZZ) -j$(JOBS) -L fuzz --output-on-failure
 	@echo "== unit and VM integration tests"
-	@ctest --test-dir $(BUILD) --output-on-failure
+	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 
 unit: build
-	@ctest --test-dir $(BUILD) -L unit --output-on-failure
+	@ctest --test-dir $(BUILD) -j$(JOBS) -L unit --output-on-failure
 
 demo: build
 	@scripts/demo.sh $(BUILD)
