@@ -1611,7 +1611,8 @@ cores_take(const struct kvxd *d)
  * read (nor watched for EPOLLIN: it would wake the loop at once, again and again) until they
  * caught up (kvxd_engine_socks_release).  What it sends waits in the socket, and once that is
  * full in the engine (libkvx waits for room, bounded by its request timeout).  An engine that
- * goes still has everything taken at once (EPOLLHUP is reported whatever is watched). */
+ * goes, or shuts its sending side, still has everything taken at once (EPOLLHUP is reported
+ * whatever is watched, EPOLLRDHUP is watched while held). */
 static void
 socket_hold(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -2004,10 +2005,10 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		kvxd_engine_doom(d, e, strerror(-rc));
 		return;
 	}
-	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
 		return;
-	if (events & (EPOLLHUP | EPOLLERR))
-		e->gone = true;
+	if (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+		e->gone = true; /* (EPOLLRDHUP: watched while held) it sends nothing more */
 	for (int i = 0; i < 64 && taking(d, e); i++) {
 		/* room for more descriptors than a request carries (one, POOL_REG's): every one
 		 * the kernel put into kvxd is closed here but the one a request may carry */

@@ -80,15 +80,16 @@ send_one(struct kvxd_engine *e, const void *buf, uint32_t len)
 	return n;
 }
 
-/* Send what waits, in order, as far as the socket (or the event ring) takes it.  0, or -errno
- * (session broken). */
 void
 kvxd_engine_epoll_update(struct kvxd *d, struct kvxd_engine *e)
 {
 	kvxd_epoll_mod(d, e->fd, &e->ev,
-		       (e->sock_held ? 0 : EPOLLIN) | (e->outq_head && !e->rings ? EPOLLOUT : 0));
+		       (e->sock_held ? EPOLLRDHUP : EPOLLIN) |
+			       (e->outq_head && !e->rings ? EPOLLOUT : 0));
 }
 
+/* Send what waits, in order, as far as the socket (or the event ring) takes it.  0, or -errno
+ * (session broken). */
 int
 kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e)
 {

@@ -17,8 +17,8 @@ struct kvxd_engine *kvxd_engine_by_id(struct kvxd *d, int id);
 void kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why);
 /* Drop every reply and event still waiting (events counted dropped). */
 void kvxd_engine_outq_drop(struct kvxd *d, struct kvxd_engine *e);
-/* What epoll watches on the session's socket: EPOLLIN unless it is held (sock_held),
- * EPOLLOUT while replies wait for a socket engine. */
+/* What epoll watches on the session's socket: EPOLLIN, or only its end (EPOLLRDHUP) while it
+ * is held (sock_held); EPOLLOUT while replies wait for a socket engine. */
 void kvxd_engine_epoll_update(struct kvxd *d, struct kvxd_engine *e);
 /* Send what waits, in order, as far as the socket takes it.  0, or -errno (session broken). */
 int kvxd_engine_outq_flush(struct kvxd *d, struct kvxd_engine *e);

@@ -3264,29 +3264,46 @@ test_full_inbox_holds_the_socket(void **state)
 
 /* A socket engine that goes while its socket is held has what it sent taken at once (its end
  * is reported whatever is watched), its chunks kept in order in the core's overflow list: none
- * is refused, and the room whose last chunk it sent completes after it went. */
+ * is refused, and the room whose last chunk it sent completes after it went.  half: it only
+ * shuts its sending side (shutdown SHUT_WR: EPOLLHUP is not reported, EPOLLRDHUP is). */
 static void
-test_held_socket_of_a_gone_engine_is_kept(void **state)
+held_socket_of_a_gone_engine(uint64_t id, bool half)
 {
 	struct eng ea, eb;
 	int pa, pb;
 
-	(void)state;
 	pair_with_engines(&ea, &eb, &pa, &pb);
-	assert_int_equal(eng_room_open(&ea, 523, pa, 4, NULL), 0);
-	PUMP_UNTIL(prefill_known(523));
-	assert_true(flood_socket_unpolled(&eb, 523, pb, true) > 4000);
+	assert_int_equal(eng_room_open(&ea, id, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(id));
+	assert_true(flood_socket_unpolled(&eb, id, pb, true) > 4000);
 	assert_true(socket_session()->sock_held);
-	eng_chunk_full(&eb, 523, 0, pb, 2, 2, 2, 0, 0, 0, true); /* waits in the socket */
-	close(eb.fd); /* everything sent, the engine exits */
-	for (int i = 0; i < 5; i++)
+	eng_chunk_full(&eb, id, 0, pb, 2, 2, 2, 0, 0, 0, true); /* waits in the socket */
+	if (half)
+		assert_int_equal(shutdown(eb.fd, SHUT_WR), 0);
+	else
+		eng_close(&eb);	    /* everything sent, the engine exits */
+	for (int i = 0; i < 5; i++) /* b's polling core does not run */
 		kvxd_loop_once(&B, 0);
 	assert_int_equal(B.socks_held, 0); /* the session closed, everything taken */
-	PUMP_UNTIL(eng_event(&ea, 523, KVX_STATE_SUCCESS) ||
-		   eng_event(&ea, 523, KVX_STATE_RELEASED));
-	assert_non_null(eng_event(&ea, 523, KVX_STATE_SUCCESS));
+	PUMP_UNTIL(eng_event(&ea, id, KVX_STATE_SUCCESS) || eng_event(&ea, id, KVX_STATE_RELEASED));
+	assert_non_null(eng_event(&ea, id, KVX_STATE_SUCCESS));
 	assert_int_equal(B.ctr.chunks_refused, 0);
 	eng_close(&ea);
+	eng_close(&eb);
+}
+
+static void
+test_held_socket_of_a_gone_engine_is_kept(void **state)
+{
+	(void)state;
+	held_socket_of_a_gone_engine(523, false);
+}
+
+static void
+test_held_socket_of_a_half_closed_engine_is_kept(void **state)
+{
+	(void)state;
+	held_socket_of_a_gone_engine(524, true);
 }
 
 /* A chunk after its room's last is refused (the room fails, unless it ended): decode's SUCCESS
@@ -5078,6 +5095,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_inbox_holds_the_socket, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_socket_of_a_gone_engine_is_kept, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_held_socket_of_a_half_closed_engine_is_kept,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_a_closed_draining_room_told_busy,
 						setup, teardown),

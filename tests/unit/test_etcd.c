@@ -6,7 +6,9 @@
  * oversized or malformed answers restart the client without losing the peers it found, a
  * lease etcd forgot is registered again, a watch that ends is replaced by a full read.  The
  * peers are real control cores on the fake verbs: "a" finds "c" (which has "a" configured) and
- * both authenticate as usual.
+ * both authenticate as usual.  Entries of nodes that never answer name ports 20001 to 20009:
+ * below the kernel's range for port 0 (32768 and up), where no test running beside this one
+ * (ctest -j2) can be listening.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -145,10 +147,10 @@ test_found_and_lost(void **state)
 		assert_non_null(strstr(out, "peer c 127.0.0.1:"));
 		assert_non_null(strstr(out, " discovered"));
 	}
-	/* x1 at 127.0.0.1:40001 */
-	watch_put("x1", "127.0.0.1:40001", 11);
+	/* x1 at 127.0.0.1:20001 */
+	watch_put("x1", "127.0.0.1:20001", 11);
 	PUMP_UNTIL(kvxd_peer_find(&A, "x1") != NULL);
-	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 40001);
+	assert_int_equal(kvxd_peer_find(&A, "x1")->addr.port, 20001);
 	/* x1 never connected (nothing listens there): gone as soon as its key goes */
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"12\"},\"events\":[{\"type\":\"DELETE\","
 		 "\"kv\":{\"key\":\"L2t2eC90L3gx\"}}]}}"); /* /kvx/t/x1 */
@@ -178,17 +180,17 @@ static void
 test_bad_entries_refused(void **state)
 {
 	static const char *const bad[] = {
-		PREFIX "bad name", "127.0.0.1:40002", /* a space */
-		"/other/z",	   "127.0.0.1:40003", /* outside the prefix */
+		PREFIX "bad name", "127.0.0.1:20002", /* a space */
+		"/other/z",	   "127.0.0.1:20003", /* outside the prefix */
 		PREFIX "y1",	   "nonsense",	      /* not IPv4:port */
-		PREFIX "y2",	   "0.0.0.0:40004",   /* nobody can dial that */
+		PREFIX "y2",	   "0.0.0.0:20004",   /* nobody can dial that */
 	};
 
 	(void)state;
 	start_found(bad, 4);
 	assert_int_equal(A.ctr.members_refused, 4);
 	gw_watch("{\"result\":{\"header\":{\"revision\":\"11\"},\"events\":[{\"kv\":{\"key\":"
-		 "\"!!!!\",\"value\":\"MTI3LjAuMC4xOjQwMDAx\"}}]}}");
+		 "\"!!!!\",\"value\":\"MTI3LjAuMC4xOjIwMDAx\"}}]}}");
 	PUMP_UNTIL(A.ctr.members_refused == 5);
 	for (int i = 0; i < A.npeers; i++)
 		if (!A.peers[i].vacant)
@@ -243,7 +245,7 @@ test_hostile_answers_restart_the_client(void **state)
 static void
 test_watch_end_resyncs(void **state)
 {
-	static const char *const x1[] = {PREFIX "x1", "127.0.0.1:40001"};
+	static const char *const x1[] = {PREFIX "x1", "127.0.0.1:20001"};
 	const char *kv[] = {PREFIX "a", OWN, PREFIX "c", c_addr};
 
 	(void)state;
@@ -305,7 +307,7 @@ test_keepalives_whatever_the_watch_does(void **state)
 static void
 test_section_wins_over_etcd(void **state)
 {
-	const char *kv[] = {PREFIX "c", "127.0.0.1:40009"};
+	const char *kv[] = {PREFIX "c", "127.0.0.1:20009"};
 	struct kvx_config *next = calloc(1, sizeof(*next));
 	struct kvxd_peer *p;
 	char err[256];
@@ -342,7 +344,7 @@ test_section_wins_over_etcd(void **state)
 	assert_int_equal(kvxd_members_apply(&A, next, err, sizeof(err)), 0);
 	free(next);
 	PUMP_UNTIL((p = kvxd_peer_find(&A, "c")) && p->discovered);
-	assert_int_equal(p->addr.port, 40009);
+	assert_int_equal(p->addr.port, 20009);
 	assert_int_equal(A.ctr.members_found, 1);
 }
 
@@ -353,7 +355,7 @@ x1_without_room(void)
 {
 	A.cfg.cq_depth = 2 * (A.cfg.sq_depth + A.cfg.rq_depth); /* room for one peer */
 	start_found(NULL, 0);
-	watch_put("x1", "127.0.0.1:40001", 11);
+	watch_put("x1", "127.0.0.1:20001", 11);
 }
 
 /* A watch event at revision rev on our own key: its DELETE (raw NULL), or a PUT of raw (the
@@ -591,7 +593,7 @@ test_revision_at_the_end_refused(void **state)
 static void
 test_refused_entry_taken_later(void **state)
 {
-	const char *kv[] = {PREFIX "a", OWN, PREFIX "x1", "127.0.0.1:40001"};
+	const char *kv[] = {PREFIX "a", OWN, PREFIX "x1", "127.0.0.1:20001"};
 
 	(void)state;
 	x1_without_room();
@@ -734,16 +736,16 @@ test_entries_are_signed(void **state)
 	assert_int_equal(c->etcd_epoch, 1);
 	refused = A.ctr.members_refused;
 	/* x1, unsigned; x2, signed with another key; c elsewhere, unsigned */
-	watch_put("x1", "!127.0.0.1:40001", 11);
+	watch_put("x1", "!127.0.0.1:20001", 11);
 	gw.sign = &other;
-	watch_put("x2", "127.0.0.1:40002", 12);
+	watch_put("x2", "127.0.0.1:20002", 12);
 	gw.sign = ours;
-	watch_put("c", "!127.0.0.1:40009", 13);
+	watch_put("c", "!127.0.0.1:20009", 13);
 	PUMP_UNTIL(A.ctr.members_refused == refused + 3);
 	/* c elsewhere, signed, but older than the entry taken */
 	gw.t = 0;
 	c->etcd_epoch = 5;
-	watch_put("c", "127.0.0.1:40009", 14);
+	watch_put("c", "127.0.0.1:20009", 14);
 	PUMP_UNTIL(A.ctr.members_refused == refused + 4);
 	assert_null(kvxd_peer_find(&A, "x1"));
 	assert_null(kvxd_peer_find(&A, "x2"));
@@ -752,7 +754,7 @@ test_entries_are_signed(void **state)
 	assert_true(node_ready(&A, "c"));
 	/* a newer one of c is taken */
 	gw.t = 7;
-	watch_put("x3", "127.0.0.1:40003", 15);
+	watch_put("x3", "127.0.0.1:20003", 15);
 	PUMP_UNTIL(kvxd_peer_find(&A, "x3") != NULL);
 	assert_int_equal(kvxd_peer_find(&A, "x3")->etcd_epoch, 7);
 	gw.t = 0;
