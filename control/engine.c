@@ -1328,9 +1328,10 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 	for (int i = 0; i < d->engines_end; i++)
 		if (d->engines[i] == e)
 			kvxd_engine_slot_set(d, i, NULL);
-	if (e->sock_held) {
+	if (e->sock_held) { /* socket_unhold's count, without its epoll update */
 		e->sock_held = false;
-		d->socks_held--;
+		if (--d->socks_held == 0)
+			d->socks_turn = false;
 	}
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, e->fd, NULL);
 	close(e->fd);
@@ -1607,12 +1608,32 @@ cores_take(const struct kvxd *d)
 	return true;
 }
 
+/* Whether a request of this type may send a polling core what it must take (a chunk, or a
+ * room's open, close or abort): only these wait for the cores' headroom, in order behind
+ * everything the session sent before them.  The others (HELLO, RINGS, pools, operator
+ * commands, anything malformed) are taken while the cores are behind: a new session's HELLO,
+ * or an operator's "counters" on a kvxd whose polling core is stuck, does not wait for that
+ * core.  They send the cores nothing an engine can repeat at will: an operator command that
+ * does (a peer paused, a reload) sends it losslessly, one command per session and loop pass. */
+static bool
+needs_cores(const void *buf, size_t len)
+{
+	uint16_t type;
+
+	if (len < sizeof(type))
+		return false;
+	memcpy(&type, buf, sizeof(type)); /* struct kvx_eng_hdr's first field */
+	return type == KVX_ENG_CHUNK || type == KVX_ENG_ROOM_OPEN || type == KVX_ENG_ROOM_CLOSE ||
+	       type == KVX_ENG_ROOM_ABORT;
+}
+
 /* The cores cannot take what the session's next request may send them: its socket is not
  * read (nor watched for EPOLLIN: it would wake the loop at once, again and again) until they
- * caught up (kvxd_engine_socks_release).  What it sends waits in the socket, and once that is
- * full in the engine (libkvx waits for room, bounded by its request timeout).  An engine that
- * goes, or shuts its sending side, still has everything taken at once (EPOLLHUP is reported
- * whatever is watched, EPOLLRDHUP is watched while held). */
+ * caught up (kvxd_engine_socks_release), taking turns with the rings
+ * (kvxd_engine_rings_poll).  What it sends waits in the socket, and once that is full in the
+ * engine (libkvx waits for room, bounded by its request timeout).  An engine that goes, or
+ * shuts its sending side, still has everything taken at once (EPOLLHUP is reported whatever
+ * is watched, EPOLLRDHUP is watched while held). */
 static void
 socket_hold(struct kvxd *d, struct kvxd_engine *e)
 {
@@ -1630,7 +1651,8 @@ socket_unhold(struct kvxd *d, struct kvxd_engine *e)
 	if (!e->sock_held)
 		return;
 	e->sock_held = false;
-	d->socks_held--;
+	if (--d->socks_held == 0)
+		d->socks_turn = false; /* the sockets' turn ends once they are all let go */
 	if (!e->doomed)
 		kvxd_engine_epoll_update(d, e);
 }
@@ -1648,9 +1670,11 @@ kvxd_engine_socks_release(struct kvxd *d)
 	return false;
 }
 
-/* Take up to max requests from the session's submission ring.  Returns how many. */
+/* Take up to max requests from the session's submission ring; cores: whether it is the
+ * rings' turn at the cores' room (kvxd_engine_rings_poll), *to_cores counting the requests
+ * taken that needed it (NULL: not counted).  Returns how many. */
 static int
-ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
+ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max, bool cores, int *to_cores)
 {
 	static uint64_t buf[KVX_ENG_MSG_MAX / sizeof(uint64_t)];
 	int work = 0;
@@ -1658,17 +1682,25 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 	for (uint64_t k = 0; e->rings && k < max && taking(d, e); k++) {
 		ssize_t n;
 
-		if (!e->gone && !cores_take(d)) {
-			/* left in the ring, taken once the cores caught up (the loop looks again
-			 * within a millisecond); a session that went has all of it taken now */
-			if (!kvx_shring_empty(&e->sub)) {
+		if (!e->gone && (!cores || !cores_take(d))) {
+			/* the cores are behind (or it is the sockets' turn): the next request is
+			 * looked at, and taken as looked at, only if it sends them nothing */
+			n = kvx_shring_peek(&e->sub, buf, sizeof(buf));
+			if (n == 0)
+				break;
+			if (n > 0 && (size_t)n <= sizeof(buf) && needs_cores(buf, (size_t)n)) {
+				/* left in the ring, taken once the cores caught up (the loop looks
+				 * again within a millisecond); a session that went has all of it
+				 * taken now */
 				d->rings_held = true;
 				d->ctr.engine_ring_holds++;
+				break;
 			}
-			break;
+			if (n > 0 && kvx_shring_take_peeked(&e->sub))
+				n = -EPROTO; /* longer than a request may be */
+		} else {
+			n = kvx_shring_get(&e->sub, buf, sizeof(buf));
 		}
-		n = kvx_shring_get(&e->sub, buf, sizeof(buf));
-
 		if (n == 0)
 			break;
 		if (n < 0) {
@@ -1676,6 +1708,8 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 			kvxd_engine_doom(d, e, "its submission ring is corrupt");
 			break;
 		}
+		if (to_cores && needs_cores(buf, (size_t)n))
+			(*to_cores)++;
 		handle(d, e, (const uint8_t *)buf, (size_t)n, -1);
 		work++;
 	}
@@ -1686,7 +1720,14 @@ ring_take(struct kvxd *d, struct kvxd_engine *e, uint64_t max)
 int
 kvxd_engine_rings_poll(struct kvxd *d)
 {
-	int work = 0, n = d->engines_end;
+	/* held sockets and the rings take turns at the room the cores free: the rings' turn
+	 * ends once they took some of it while a socket waited, the sockets' once they were let
+	 * go (kvxd_engine_socks_release, at the start of a pass: they are read before the rings'
+	 * next take, at its end).  Else a ring's flood, taken at the start of every pass, would
+	 * leave none for a held socket, whose engine would wait as long as the flood lasts.
+	 * Requests that send the cores nothing are taken in either turn (needs_cores) */
+	bool cores = !(d->socks_held && d->socks_turn);
+	int work = 0, took = 0, n = d->engines_end;
 
 	/* from the next session each pass: while the cores' inboxes hold the rings back, the
 	 * room they free goes to each session in turn, never to the first one's flood alone */
@@ -1695,9 +1736,11 @@ kvxd_engine_rings_poll(struct kvxd *d)
 		struct kvxd_engine *e = d->engines[(d->rings_next + k) % n];
 
 		if (e)
-			work += ring_take(d, e, RING_BATCH);
+			work += ring_take(d, e, RING_BATCH, cores, &took);
 	}
 	d->rings_next = n ? (d->rings_next + 1) % n : 0;
+	if (took && d->socks_held)
+		d->socks_turn = true;
 	return work;
 }
 
@@ -1734,7 +1777,7 @@ wake_end_closed(struct kvxd *d, struct kvxd_engine *e, const char *why)
 	if (e->doomed || (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))))
 		return;
 	e->gone = true; /* its operator commands are not run */
-	ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
+	ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR, true, NULL);
 	d->ctr.engine_bad++;
 	kvxd_engine_doom(d, e, why);
 }
@@ -2025,9 +2068,24 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 		ssize_t n;
 		int fd = -1;
 
-		if (!cores_take(d) && !e->gone) {
-			socket_hold(d, e); /* left in the socket, in order */
-			return;
+		if (!e->gone && !cores_take(d)) {
+			/* the cores are behind: the next request is looked at (no descriptor is
+			 * received), and read only if it sends them nothing; only kvxd reads the
+			 * socket, so the read gets that request */
+			struct kvx_eng_hdr h;
+			ssize_t k = recv(e->fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+
+			if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				return; /* nothing yet: what comes wakes the loop (EPOLLIN) */
+			if (k < 0 && errno == ECONNRESET && !e->reset_seen) {
+				/* the peek took the socket's one report of it (see below) */
+				e->reset_seen = e->gone = true;
+				continue;
+			}
+			if (k > 0 && needs_cores(&h, (size_t)k)) {
+				socket_hold(d, e); /* left in the socket, in order */
+				return;
+			}
 		}
 		n = recvmsg(e->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -2068,7 +2126,7 @@ kvxd_engine_on_event(struct kvxd *d, struct kvxd_engine *e, uint32_t events)
 			 * bounded: the ring holds at most RING_BYTES / 8 records */
 			e->gone = true;
 			if (e->rings)
-				ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR);
+				ring_take(d, e, RING_BYTES / KVX_SHRING_REC_HDR, true, NULL);
 			kvxd_engine_doom(d, e, n == 0 ? "disconnected" : strerror(err));
 			return;
 		}

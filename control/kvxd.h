@@ -425,6 +425,7 @@ struct kvxd {
 	int engines_end;
 	bool rings_held; /* this pass left submission rings' requests for the cores' inboxes */
 	int socks_held;	 /* sessions whose socket waits for the cores' inboxes (sock_held) */
+	bool socks_turn; /* the rings took of the cores' room while sockets waited: theirs next */
 	int rings_next;	 /* the session the next pass takes submission rings from first */
 	int next_engine_id;
 	struct kvxd_pool *pools[KVXD_MAX_POOLS];

@@ -237,8 +237,11 @@ load_tail(struct kvx_shring *r, memory_order mo)
 	return 0;
 }
 
-ssize_t
-kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
+/* Consumer: find the next message record, a pad before it skipped (consumed: a pad is no
+ * message).  Sets *offp and *hp (read once: the producer may rewrite it).  Returns 1, 0 when the
+ * ring is empty, or -EPROTO (sticky) when what the producer wrote is impossible. */
+static int
+rec_next(struct kvx_shring *r, uint64_t *offp, struct rec_hdr *hp)
 {
 	struct rec_hdr h;
 	uint64_t off, to_end;
@@ -249,7 +252,7 @@ kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
 		return r->broken ? -EPROTO : 0;
 	off = r->pos & r->mask;
 	to_end = r->size - off;
-	memcpy(&h, r->data + off, sizeof(h)); /* once: the producer may rewrite it */
+	memcpy(&h, r->data + off, sizeof(h));
 	if (h.kind == REC_PAD) {
 		/* a pad runs exactly to the end, and the producer published past it */
 		if ((uint64_t)h.len + KVX_SHRING_REC_HDR != to_end || r->other - r->pos <= to_end)
@@ -259,16 +262,61 @@ kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
 		to_end = r->size;
 		memcpy(&h, r->data, sizeof(h));
 	}
-	if (h.kind != REC_MSG || h.len == 0 || h.len > kvx_shring_max_msg(r) || h.len > cap ||
+	if (h.kind != REC_MSG || h.len == 0 || h.len > kvx_shring_max_msg(r) ||
 	    rec_bytes(h.len) > to_end || rec_bytes(h.len) > r->other - r->pos)
 		goto bad;
-	memcpy(buf, r->data + off + KVX_SHRING_REC_HDR, h.len);
-	r->pos += rec_bytes(h.len);
-	atomic_store_explicit(&r->sh->head, r->pos, memory_order_release);
-	return h.len;
+	*offp = off;
+	*hp = h;
+	return 1;
 bad:
 	r->broken = true;
 	return -EPROTO;
+}
+
+/* Consumer: copy the next message out (up to cap bytes), taking it or not. */
+static ssize_t
+rec_read(struct kvx_shring *r, void *buf, uint32_t cap, bool take)
+{
+	struct rec_hdr h;
+	uint64_t off;
+	int rc = rec_next(r, &off, &h);
+
+	r->peeked = 0;
+	if (rc <= 0)
+		return rc;
+	if (take && h.len > cap) {
+		r->broken = true;
+		return -EPROTO;
+	}
+	memcpy(buf, r->data + off + KVX_SHRING_REC_HDR, h.len < cap ? h.len : cap);
+	if (h.len <= cap)
+		r->peeked = r->pos + rec_bytes(h.len);
+	if (take)
+		kvx_shring_take_peeked(r);
+	return h.len;
+}
+
+ssize_t
+kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap)
+{
+	return rec_read(r, buf, cap, true);
+}
+
+ssize_t
+kvx_shring_peek(struct kvx_shring *r, void *buf, uint32_t cap)
+{
+	return rec_read(r, buf, cap, false);
+}
+
+int
+kvx_shring_take_peeked(struct kvx_shring *r)
+{
+	if (!r->peeked || r->broken)
+		return -EINVAL;
+	r->pos = r->peeked;
+	r->peeked = 0;
+	atomic_store_explicit(&r->sh->head, r->pos, memory_order_release);
+	return 0;
 }
 
 bool

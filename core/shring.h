@@ -61,10 +61,11 @@ struct kvx_shring {
 	uint64_t other; /* the other side's index as last seen (checked) */
 	int wake_fd;	/* this side's end of the ring's wake socket pair */
 	bool producer;
-	bool oneshot;	/* producer: a wake-up takes the consumer's parked flag (see notify) */
-	bool broken;	/* -EPROTO was returned: the other side is not to be trusted */
-	uint64_t wakes; /* wake-ups sent (a producer: for messages; a consumer: for room) */
-	uint64_t full;	/* producer: puts refused for room */
+	bool oneshot;	 /* producer: a wake-up takes the consumer's parked flag (see notify) */
+	bool broken;	 /* -EPROTO was returned: the other side is not to be trusted */
+	uint64_t peeked; /* consumer: where the message the last peek copied whole ends; 0: none */
+	uint64_t wakes;	 /* wake-ups sent (a producer: for messages; a consumer: for room) */
+	uint64_t full;	 /* producer: puts refused for room */
 };
 
 /* Bytes to map for a ring of `size` data bytes (0 if size is not a power of two within
@@ -122,6 +123,15 @@ uint64_t kvx_shring_room(struct kvx_shring *r);
  * the ring ahead, a record that crosses the end or is longer than what was published, an
  * unknown kind, a message longer than cap or than kvx_shring_max_msg()). */
 ssize_t kvx_shring_get(struct kvx_shring *r, void *buf, uint32_t cap);
+/* Consumer: copy the first bytes (up to cap) of the next message out without taking it.
+ * Returns its whole length (> 0), 0 when the ring is empty, or -EPROTO as kvx_shring_get (a
+ * longer message than cap is no error here).  The producer may rewrite the record afterwards:
+ * a later get copies it again, checked again; kvx_shring_take_peeked takes it as peeked. */
+ssize_t kvx_shring_peek(struct kvx_shring *r, void *buf, uint32_t cap);
+/* Consumer: take the message the last peek copied whole (its length was at most cap), without
+ * reading it again: what the caller handles is what it looked at, whatever the producer wrote
+ * since.  Returns 0, or -EINVAL when the last call was no such peek. */
+int kvx_shring_take_peeked(struct kvx_shring *r);
 /* Consumer: after taking messages (one or a batch), wake the producer if it asked for room
  * (kvx_shring_starve): one byte on our wake end, never waiting.  Returns true if it did. */
 bool kvx_shring_taken(struct kvx_shring *r);

@@ -4113,6 +4113,22 @@ test_held_ring_of_a_gone_engine_is_kept(void **state)
 	eng_close(&ea);
 }
 
+/* rb puts 4,400 of the chunk in buf into its ring, b's control core running now and then and
+ * its polling core not at all: the inbox fills past its headroom, the rest waits in the ring. */
+static void
+ring_flood_unpolled(struct reng *rb, void *buf, size_t len)
+{
+	for (int i = 0; i < 4400; i++) {
+		while (!reng_send(rb, KVX_ENG_CHUNK, buf, len))
+			kvxd_loop_once(&B, 0);
+		if (i % 64 == 0)
+			kvxd_loop_once(&B, 0);
+	}
+	for (int i = 0; i < 20; i++)
+		kvxd_loop_once(&B, 0);
+	assert_true(B.ctr.engine_ring_holds > 0);
+}
+
 /* While the rings are held, the room the core frees goes to each session in turn: a second
  * engine's chunks are taken while the first one's flood still waits, not after all of it. */
 static void
@@ -4139,15 +4155,7 @@ test_held_rings_take_turns(void **state)
 	PUMP_UNTIL(prefill_known(562) && prefill_known(563));
 	len = chunk_msg(buf, 562, 0, pb, 0, 2, 0, 0, 0, 0, false);
 	len2 = chunk_msg(b2, 563, 0, pb2, 0, 2, 0, 0, 0, 0, false);
-	for (int i = 0; i < 4400; i++) { /* the first engine fills the inbox past its headroom */
-		while (!reng_send(&rb, KVX_ENG_CHUNK, buf, len))
-			kvxd_loop_once(&B, 0);
-		if (i % 64 == 0)
-			kvxd_loop_once(&B, 0);
-	}
-	for (int i = 0; i < 20; i++)
-		kvxd_loop_once(&B, 0);
-	assert_true(B.ctr.engine_ring_holds > 0);
+	ring_flood_unpolled(&rb, buf, len); /* the first engine's */
 	for (int i = 0; i < 100; i++)
 		assert_true(reng_send(&rb2, KVX_ENG_CHUNK, b2, len2) != 0);
 	assert_true(kvx_shring_empty(&e2->sub) == false);
@@ -4168,6 +4176,234 @@ test_held_rings_take_turns(void **state)
 	assert_true(reng_send(&rb2, KVX_ENG_CHUNK, b2, len2) != 0);
 	PUMP_UNTIL(eng_event(&ea, 562, KVX_STATE_SUCCESS) &&
 		   eng_event(&ea, 563, KVX_STATE_SUCCESS));
+	eng_close(&ea);
+	reng_close(&rb);
+	reng_close(&rb2);
+}
+
+/* Whether the session's socket holds a message kvxd has not read (peeked on kvxd's end). */
+static bool
+socket_unread(const struct kvxd_engine *s)
+{
+	char c;
+
+	return recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
+/* The turn tests' engines on b: rb on rings (pool *pb) and eb2 on its socket (pool *pb2), ea on
+ * a's socket (pool *pa) with decode rooms id (rb's) and id2 (eb2's) open. */
+static void
+turn_engines(struct eng *ea, struct reng *rb, struct eng *eb2, int p[3], uint64_t id, uint64_t id2)
+{
+	pair_with_prefill_core_rings(ea, rb, &p[0], &p[1]);
+	eng_connect(eb2, &B);
+	assert_int_equal(eng_hello(eb2, NULL), 0);
+	p[2] = eng_pool_id(eb2, 256, 16, 1);
+	assert_true(p[2] > 0);
+	assert_int_equal(eng_room_open(ea, id, p[0], 4, NULL), 0);
+	assert_int_equal(eng_room_open(ea, id2, p[0], 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(id) && prefill_known(id2));
+}
+
+/* Both rooms end whole (their last chunks, waiting for room in the ring or the socket), none of
+ * b's chunks was refused, and the engines go. */
+static void
+turn_engines_done(struct eng *ea, struct reng *rb, struct eng *eb2, const int p[3], uint64_t id,
+		  uint64_t id2)
+{
+	uint64_t buf[CHUNK_BUF_WORDS], b2[CHUNK_BUF_WORDS];
+	size_t len = chunk_msg(buf, id, 0, p[1], 2, 2, 2, 0, 0, 0, true);
+	size_t len2 = chunk_msg(b2, id2, 0, p[2], 2, 2, 2, 0, 0, 0, true);
+
+	while (!reng_send(rb, KVX_ENG_CHUNK, buf, len))
+		pump_once();
+	for (int i = 0; i < 20000 && !eng_send(eb2, KVX_ENG_CHUNK, b2, len2, -1); i++) {
+		pump_once();
+		assert_true(i < 19999);
+	}
+	PUMP_UNTIL(eng_event(ea, id, KVX_STATE_SUCCESS) && eng_event(ea, id2, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	eng_close(ea);
+	eng_close(eb2);
+	reng_close(rb);
+}
+
+/* A held socket and held rings take turns at the room the cores free: a socket engine's chunks
+ * are read while a ring engine's flood still waits, not after all of it.  Before, the rings took
+ * that room at the start of each loop pass, before the held sockets were looked at, and a
+ * socket waited as long as any ring's flood lasted (its engine's sends until its own timeout). */
+static void
+test_held_socket_takes_turns_with_rings(void **state)
+{
+	static struct reng rb;
+	uint64_t buf[CHUNK_BUF_WORDS], b2[CHUNK_BUF_WORDS];
+	struct kvxd_engine *ring, *sock;
+	struct eng ea, eb2;
+	int p[3];
+	size_t len, len2;
+
+	(void)state;
+	turn_engines(&ea, &rb, &eb2, p, 564, 565);
+	ring = rings_session(&B);
+	sock = socket_session();
+	len = chunk_msg(buf, 564, 0, p[1], 0, 2, 0, 0, 0, 0, false);
+	len2 = chunk_msg(b2, 565, 0, p[2], 0, 2, 0, 0, 0, 0, false);
+	ring_flood_unpolled(&rb, buf, len);
+	for (int i = 0; i < 100; i++)
+		assert_true(eng_send(&eb2, KVX_ENG_CHUNK, b2, len2, -1) != 0);
+	for (int i = 0; i < 5; i++)
+		kvxd_loop_once(&B, 0);
+	assert_true(sock->sock_held);
+	assert_true(socket_unread(sock));
+	/* b's core runs again: the socket's 100 are read while the ring's backlog still waits */
+	for (int it = 0; it < 3000 && socket_unread(sock); it++) {
+		node_poll_cores(&B);
+		kvxd_loop_once(&B, 0);
+	}
+	assert_false(socket_unread(sock));
+	assert_false(kvx_shring_empty(&ring->sub));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	turn_engines_done(&ea, &rb, &eb2, p, 564, 565);
+}
+
+/* The other way: a socket engine's flood, held, does not keep the room the cores free from a
+ * ring engine: the ring's chunks are taken while the socket still holds unread ones. */
+static void
+test_rings_take_turns_with_a_held_socket(void **state)
+{
+	static struct reng rb;
+	uint64_t buf[CHUNK_BUF_WORDS];
+	struct kvxd_engine *ring, *sock;
+	struct eng ea, eb2;
+	int p[3];
+	size_t len;
+
+	(void)state;
+	turn_engines(&ea, &rb, &eb2, p, 566, 567);
+	ring = rings_session(&B);
+	sock = socket_session();
+	/* more than the inbox holds: the rest waits in the socket */
+	assert_true(flood_socket_unpolled(&eb2, 567, p[2], false) > 4096);
+	assert_true(sock->sock_held);
+	len = chunk_msg(buf, 566, 0, p[1], 0, 2, 0, 0, 0, 0, false);
+	for (int i = 0; i < 100; i++)
+		assert_true(reng_send(&rb, KVX_ENG_CHUNK, buf, len) != 0);
+	for (int i = 0; i < 5; i++)
+		kvxd_loop_once(&B, 0);
+	assert_false(kvx_shring_empty(&ring->sub));
+	/* b's core runs again: the ring's 100 are taken while the socket's backlog still waits */
+	for (int it = 0; it < 3000 && !kvx_shring_empty(&ring->sub); it++) {
+		node_poll_cores(&B);
+		kvxd_loop_once(&B, 0);
+	}
+	assert_true(kvx_shring_empty(&ring->sub));
+	assert_true(socket_unread(sock));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	turn_engines_done(&ea, &rb, &eb2, p, 566, 567);
+}
+
+/* The reply to request seq comes within 20 passes of b's control core alone (its polling core
+ * does not run), and says 0. */
+static void
+reply_from_b_alone(struct eng *e, uint64_t seq, struct eng_reply *rep)
+{
+	int got = 0;
+
+	for (int i = 0; i < 20 && got == 0; i++) {
+		kvxd_loop_once(&B, 0);
+		got = eng_read(e, seq, rep);
+	}
+	assert_int_equal(got, 1);
+	assert_int_equal(rep->status, 0);
+}
+
+/* Requests that send the polling cores nothing do not wait for them: while b's core does not
+ * run and a ring engine's flood holds its inbox at the headroom, a new engine's HELLO, an
+ * operator command and a pool registration (its memfd intact) on a socket are answered, and so
+ * is an operator command through another engine's ring.  Chunks still wait (the flood's rest
+ * stays in its ring, the new engine's chunk in its socket), and so does what an engine sent
+ * after one of them: its operator command is answered only once the cores caught up.  Before,
+ * every request waited: on a kvxd whose polling core is stuck, kvxctl could not even connect. */
+static void
+test_requests_for_no_core_do_not_wait_for_the_cores(void **state)
+{
+	static struct reng rb, rb2;
+	static struct eng_reply rep;
+	uint64_t buf[(sizeof(struct kvx_eng_admin) + 64) / 8], cbuf[CHUNK_BUF_WORDS], seq, behind;
+	struct kvx_eng_hello hello = {.version = KVX_ENG_VERSION};
+	struct kvx_eng_pool_reg reg = {.geom = {256, 16, 1}};
+	struct kvxd_engine *ring;
+	struct eng ea, ec;
+	int pa, pb, pb2, pc, got, fd;
+	size_t len;
+
+	(void)state;
+	pair_with_prefill_core_rings(&ea, &rb, &pa, &pb);
+	ring = rings_session(&B); /* rb's */
+	reng_open_with(&rb2, &B, KVX_ENG_RINGS_CORE, &pb2);
+	assert_int_equal(eng_room_open(&ea, 568, pa, 4, NULL), 0);
+	assert_int_equal(eng_room_open(&ea, 569, pa, 4, NULL), 0);
+	PUMP_UNTIL(prefill_known(568) && prefill_known(569));
+	assert_int_equal(flood_unpolled(&rb, 568, pb, 4400), 4400);
+	assert_true(B.ctr.engine_ring_holds > 0);
+	assert_false(kvx_shring_empty(&ring->sub));
+	/* a new engine on the socket: HELLO, then an operator command, b's core still stopped */
+	eng_connect(&ec, &B);
+	seq = eng_send(&ec, KVX_ENG_HELLO, &hello, sizeof(hello), -1);
+	assert_true(seq != 0);
+	reply_from_b_alone(&ec, seq, &rep);
+	seq = eng_admin_send(&ec, "counters");
+	assert_true(seq != 0);
+	reply_from_b_alone(&ec, seq, &rep);
+	assert_non_null(strstr(rep.text, "kvx_engine_ring_holds_total"));
+	/* a pool: its memfd survives the look at the request and reaches the registration */
+	fd = memfd_sized(256 * 16);
+	seq = eng_send(&ec, KVX_ENG_POOL_REG, &reg, sizeof(reg), fd);
+	close(fd);
+	assert_true(seq != 0);
+	reply_from_b_alone(&ec, seq, &rep);
+	pc = (int)rep.value;
+	assert_true(pc > 0);
+	/* in order: an operator command behind the engine's chunk waits with it */
+	len = chunk_msg(cbuf, 569, 0, pc, 0, 4, 0, 0, 0, 0, true);
+	assert_true(eng_send(&ec, KVX_ENG_CHUNK, cbuf, len, -1) != 0);
+	behind = eng_admin_send(&ec, "counters");
+	assert_true(behind != 0);
+	for (int i = 0; i < 20; i++) {
+		kvxd_loop_once(&B, 0);
+		assert_int_equal(eng_read(&ec, behind, &rep), 0);
+	}
+	assert_true(socket_session()->sock_held);
+	/* an operator command through the other engine's ring */
+	memcpy((uint8_t *)buf + sizeof(struct kvx_eng_admin), "counters", 8);
+	seq = reng_send(&rb2, KVX_ENG_ADMIN, buf, sizeof(struct kvx_eng_admin) + 8);
+	assert_true(seq != 0);
+	got = 0;
+	for (int i = 0; i < 20 && !got; i++) {
+		kvxd_loop_once(&B, 0);
+		reng_read(&rb2);
+		for (int k = 0; k < rb2.ngot; k++)
+			got |= rb2.got_seq[k] == seq && rb2.got_status[k] == 0;
+	}
+	assert_true(got);
+	assert_false(kvx_shring_empty(&ring->sub)); /* the chunks still wait */
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	len = chunk_msg(cbuf, 568, 0, pb, 2, 2, 2, 0, 0, 0, true);
+	while (!reng_send(&rb, KVX_ENG_CHUNK, cbuf, len))
+		pump_once();
+	PUMP_UNTIL(eng_event(&ea, 568, KVX_STATE_SUCCESS) || eng_event(&ea, 568, KVX_STATE_FAILED));
+	assert_non_null(eng_event(&ea, 568, KVX_STATE_SUCCESS));
+	/* the cores caught up: the command is answered, after the chunk (its room is whole) */
+	got = 0;
+	for (int i = 0; i < MAX_STEPS && got == 0; i++) {
+		pump_once();
+		got = eng_read(&ec, behind, &rep);
+	}
+	assert_int_equal(got, 1);
+	PUMP_UNTIL(eng_event(&ea, 569, KVX_STATE_SUCCESS) || eng_event(&ea, 569, KVX_STATE_FAILED));
+	assert_non_null(eng_event(&ea, 569, KVX_STATE_SUCCESS));
+	assert_int_equal(B.ctr.chunks_refused, 0);
+	eng_close(&ec);
 	eng_close(&ea);
 	reng_close(&rb);
 	reng_close(&rb2);
@@ -5096,6 +5332,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_held_socket_of_a_gone_engine_is_kept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_held_socket_of_a_half_closed_engine_is_kept,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_socket_takes_turns_with_rings, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rings_take_turns_with_a_held_socket, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_requests_for_no_core_do_not_wait_for_the_cores,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_after_the_last_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_a_closed_draining_room_told_busy,

@@ -172,6 +172,87 @@ test_message_longer_than_buffer(void **state)
 	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), -EPROTO); /* sticky */
 }
 
+/* A peek copies the start of the next message and leaves it there, across the pads of many
+ * wraps: the get after it returns the same message; a message longer than the peek's buffer is
+ * no error for it (its whole length is returned); an empty ring peeks 0; a lying record is
+ * -EPROTO, sticky, for the peek as for the get. */
+static void
+test_peek_leaves_the_message(void **state)
+{
+	static uint8_t in[16384], out[16384];
+	uint8_t head[16];
+	uint32_t sent = 0, got = 0;
+	uint32_t *h;
+
+	(void)state;
+	assert_int_equal(kvx_shring_peek(&T.c, head, sizeof(head)), 0);
+	while (got < 2000) {
+		uint32_t len = 1 + (sent * 977) % 9000;
+		ssize_t n;
+
+		fill(in, len, sent);
+		if (sent < 2000 && kvx_shring_put(&T.p, in, len) == 0) {
+			sent++;
+			continue;
+		}
+		memset(head, 0, sizeof(head));
+		n = kvx_shring_peek(&T.c, head, sizeof(head));
+		assert_int_equal(n, 1 + (got * 977) % 9000);
+		assert_int_equal(kvx_shring_peek(&T.c, head, sizeof(head)), n); /* still there */
+		assert_true(
+			check(head, (uint32_t)n < sizeof(head) ? (uint32_t)n : sizeof(head), got));
+		assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), n);
+		assert_true(check(out, (uint32_t)n, got));
+		got++;
+	}
+	assert_int_equal(kvx_shring_peek(&T.c, head, sizeof(head)), 0);
+
+	teardown(NULL), setup(NULL);
+	h = (uint32_t *)(T.pmap + 192);
+	assert_int_equal(kvx_shring_put(&T.p, in, 64), 0);
+	h[0] = 4096; /* longer than the 72 bytes published */
+	assert_int_equal(kvx_shring_peek(&T.c, head, sizeof(head)), -EPROTO);
+	h[0] = 64; /* the record is right again: the ring stays broken */
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), -EPROTO);
+	assert_int_equal(kvx_shring_peek(&T.c, head, sizeof(head)), -EPROTO);
+}
+
+/* take_peeked takes exactly the message the peek copied whole, whatever the producer wrote into
+ * the record since (a hostile engine that shows one request to the peek and another to a get):
+ * the next message is the one after it.  Without a whole peek just before (none, a get since, a
+ * peek into a shorter buffer, an empty ring), there is nothing to take. */
+static void
+test_take_peeked_takes_what_was_peeked(void **state)
+{
+	uint8_t a[64], b[64], out[256];
+	uint8_t *rec = T.pmap + 192 + 8; /* the first record's payload */
+
+	(void)state;
+	assert_int_equal(kvx_shring_take_peeked(&T.c), -EINVAL);
+	assert_int_equal(kvx_shring_peek(&T.c, out, sizeof(out)), 0);
+	assert_int_equal(kvx_shring_take_peeked(&T.c), -EINVAL);
+	fill(a, sizeof(a), 1);
+	fill(b, sizeof(b), 2);
+	assert_int_equal(kvx_shring_put(&T.p, a, sizeof(a)), 0);
+	assert_int_equal(kvx_shring_put(&T.p, b, sizeof(b)), 0);
+	assert_int_equal(kvx_shring_peek(&T.c, out, 16), sizeof(a)); /* not whole */
+	assert_int_equal(kvx_shring_take_peeked(&T.c), -EINVAL);
+	assert_int_equal(kvx_shring_peek(&T.c, out, sizeof(out)), sizeof(a));
+	assert_true(check(out, sizeof(a), 1));
+	memset(rec, 0x5a, sizeof(a)); /* rewritten after the peek */
+	assert_int_equal(kvx_shring_take_peeked(&T.c), 0);
+	assert_int_equal(kvx_shring_take_peeked(&T.c), -EINVAL); /* once */
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(b));
+	assert_true(check(out, sizeof(b), 2));
+	assert_int_equal(kvx_shring_peek(&T.c, out, sizeof(out)), 0);
+	assert_true(kvx_shring_empty(&T.c));
+	/* a get after a peek takes the record as it is then, and leaves nothing to take */
+	assert_int_equal(kvx_shring_put(&T.p, a, sizeof(a)), 0);
+	assert_int_equal(kvx_shring_peek(&T.c, out, sizeof(out)), sizeof(a));
+	assert_int_equal(kvx_shring_get(&T.c, out, sizeof(out)), sizeof(a));
+	assert_int_equal(kvx_shring_take_peeked(&T.c), -EINVAL);
+}
+
 /* A hostile producer publishes a tail far beyond what the ring holds (after one good record):
  * refused, even though the record at the head looks fine. */
 static void
@@ -490,6 +571,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_then_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_room_wake_only_when_starved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_message_longer_than_buffer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peek_leaves_the_message, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_take_peeked_takes_what_was_peeked, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_head, setup, teardown),
