@@ -46,6 +46,12 @@
  * our cores still flush the peer's last session (a planned replacement on a slow node).  The
  * dialer gives up quietly (nothing fails) and dials again shortly. */
 #define KVXD_BYE_BUSY 4
+/* Several rails: the node whose retry of a failed rail comes has nothing of its own in flight to
+ * the peer (its WRITEs held), but the peer's WRITEs to it may still be.  HOLD_ASK: "hold yours
+ * and, once none is in flight, replace the session (BYE REPLACE)", so that the replacement
+ * flushes nobody's WRITEs.  Sent only to a peer whose HELLO has KVX_WIRE_FEAT_HOLD_ASK; the asker
+ * replaces the session itself if no BYE REPLACE comes in time. */
+#define KVXD_BYE_HOLD_ASK 5
 #define KVXD_MAX_LANES                                                            \
 	(KVX_MAX_CORES * KVX_MAX_RAILS) /* a session's QPs: one per core per rail \
 					 */
@@ -198,12 +204,17 @@ struct kvxd_peer {
 	char fence_why[160];
 	uint32_t epoch;
 	/* several rails: rails whose QP failed in this session (its rooms' WRITEs avoid them), when
-	 * the session is replaced to try them again (rail_retry_ms, after rail_backoff_ms: 1 s,
-	 * doubling to 30 s), and that replacement's drain: new WRITEs held until no core has one
+	 * the session is replaced to try them again (rail_retry_ms, after rail_backoff_ms: 5 s,
+	 * doubling to 60 s), and that replacement's drain: new WRITEs held until no core has one
 	 * in flight (rail_idle_cores: the cores that said so) */
 	uint8_t rails_down;
 	bool rail_hold;
 	uint32_t rail_idle_cores;
+	/* ... and its two sides (KVXD_BYE_HOLD_ASK): when we asked the peer to hold its WRITEs
+	 * (0: not asked), and whether we hold ours because it asked */
+	uint64_t hold_asked_ms;
+	bool hold_for_peer;
+	uint32_t features; /* its HELLO's (this session's) */
 	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;
 	uint64_t dial_held_ms;	   /* on_demand: since when a pending connection of its holds our
 				    * dial off (0: none; dial_due) */
@@ -321,9 +332,9 @@ struct kvxd_counters {
 		events_sent, events_dropped, events_core, events_core_claimed, events_before_claim,
 		status_pushed, status_queued, status_dropped, status_evicted, status_received,
 		rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, qp_stuck, rails_fenced,
-		rail_retries, aborts, releases, abort_release_ms_sum, acks_received, acks_stale,
-		acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones, fences,
-		session_fences;
+		rail_retries, rail_hold_asks, rail_hold_timeouts, aborts, releases,
+		abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
+		acks_unsent, aborts_received, tombstones, fences, session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;

@@ -341,8 +341,17 @@ control_counters(struct out *o, struct kvxd *d)
 		"rails a session stopped using after their QP failed (the others carry on)",
 		c->rails_fenced);
 	COUNTER("rail_retries_total",
-		"sessions replaced, once nothing was in flight, to try their failed rails again",
+		"sessions replaced, once nothing was in flight, that try this node's failed rails "
+		"again (by either node)",
 		c->rail_retries);
+	COUNTER("rail_hold_asks_total",
+		"rail retries that asked the peer to hold its WRITEs and replace the session once "
+		"none was in flight",
+		c->rail_hold_asks);
+	COUNTER("rail_hold_timeouts_total",
+		"of those, the peer did not replace the session in time: replaced anyway (what it "
+		"still had in flight to us flushes)",
+		c->rail_hold_timeouts);
 	GAUGE("journal_pending_entries", "handshake journal entries not rolled back yet",
 	      (uint64_t)kvxd_journal_pending(d));
 	COUNTER("aborts_total", "decode aborts armed", c->aborts);

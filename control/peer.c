@@ -32,6 +32,12 @@
 /* several rails: a failed rail is tried again after this, doubling to the maximum */
 #define RAIL_BACKOFF_MS 5000
 #define RAIL_BACKOFF_MAX_MS 60000
+/* How long a peer asked to hold its WRITEs (KVXD_BYE_HOLD_ASK) may take to replace the session
+ * (rail_hold_ask_ms): at least this, and twice as long as a WRITE can take to fail through its
+ * QP's retries (4.096 us x 2^ack_timeout, retry_cnt + 1 times: about 30 ms with the defaults),
+ * at most RAIL_BACKOFF_MAX_MS.  A peer that has not replaced it by then is stuck, and we replace
+ * it ourselves. */
+#define RAIL_HOLD_ASK_MS 2000
 /* on_demand: an IDLE_ASK is agreed to only when no room has used the session for this long */
 #define IDLE_ANSWER_GRACE_MS 200
 
@@ -626,11 +632,49 @@ kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail)
 	return rail_down(d, p, rail, "failed (its rooms failed)") && rails_send(d, p);
 }
 
+static uint64_t
+rail_hold_ask_ms(const struct kvxd *d)
+{
+	/* in ns: at most 2 x 4096 x 7 << 31, about 1.2e14 */
+	uint64_t ns = (2 * 4096ull * ((uint64_t)d->cfg.retry_cnt + 1)) << d->cfg.ack_timeout;
+	uint64_t ms = ns / 1000000 + 1;
+
+	return ms < RAIL_HOLD_ASK_MS	  ? RAIL_HOLD_ASK_MS
+	       : ms > RAIL_BACKOFF_MAX_MS ? RAIL_BACKOFF_MAX_MS
+					  : ms;
+}
+
+/* Replace p's session, nothing of ours in flight to it, so that the next one tries every rail;
+ * rooms carry on (their ROOM_META comes again over the new session).  Each node counts the
+ * replacements that try its own failed rails again: here if one of ours failed, and at a peer
+ * that asked us to, when our BYE comes. */
+static void
+rail_replace(struct kvxd *d, struct kvxd_peer *p, const char *why)
+{
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_REPLACE};
+
+	if (p->rails_down)
+		d->ctr.rail_retries++;
+	kvxd_peer_send(d, p, &bye);
+	p->replacing = true;
+	kvxd_peer_reset(d, p, why);
+}
+
 /* The replacement that tries the failed rails again, once nothing is in flight to p: hold new
- * WRITEs on every core, and replace the session when all said they are idle. */
+ * WRITEs on every core; once all said they are idle, ask the peer to do the same and replace the
+ * session (kvxd_peer_rail_idle), or replace it ourselves if it does not in time. */
 static void
 rail_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 {
+	if (p->state == KVXD_PEER_READY && p->hold_asked_ms &&
+	    now >= p->hold_asked_ms + rail_hold_ask_ms(d)) {
+		d->ctr.rail_hold_timeouts++;
+		KVX_WARN("peer %s: did not replace the session within %llu ms of our ask to hold "
+			 "its WRITEs: replacing it now (what it still has in flight to us flushes)",
+			 p->name, (unsigned long long)rail_hold_ask_ms(d));
+		rail_replace(d, p, "replacing the session to try its failed rail again");
+		return;
+	}
 	if (p->state != KVXD_PEER_READY || !p->rails_down || p->rail_hold || now < p->rail_retry_ms)
 		return;
 	p->rail_hold = true;
@@ -669,23 +713,55 @@ kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t 
 	}
 }
 
+/* Nothing of ours in flight to p on any rail, our WRITEs held: replace the session now if p asked
+ * us to (HOLD_ASK: its own are held and done) or cannot be asked; else ask it. */
+static void
+rail_all_idle(struct kvxd *d, struct kvxd_peer *p)
+{
+	struct kvx_wire_msg ask = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_HOLD_ASK};
+
+	if (p->hold_for_peer) {
+		rail_replace(d, p,
+			     "replacing the session, as the peer asked, to try its failed "
+			     "rail again");
+		return;
+	}
+	if (p->hold_asked_ms)
+		return; /* asked: its BYE REPLACE ends the session (or rail_tick, in time) */
+	if ((p->features & KVX_WIRE_FEAT_HOLD_ASK) && kvxd_peer_send(d, p, &ask) == 0) {
+		p->hold_asked_ms = kvxd_now_ms() | 1;
+		d->ctr.rail_hold_asks++;
+		return;
+	}
+	rail_replace(d, p, "replacing the session to try its failed rail again");
+}
+
 void
 kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen)
 {
-	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE, .u.bye_reason = KVXD_BYE_REPLACE};
-
 	if (p->state != KVXD_PEER_READY || !p->rail_hold || gen != p->epoch || core < 0 ||
 	    core >= d->ncores)
 		return;
 	p->rail_idle_cores |= 1u << core;
-	if (p->rail_idle_cores != (1u << d->ncores) - 1)
+	if (p->rail_idle_cores == (1u << d->ncores) - 1)
+		rail_all_idle(d, p);
+}
+
+/* The peer asks us to hold our WRITEs to it and replace the session once none is in flight
+ * (KVXD_BYE_HOLD_ASK): its retry of a failed rail would flush them otherwise. */
+static void
+hold_answer(struct kvxd *d, struct kvxd_peer *p)
+{
+	p->hold_for_peer = true;
+	if (p->rail_hold) { /* our own retry's hold, its cores' reports count for both */
+		if (p->rail_idle_cores == (1u << d->ncores) - 1)
+			rail_all_idle(d, p);
 		return;
-	/* nothing in flight on any rail: fresh QPs on every rail, the rooms carry on (their
-	 * ROOM_META comes again over the new session) */
-	d->ctr.rail_retries++;
-	kvxd_peer_send(d, p, &bye);
-	p->replacing = true;
-	kvxd_peer_reset(d, p, "replacing the session to try its failed rail again");
+	}
+	p->rail_hold = true;
+	p->rail_idle_cores = 0;
+	if (!rails_send(d, p)) /* a core without memory for it: the peer replaces in time */
+		KVX_WARN("peer %s: cannot hold our WRITEs on every core as it asked", p->name);
 }
 
 /* Setup complete: hand the QPs to the polling cores.  The journal stays as it is and becomes
@@ -695,6 +771,8 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 {
 	FAULT(p, KVX_FAULT_HS_BEFORE_PUBLISH);
 	p->rail_hold = false; /* rails_down: those connect_qps could not connect */
+	p->hold_asked_ms = 0;
+	p->hold_for_peer = false;
 	if (d->nrails > 1 && !rails_send(d, p))
 		return -EAGAIN;
 	p->epoch++;
@@ -760,6 +838,8 @@ kvxd_peer_reset(struct kvxd *d, struct kvxd_peer *p, const char *why)
 		p->rail_hold = false;
 		rails_send(d, p);
 	}
+	p->hold_asked_ms = 0;
+	p->hold_for_peer = false;
 	p->deadline_ms = 0;
 	p->retry_at_ms = kvxd_now_ms() + RECONNECT_MS;
 	p->sweep_at_ms = kvxd_now_ms() + SWEEP_MS;
@@ -821,7 +901,7 @@ kvxd_peers_flush(struct kvxd *d)
 static uint32_t
 auth_features(const struct kvxd *d)
 {
-	return d->auth.none ? KVX_AUTH_FEAT_NONE : 0;
+	return (d->auth.none ? KVX_AUTH_FEAT_NONE : 0) | KVX_WIRE_FEAT_HOLD_ASK;
 }
 
 /* Initiator: HELLO with a fresh nonce, kept for the MACs. */
@@ -896,6 +976,7 @@ on_hello_ack(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_hello *h
 			 "authentication failed: HELLO_ACK's MAC does not verify (wrong secret?)");
 		return -EACCES;
 	}
+	p->features = h->features;
 	rc = kvx_auth_mac(&d->auth, KVX_AUTH_INITIATOR, &t, m.u.auth_mac);
 	if (rc)
 		return rc;
@@ -1509,6 +1590,13 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 			idle_answer(d, p);
 			return 0;
 		}
+		if (m->u.bye_reason == KVXD_BYE_HOLD_ASK) {
+			/* not READY yet, or one rail (no peer of ours asks then): the asker
+			 * replaces the session in time */
+			if (p->state == KVXD_PEER_READY && d->nrails > 1)
+				hold_answer(d, p);
+			return 0;
+		}
 		if (p->state == KVXD_PEER_READY && m->u.bye_reason == KVXD_BYE_IDLE &&
 		    p->idle_asked_ms) {
 			/* the answer to our IDLE_ASK: rooms of ours that started since carry on
@@ -1532,6 +1620,8 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 		 * other reason (shutdown, or an IDLE we never asked for) ends the session as a
 		 * loss. */
 		p->replacing = m->u.bye_reason == KVXD_BYE_REPLACE;
+		if (p->replacing && p->hold_asked_ms)
+			d->ctr.rail_retries++; /* the answer to our HOLD_ASK: our retry */
 		snprintf(p->last_error, sizeof(p->last_error), "peer said BYE (%s)",
 			 p->replacing ? "replacing its QPs" : "shutting down");
 		return -ECONNRESET;
@@ -1836,6 +1926,7 @@ accept_acquire(struct kvxd *d, struct kvxd_peer *p, struct kvxd_pending *pc, siz
 {
 	int rc;
 
+	p->features = pc->hello.features;
 	p->s.fd = pc->s.fd;
 	p->s.ev = (struct kvxd_fd){.kind = KVXD_FD_PEER, .ptr = p};
 	p->s.rx = pc->s.rx;

@@ -325,6 +325,126 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	close_room(r, 9);
 }
 
+/* The node whose retry of a failed rail comes first may have nothing in flight itself (here a,
+ * the decode side, fenced rail 1 on its own).  Replacing the session then would flush b's
+ * WRITEs still in flight to it, failing their room.  a asks b to hold its WRITEs instead; b
+ * replaces the session once none of its WRITEs is in flight, and the room carries on. */
+static void
+test_rail_retry_waits_for_the_peers_writes(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b"), *pb = peer_of(&B, "a");
+	uint32_t epoch = pa->epoch;
+	struct kvxd_room *r;
+
+	(void)state;
+	assert_true(kvxd_peer_rail_failed(&A, pa, 1)); /* a's QP on rail 1 failed */
+	assert_int_equal(pa->rails_down, 2);
+	fake_vx_hold(true);
+	r = open_room(11, ROOM_PAGES);
+	submit(11, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	pump_ms(5100); /* a's backoff passed, b's WRITEs still in flight */
+	assert_int_equal(A.ctr.rail_retries + B.ctr.rail_retries, 0);
+	assert_int_equal(pa->epoch, epoch);
+	assert_int_equal(A.ctr.rail_hold_asks, 1);
+	assert_true(pb->rail_hold); /* b holds its next WRITEs to a */
+	fake_vx_release(b_qp(0), fake_vx_held(b_qp(0)));
+	fake_vx_release(b_qp(1), fake_vx_held(b_qp(1)));
+	fake_vx_hold(false);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS &&
+		   kvxd_room_state(prefill_room(11)) == KVX_ROOM_SUCCESS);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	close_room(r, 11);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_true(pa->epoch > epoch);
+	/* b replaced it, once idle; the retry was a's */
+	assert_int_equal(A.ctr.rail_hold_timeouts, 0);
+	assert_int_equal(A.ctr.rail_retries, 1);
+	assert_int_equal(B.ctr.rail_retries, 0);
+	assert_int_equal(pa->rails_down, 0);
+	assert_false(pb->rail_hold);
+}
+
+/* A peer asked to hold its WRITEs that does not replace the session in time (here its WRITEs
+ * never complete) is replaced anyway, 2 s after the ask; what it had in flight flushes. */
+static void
+test_rail_retry_replaces_a_peer_that_does_not(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b");
+	uint32_t epoch = pa->epoch;
+	struct kvxd_room *r;
+
+	(void)state;
+	assert_true(kvxd_peer_rail_failed(&A, pa, 1));
+	fake_vx_hold(true);
+	r = open_room(12, ROOM_PAGES);
+	submit(12, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	pump_ms(5100);
+	assert_int_equal(A.ctr.rail_hold_asks, 1);
+	pump_ms(1800);
+	assert_int_equal(A.ctr.rail_hold_timeouts, 0);
+	assert_int_equal(pa->epoch, epoch);
+	pump_ms(300);
+	assert_int_equal(A.ctr.rail_hold_timeouts, 1);
+	assert_int_equal(A.ctr.rail_retries, 1);
+	fake_vx_hold(false);
+	PUMP_UNTIL(kvx_room_state_terminal(kvxd_room_state(r)) && node_ready(&A, "b") &&
+		   node_ready(&B, "a"));
+	assert_true(pa->epoch > epoch);
+	assert_int_equal(pa->rails_down, 0);
+	assert_int_equal(pa->hold_asked_ms, 0);
+}
+
+/* Both nodes fenced the rail and their retries come at once: the asks cross, and the first node
+ * that reads the other's replaces the session (its own WRITEs were held and done).  One
+ * replacement, which tries each node's failed rail again; no core holds anything after it. */
+static void
+test_rail_retry_asks_crossing(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b"), *pb = peer_of(&B, "a");
+	uint32_t ea = pa->epoch, eb = pb->epoch;
+
+	(void)state;
+	assert_true(kvxd_peer_rail_failed(&A, pa, 1));
+	assert_true(kvxd_peer_rail_failed(&B, pb, 1));
+	pump_ms(5100);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a") && pa->epoch > ea && pb->epoch > eb);
+	pump_ms(5);
+	assert_int_equal(pa->epoch, ea + 1); /* one replacement */
+	assert_int_equal(A.ctr.rail_hold_asks, 1);
+	assert_int_equal(B.ctr.rail_hold_asks, 1);
+	assert_int_equal(A.ctr.rail_hold_timeouts + B.ctr.rail_hold_timeouts, 0);
+	assert_int_equal(A.ctr.rail_retries, 1);
+	assert_int_equal(B.ctr.rail_retries, 1);
+	assert_int_equal(pa->rails_down | pb->rails_down, 0);
+	assert_false(pa->rail_hold || pb->rail_hold || pa->hold_asked_ms || pb->hold_asked_ms);
+	for (int c = 0; c < A.ncores; c++)
+		assert_false(A.cores[c].hold[pa->idx]);
+	for (int c = 0; c < B.ncores; c++)
+		assert_false(B.cores[c].hold[pb->idx]);
+}
+
+/* A peer whose HELLO does not say it answers HOLD_ASK (an older kvxd) is not asked: the session
+ * is replaced as soon as nothing of ours is in flight, as before. */
+static void
+test_rail_retry_without_the_feature_replaces_at_once(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b");
+	uint32_t epoch = pa->epoch;
+
+	(void)state;
+	assert_true(pa->features & KVX_WIRE_FEAT_HOLD_ASK);
+	pa->features &= ~KVX_WIRE_FEAT_HOLD_ASK;
+	assert_true(kvxd_peer_rail_failed(&A, pa, 1));
+	pump_ms(5100);
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a") && pa->epoch > epoch);
+	assert_int_equal(A.ctr.rail_hold_asks, 0);
+	assert_int_equal(A.ctr.rail_retries, 1);
+	assert_int_equal(pa->rails_down, 0);
+	assert_true(pa->features & KVX_WIRE_FEAT_HOLD_ASK); /* the new session's HELLO */
+}
+
 /* A ROOM_META with keys for fewer rails than the session has is a broken peer: the session
  * ends, nothing is posted under a missing key. */
 static void
@@ -419,6 +539,13 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rail_error_drains_every_rail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_rail_fenced_others_carry_on, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_rail_retry_waits_for_the_peers_writes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rail_retry_replaces_a_peer_that_does_not,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rail_retry_asks_crossing, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_rail_retry_without_the_feature_replaces_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rail_gid_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session_up_without_a_rail_it_cannot_connect,
