@@ -210,9 +210,9 @@ struct kvxd_peer {
 	uint8_t rails_down;
 	bool rail_hold;
 	uint32_t rail_idle_cores;
-	/* ... and its two sides (KVXD_BYE_HOLD_ASK): when we asked the peer to hold its WRITEs
-	 * (0: not asked), and whether we hold ours because it asked */
-	uint64_t hold_asked_ms;
+	/* ... its two sides (KVXD_BYE_HOLD_ASK): when we asked the peer to hold its WRITEs (0: not
+	 * asked), since when we hold ours (rail_hold), and whether we do because it asked */
+	uint64_t hold_asked_ms, rail_hold_ms;
 	bool hold_for_peer;
 	uint32_t features; /* its HELLO's (this session's) */
 	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;

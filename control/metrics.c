@@ -349,8 +349,8 @@ control_counters(struct out *o, struct kvxd *d)
 		"none was in flight",
 		c->rail_hold_asks);
 	COUNTER("rail_hold_timeouts_total",
-		"of those, the peer did not replace the session in time: replaced anyway (what it "
-		"still had in flight to us flushes)",
+		"rail retries whose drain did not end in time (our WRITEs, or the peer's after our "
+		"ask): the session was replaced anyway, what was in flight flushing",
 		c->rail_hold_timeouts);
 	GAUGE("journal_pending_entries", "handshake journal entries not rolled back yet",
 	      (uint64_t)kvxd_journal_pending(d));

@@ -662,22 +662,34 @@ rail_replace(struct kvxd *d, struct kvxd_peer *p, const char *why)
 
 /* The replacement that tries the failed rails again, once nothing is in flight to p: hold new
  * WRITEs on every core; once all said they are idle, ask the peer to do the same and replace the
- * session (kvxd_peer_rail_idle), or replace it ourselves if it does not in time. */
+ * session (kvxd_peer_rail_idle).  Each wait is bounded: our WRITEs that do not end in time
+ * (from rail_hold_ms; twice that when the peer asked for the hold), or a peer that does not
+ * replace the session in time (from hold_asked_ms), and we replace it anyway, what is still in
+ * flight flushing (its rooms fail, safely). */
 static void
 rail_tick(struct kvxd *d, struct kvxd_peer *p, uint64_t now)
 {
-	if (p->state == KVXD_PEER_READY && p->hold_asked_ms &&
-	    now >= p->hold_asked_ms + rail_hold_ask_ms(d)) {
+	uint64_t bound = rail_hold_ask_ms(d);
+	/* a hold the peer asked for: its own bound comes first (it replaces the session) */
+	bool ours = p->rail_hold && !p->hold_asked_ms &&
+		    now >= p->rail_hold_ms + (p->hold_for_peer ? 2 * bound : bound);
+
+	if (p->state == KVXD_PEER_READY &&
+	    (ours || (p->hold_asked_ms && now >= p->hold_asked_ms + bound))) {
 		d->ctr.rail_hold_timeouts++;
-		KVX_WARN("peer %s: did not replace the session within %llu ms of our ask to hold "
-			 "its WRITEs: replacing it now (what it still has in flight to us flushes)",
-			 p->name, (unsigned long long)rail_hold_ask_ms(d));
+		KVX_WARN("peer %s: %s within %llu ms: replacing the session now (what is still in "
+			 "flight flushes)",
+			 p->name,
+			 ours ? "our WRITEs to it did not end"
+			      : "it did not replace the session after our ask to hold its WRITEs",
+			 (unsigned long long)bound);
 		rail_replace(d, p, "replacing the session to try its failed rail again");
 		return;
 	}
 	if (p->state != KVXD_PEER_READY || !p->rails_down || p->rail_hold || now < p->rail_retry_ms)
 		return;
 	p->rail_hold = true;
+	p->rail_hold_ms = now;
 	p->rail_idle_cores = 0;
 	if (!rails_send(d, p))
 		p->rail_hold = false; /* tried again at the next tick */
@@ -759,6 +771,7 @@ hold_answer(struct kvxd *d, struct kvxd_peer *p)
 		return;
 	}
 	p->rail_hold = true;
+	p->rail_hold_ms = kvxd_now_ms();
 	p->rail_idle_cores = 0;
 	if (!rails_send(d, p)) /* a core without memory for it: the peer replaces in time */
 		KVX_WARN("peer %s: cannot hold our WRITEs on every core as it asked", p->name);

@@ -325,6 +325,23 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	close_room(r, 9);
 }
 
+/* Node n fences rail 1 towards p (its QP there failed); then b writes room id, its WRITEs held
+ * in flight by the fake, while n's backoff passes.  a's decode room. */
+static struct kvxd_room *
+fence_with_writes_held(struct kvxd *n, struct kvxd_peer *p, uint64_t id)
+{
+	struct kvxd_room *r;
+
+	assert_true(kvxd_peer_rail_failed(n, p, 1));
+	assert_int_equal(p->rails_down, 2);
+	fake_vx_hold(true);
+	r = open_room(id, ROOM_PAGES);
+	submit(id, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	pump_ms(5100);
+	return r;
+}
+
 /* The node whose retry of a failed rail comes first may have nothing in flight itself (here a,
  * the decode side, fenced rail 1 on its own).  Replacing the session then would flush b's
  * WRITEs still in flight to it, failing their room.  a asks b to hold its WRITEs instead; b
@@ -337,13 +354,7 @@ test_rail_retry_waits_for_the_peers_writes(void **state)
 	struct kvxd_room *r;
 
 	(void)state;
-	assert_true(kvxd_peer_rail_failed(&A, pa, 1)); /* a's QP on rail 1 failed */
-	assert_int_equal(pa->rails_down, 2);
-	fake_vx_hold(true);
-	r = open_room(11, ROOM_PAGES);
-	submit(11, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
-	pump_ms(5100); /* a's backoff passed, b's WRITEs still in flight */
+	r = fence_with_writes_held(&A, pa, 11); /* a's backoff passed, b's WRITEs in flight */
 	assert_int_equal(A.ctr.rail_retries + B.ctr.rail_retries, 0);
 	assert_int_equal(pa->epoch, epoch);
 	assert_int_equal(A.ctr.rail_hold_asks, 1);
@@ -375,12 +386,7 @@ test_rail_retry_replaces_a_peer_that_does_not(void **state)
 	struct kvxd_room *r;
 
 	(void)state;
-	assert_true(kvxd_peer_rail_failed(&A, pa, 1));
-	fake_vx_hold(true);
-	r = open_room(12, ROOM_PAGES);
-	submit(12, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
-	pump_ms(5100);
+	r = fence_with_writes_held(&A, pa, 12);
 	assert_int_equal(A.ctr.rail_hold_asks, 1);
 	pump_ms(1800);
 	assert_int_equal(A.ctr.rail_hold_timeouts, 0);
@@ -423,6 +429,32 @@ test_rail_retry_asks_crossing(void **state)
 		assert_false(A.cores[c].hold[pa->idx]);
 	for (int c = 0; c < B.ncores; c++)
 		assert_false(B.cores[c].hold[pb->idx]);
+}
+
+/* The retrying node's own WRITEs that never end (here held by the fake for good) do not hold
+ * its next WRITEs to the peer for ever: after the bound the session is replaced anyway, and what
+ * was in flight flushes (its room fails, safely). */
+static void
+test_rail_retry_drain_is_bounded(void **state)
+{
+	struct kvxd_peer *pb = peer_of(&B, "a");
+	uint32_t epoch = pb->epoch;
+	struct kvxd_room *r;
+
+	(void)state;
+	r = fence_with_writes_held(&B, pb, 13);
+	assert_true(pb->rail_hold);
+	assert_int_equal(B.ctr.rail_hold_asks, 0); /* its own WRITEs are still in flight */
+	pump_ms(1800);
+	assert_int_equal(pb->epoch, epoch);
+	pump_ms(300);
+	assert_int_equal(B.ctr.rail_hold_timeouts, 1);
+	assert_int_equal(B.ctr.rail_retries, 1);
+	fake_vx_hold(false);
+	PUMP_UNTIL(kvx_room_state_terminal(kvxd_room_state(r)) && node_ready(&A, "b") &&
+		   node_ready(&B, "a"));
+	assert_true(pb->epoch > epoch);
+	assert_false(pb->rail_hold);
 }
 
 /* A peer whose HELLO does not say it answers HOLD_ASK (an older kvxd) is not asked: the session
@@ -544,6 +576,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rail_retry_replaces_a_peer_that_does_not,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rail_retry_asks_crossing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rail_retry_drain_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_rail_retry_without_the_feature_replaces_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_short_of_rails_refused, setup, teardown),
