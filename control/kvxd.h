@@ -46,8 +46,8 @@
  * our cores still flush the peer's last session (a planned replacement on a slow node).  The
  * dialer gives up quietly (nothing fails) and dials again shortly. */
 #define KVXD_BYE_BUSY 4
-/* Several rails: the node whose retry of a failed rail comes has nothing of its own in flight to
- * the peer (its WRITEs held), but the peer's WRITEs to it may still be.  HOLD_ASK: "hold yours
+/* Several rails: the node whose retry of a failed rail comes first has nothing of its own in flight
+ * to the peer (its WRITEs held), but the peer's WRITEs to it may still be.  HOLD_ASK: "hold yours
  * and, once none is in flight, replace the session (BYE REPLACE)", so that the replacement
  * flushes nobody's WRITEs.  Sent only to a peer whose HELLO has KVX_WIRE_FEAT_HOLD_ASK; the asker
  * replaces the session itself if no BYE REPLACE comes in time. */

@@ -342,7 +342,7 @@ control_counters(struct out *o, struct kvxd *d)
 		c->rails_fenced);
 	COUNTER("rail_retries_total",
 		"sessions replaced, once nothing was in flight, that try this node's failed rails "
-		"again (by either node)",
+		"again (whichever node replaced it)",
 		c->rail_retries);
 	COUNTER("rail_hold_asks_total",
 		"rail retries that asked the peer to hold its WRITEs and replace the session once "
