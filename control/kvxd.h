@@ -11,6 +11,7 @@
 #ifndef KVX_CONTROL_KVXD_H
 #define KVX_CONTROL_KVXD_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -75,6 +76,7 @@ enum kvxd_fd_kind {
 	KVXD_FD_METRICS_LISTEN, /* [metrics] listen (control/metrics_http.h) */
 	KVXD_FD_METRICS_CONN,	/* one of its connections */
 	KVXD_FD_ETCD,		/* a connection to etcd's gateway (control/etcd.h) */
+	KVXD_FD_VWORK,		/* the verbs worker's done wake-up (control/vwork.h) */
 };
 
 struct kvxd_fd {
@@ -120,6 +122,7 @@ enum kvxd_journal_kind {
 	KVXD_J_QPC,	   /* a core's QP context (memory): free it */
 	KVXD_J_QP,	   /* a QP on a core's CQ: destroy it (through its core once published) */
 	KVXD_J_QP_ARMED,   /* a QP past RTR, able to take writes: fence it (error state) first */
+	KVXD_J_CONNECT,	   /* the QPs' moves to RTR and RTS, on the verbs worker: wait for it */
 };
 
 enum kvxd_release_step {
@@ -157,6 +160,31 @@ struct kvxd_status_entry {
 	uint32_t sent_epoch; /* 0: not sent yet */
 };
 
+/* One session's QPs brought to RTR and RTS by the verbs worker (control/vwork.h), off the
+ * control core: on a RoCE device (rxe among them) the move to RTR resolves the peer's address
+ * in the kernel, and where it cannot (a cut link) that call blocks for about a second.  Written
+ * by the control core before it is submitted, by the worker until it is done, read by the
+ * control core after. */
+struct kvxd_vjob {
+	struct kvxd_vjob *next;
+	int peer;	/* its index in d->peers */
+	uint32_t lanes; /* the lanes to bring up (a bit each) */
+	struct kvx_vx_qp *qp[KVXD_MAX_LANES];
+	struct kvx_vx_qp_attr attr[KVXD_MAX_LANES];
+	uint8_t rail[KVXD_MAX_LANES];
+	/* results by lane: how far it got (enum kvxd_vjob_stage) and the failed call's error */
+	uint8_t stage[KVXD_MAX_LANES];
+	int rc[KVXD_MAX_LANES];
+	bool busy; /* submitted, and not yet taken back by the control core */
+};
+
+enum kvxd_vjob_stage {
+	KVXD_VJOB_NONE = 0, /* not tried: its rail failed on an earlier lane, or kvxd stops */
+	KVXD_VJOB_FAILED,   /* the move to RTR failed (rc) */
+	KVXD_VJOB_RTR,	    /* at RTR; the move to RTS failed (rc) */
+	KVXD_VJOB_RTS,
+};
+
 struct kvxd_peer {
 	int idx;
 	char name[KVX_CFG_NAME_MAX];
@@ -170,16 +198,17 @@ struct kvxd_peer {
 	struct kvxd_qpc *qpc[KVXD_MAX_LANES]; /* by lane: core * nrails + rail */
 	uint32_t psn[KVXD_MAX_LANES];
 	bool sent_ready, got_ready;
-	bool paused;	/* operator: no connection until resumed */
-	bool try_once;	/* operator: one attempt, pause again if it fails */
-	bool stalled;	/* fault handshake.stall: ignore this session's input */
-	bool replacing; /* this reset replaces QPs after an error (BYE 1): rooms carry on */
-	bool lost;	/* its last session ended by failure, and no new one is up yet */
-	bool fence_req; /* kvxd_peer_fence_request(): reset at the next kvxd_peer_tick() */
-	bool quiet;	/* this reset ends a session both sides agreed to close, or a dial that
-			 * crossing dials superseded: nothing failed, rooms carry on */
-	bool dialer;	/* the setup in progress (or the session) is one we dialled */
-	bool want;	/* on_demand: a room may need a session (checked when a dial is due) */
+	struct kvxd_vjob vjob; /* its QPs' connection, while on the verbs worker */
+	bool paused;	       /* operator: no connection until resumed */
+	bool try_once;	       /* operator: one attempt, pause again if it fails */
+	bool stalled;	       /* fault handshake.stall: ignore this session's input */
+	bool replacing;	       /* this reset replaces QPs after an error (BYE 1): rooms carry on */
+	bool lost;	       /* its last session ended by failure, and no new one is up yet */
+	bool fence_req;	       /* kvxd_peer_fence_request(): reset at the next kvxd_peer_tick() */
+	bool quiet;  /* this reset ends a session both sides agreed to close, or a dial that
+		      * crossing dials superseded: nothing failed, rooms carry on */
+	bool dialer; /* the setup in progress (or the session) is one we dialled */
+	bool want;   /* on_demand: a room may need a session (checked when a dial is due) */
 	/* connect = on_demand: when a room last needed this session, and when we last asked
 	 * the peer to close it (KVXD_BYE_IDLE_ASK) */
 	uint64_t busy_ms, idle_asked_ms;
@@ -455,6 +484,19 @@ struct kvxd {
 	dev_t eng_dev;
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
+	/* the verbs worker (control/vwork.h): a thread once started; until then (unit tests) its
+	 * jobs run on the control core at its next loop pass, unless held (a blocked call) */
+	struct kvxd_vwork {
+		bool started, stop, held;
+		int efd;
+		struct kvxd_fd ev;
+		int nbusy;		       /* jobs submitted, not yet taken back */
+		struct kvxd_vjob *todo, *done; /* FIFO, LIFO (each taken whole) */
+		struct kvxd_vjob **todo_tail;
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		pthread_t thread;
+	} vwork;
 	bool stopping;
 	uint64_t loop_pass; /* kvxd_loop_once() calls so far */
 	/* a peer's frames wait in its stream: kvxd_peers_flush() writes them (after the engines

@@ -25,6 +25,7 @@
 #include "control/etcd.h"
 #include "control/metrics_http.h"
 #include "control/peer.h"
+#include "control/vwork.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "kvx/version.h"
@@ -330,6 +331,9 @@ main(int argc, char **argv)
 		rc = -errno;
 		goto err_fini_cores;
 	}
+	rc = kvxd_vwork_start(d); /* QPs' moves to RTR and RTS, off the control core */
+	if (rc)
+		goto err_close_epoll;
 	rc = tcp_listen(d);
 	if (rc)
 		goto err_close_epoll;
@@ -366,6 +370,8 @@ main(int argc, char **argv)
 	/* reverse order: cores, the QPs they still hold, rooms, engines and pools (memory
 	 * registrations), CQs, tables, device, the chunk cache */
 err_stop_cores:
+	kvxd_vwork_stop(d);	    /* its last call returns (at most about a second) */
+	kvxd_peer_connects_done(d); /* and rollbacks that waited for it go on */
 	for (int i = 0; i < ncores; i++)
 		kvx_pcore_stop(&d->cores[i]);
 	kvxd_shutdown_release(d);
@@ -376,6 +382,7 @@ err_stop_http:
 err_close_tcp:
 	close(d->tcp_fd);
 err_close_epoll:
+	kvxd_vwork_stop(d);
 	close(d->epfd);
 err_fini_cores:
 	kvx_rcu_barrier();

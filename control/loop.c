@@ -26,6 +26,7 @@
 #include "control/peer.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
+#include "control/vwork.h"
 #include "core/log.h"
 
 #define TICK_MS 20
@@ -225,6 +226,9 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 	case KVXD_FD_ETCD:
 		kvxd_etcd_on_event(d, f, events);
 		break;
+	case KVXD_FD_VWORK:
+		kvxd_vwork_on_event(d); /* its done jobs are taken after the batch */
+		break;
 	case KVXD_FD_SIGNAL: {
 		struct signalfd_siginfo si;
 
@@ -312,6 +316,8 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 		dispatch(d, ev[i].data.ptr, ev[i].events);
 	drain_outboxes(d);
 	kvxd_engine_rings_poll(d);
+	kvxd_vwork_run_inline(d); /* no worker thread (unit tests): its jobs run here */
+	kvxd_peer_connects_done(d);
 	tick(d, kvxd_now_ms());
 	kvxd_engine_reap(d);  /* sessions doomed above: nothing holds them any more */
 	kvxd_pending_reap(d); /* connections dropped above: no event of this batch is left */

@@ -22,6 +22,7 @@
 #include "control/peer.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
+#include "control/vwork.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/rand.h"
@@ -281,6 +282,10 @@ journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *
 		kvx_pcore_qpc_free(q);
 		p->qpc[e->lane] = NULL;
 		return 0;
+	case KVXD_J_CONNECT:
+		/* the worker may be in a call on these QPs: nothing of theirs is released until
+		 * it is done (kvxd_peer_connects_done resumes the rollback) */
+		return p->vjob.busy ? -EINPROGRESS : 0;
 	case KVXD_J_QP_ARMED:
 		if (kvx_fault_hit(KVX_FAULT_RB_QP_TO_ERR))
 			return -EIO;
@@ -523,13 +528,15 @@ gid_ok(const struct kvx_config_peer *cp, const uint8_t gid[16], int rail)
 }
 
 static bool rail_down(struct kvxd *d, struct kvxd_peer *p, int rail, const char *why);
+static int publish(struct kvxd *d, struct kvxd_peer *p);
+static void peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what);
 
-/* Validate the remote's QP data, bring every QP to RTS, send QP_READY. */
+/* Validate the remote's QP data and hand the moves of every QP to RTR and RTS to the verbs
+ * worker (control/vwork.h): kvxd_peer_connects_done() goes on once they are made. */
 static int
 connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *ri)
 {
-	struct kvx_wire_msg m = {.type = KVX_WIRE_QP_READY};
-	int rc;
+	struct kvxd_vjob *j = &p->vjob;
 
 	if (ri->ncores != d->ncores) {
 		snprintf(p->last_error, sizeof(p->last_error),
@@ -540,6 +547,10 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 		snprintf(p->last_error, sizeof(p->last_error),
 			 "rail count mismatch: ours %d ([rdma] and [rail.N]), theirs %u", d->nrails,
 			 ri->nrails);
+		return -EPROTO;
+	}
+	if (j->busy || p->sent_ready) { /* the sequence check lets one QP_INFO through */
+		snprintf(p->last_error, sizeof(p->last_error), "QP_INFO again in one session");
 		return -EPROTO;
 	}
 	for (int k = 0; k < d->nrails; k++) {
@@ -555,28 +566,90 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 			 k, gid, p->addr.host, p->name);
 		return -EACCES;
 	}
+	j->peer = p->idx;
+	j->lanes = 0;
 	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
-		struct kvx_vx_qp_attr a = qp_attr(d, p, c, ri);
-
 		if (p->rails_down & 1u << kvxd_lane_rail(d, c))
-			continue; /* that rail could not be connected on another core */
-		rc = kvx_vx->qp_to_rtr(p->qpc[c]->qp, &a);
-		if (rc && rail_down(d, p, kvxd_lane_rail(d, c), "could not reach the peer"))
-			continue; /* the session comes up on the other rails (a cut link: rxe
-				   * cannot resolve the peer's address) */
-		if (rc)
-			return rc;
-		journal_push(p, KVXD_J_QP_ARMED, c);
-		FAULT(p, KVX_FAULT_HS_AFTER_RTR);
-		rc = kvx_vx->qp_to_rts(p->qpc[c]->qp, &a);
-		if (rc && rail_down(d, p, kvxd_lane_rail(d, c), "could not be made ready"))
+			continue; /* that rail could not be set up on another core */
+		j->lanes |= 1u << c;
+		j->qp[c] = p->qpc[c]->qp;
+		j->attr[c] = qp_attr(d, p, c, ri);
+		j->rail[c] = (uint8_t)kvxd_lane_rail(d, c);
+	}
+	journal_push(p, KVXD_J_CONNECT, 0);
+	kvxd_vwork_submit(d, j);
+	return 0;
+}
+
+/* The verbs worker made the moves of connect_qps(): record the QPs that took writes (armed),
+ * fence a rail whose QPs could not be connected while another rail is left, send QP_READY,
+ * and publish if the peer's came already. */
+static int
+qps_connected(struct kvxd *d, struct kvxd_peer *p, const struct kvxd_vjob *j)
+{
+	struct kvx_wire_msg m = {.type = KVX_WIRE_QP_READY};
+	int rc;
+
+	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
+		int rail = kvxd_lane_rail(d, c);
+
+		if (!(j->lanes & 1u << c) || p->rails_down & 1u << rail)
+			continue; /* not tried, or its rail already fenced on an earlier lane */
+		if (j->stage[c] >= KVXD_VJOB_RTR) {
+			journal_push(p, KVXD_J_QP_ARMED, c);
+			FAULT(p, KVX_FAULT_HS_AFTER_RTR);
+		}
+		if (j->stage[c] == KVXD_VJOB_RTS) {
+			FAULT(p, KVX_FAULT_HS_AFTER_RTS);
 			continue;
-		if (rc)
-			return rc;
-		FAULT(p, KVX_FAULT_HS_AFTER_RTS);
+		}
+		if (j->stage[c] == KVXD_VJOB_NONE) { /* kvxd stops */
+			snprintf(p->last_error, sizeof(p->last_error),
+				 "QPs not connected: stopping");
+			return -ECANCELED;
+		}
+		/* the session comes up on the other rails (a cut link: rxe cannot resolve the
+		 * peer's address) */
+		if (rail_down(d, p, rail,
+			      j->stage[c] == KVXD_VJOB_FAILED ? "could not reach the peer"
+							      : "could not be made ready"))
+			continue;
+		snprintf(p->last_error, sizeof(p->last_error), "QP 0x%x to %s: %s", p->qpc[c]->qpn,
+			 j->stage[c] == KVXD_VJOB_FAILED ? "RTR" : "RTS",
+			 strerror(j->rc[c] < 0 ? -j->rc[c] : EIO));
+		return j->rc[c] < 0 ? j->rc[c] : -EIO;
 	}
 	p->sent_ready = true;
-	return kvxd_peer_send(d, p, &m);
+	rc = kvxd_peer_send(d, p, &m);
+	if (rc)
+		return rc;
+	return p->got_ready ? publish(d, p) : 0;
+}
+
+void
+kvxd_peer_connects_done(struct kvxd *d)
+{
+	struct kvxd_vjob *j = kvxd_vwork_take_done(d), *next;
+
+	for (; j; j = next) {
+		struct kvxd_peer *p = &d->peers[j->peer];
+		int rc;
+
+		next = j->next;
+		if (p->state != KVXD_PEER_QP_EXCHANGE) {
+			/* the session ended meanwhile: its rollback waited for the worker */
+			journal_rollback(d, p);
+			continue;
+		}
+		/* the calls are made: what they acquired is journaled next */
+		if (p->j.n > 0 && p->j.e[p->j.n - 1].kind == KVXD_J_CONNECT)
+			p->j.n--;
+		else
+			KVX_ERR("peer %s: QPs connected without their journal entry", p->name);
+		rc = qps_connected(d, p, j);
+		if (rc)
+			peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "connect QPs");
+	}
 }
 
 /* Tell every core which rails p's WRITEs avoid and whether they are held.  false: a core's

@@ -7,7 +7,7 @@ set -u
 dir=${1:-$(cd "$(dirname "$0")/../control" && pwd)}
 declare -A layer=(
 	[timer]=0 [kvxd]=1
-	[peer_io]=2 [engine_io]=2 [cred]=2
+	[peer_io]=2 [engine_io]=2 [cred]=2 [vwork]=2
 	[rooms]=3
 	[abort]=4
 	[peer]=5

@@ -2,10 +2,12 @@
 #include "fake_verbs.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FAKE_CQ_DEPTH 65536
@@ -62,6 +64,16 @@ static struct {
 	int nth, err;
 	bool sticky; /* nth and every later call */
 } fail_script[16];
+/* the script is read by the verbs worker's calls too (control/vwork.h, when a test starts it) */
+static pthread_mutex_t script_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* fake_vx_block_rtr(): the next qp_to_rtr waits (on the verbs worker's thread) */
+static pthread_mutex_t block_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t block_cv = PTHREAD_COND_INITIALIZER;
+static bool block_armed, block_open;
+static struct kvx_vx_qp *blocked_qp;
+static int destroyed_in_call;
+static pthread_t block_caller; /* the test's thread: its own calls never block */
 
 void
 fake_vx_install(void)
@@ -77,6 +89,76 @@ fake_vx_install(void)
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
 	cq_arms = 0;
+	pthread_mutex_lock(&block_mu);
+	block_armed = block_open = false;
+	destroyed_in_call = 0;
+	pthread_mutex_unlock(&block_mu);
+}
+
+void
+fake_vx_block_rtr(void)
+{
+	pthread_mutex_lock(&block_mu);
+	block_armed = true;
+	block_open = false;
+	block_caller = pthread_self();
+	pthread_mutex_unlock(&block_mu);
+}
+
+bool
+fake_vx_rtr_blocked(void)
+{
+	bool b;
+
+	pthread_mutex_lock(&block_mu);
+	b = blocked_qp != NULL;
+	pthread_mutex_unlock(&block_mu);
+	return b;
+}
+
+void
+fake_vx_unblock(void)
+{
+	pthread_mutex_lock(&block_mu);
+	block_open = true;
+	pthread_cond_broadcast(&block_cv);
+	pthread_mutex_unlock(&block_mu);
+}
+
+int
+fake_vx_destroyed_in_call(void)
+{
+	int n;
+
+	pthread_mutex_lock(&block_mu);
+	n = destroyed_in_call;
+	pthread_mutex_unlock(&block_mu);
+	return n;
+}
+
+/* The blocked call: until fake_vx_unblock(), or -ETIMEDOUT after 2 s (rxe's resolution gives up
+ * after 1 s). */
+static int
+block_wait(struct kvx_vx_qp *q)
+{
+	struct timespec until;
+	int rc = 0;
+
+	pthread_mutex_lock(&block_mu);
+	if (!block_armed || pthread_equal(pthread_self(), block_caller)) {
+		pthread_mutex_unlock(&block_mu);
+		return 0;
+	}
+	block_armed = false;
+	blocked_qp = q;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	while (!block_open && rc == 0)
+		rc = pthread_cond_timedwait(&block_cv, &block_mu, &until);
+	blocked_qp = NULL;
+	block_open = false;
+	pthread_mutex_unlock(&block_mu);
+	return rc ? -ETIMEDOUT : 0;
 }
 
 struct fake_vx_live
@@ -88,14 +170,16 @@ fake_vx_live(void)
 static void
 script_add(const char *op, int nth, int err, bool sticky)
 {
+	pthread_mutex_lock(&script_mu);
 	for (int i = 0; i < 16; i++)
 		if (!fail_script[i].nth) {
 			snprintf(fail_script[i].op, sizeof(fail_script[i].op), "%s", op);
 			fail_script[i].nth = nth;
 			fail_script[i].err = err;
 			fail_script[i].sticky = sticky;
-			return;
+			break;
 		}
+	pthread_mutex_unlock(&script_mu);
 }
 
 void
@@ -122,15 +206,23 @@ fake_vx_fail_stop(const char *op)
 static int
 scripted(const char *op)
 {
+	int rc = 0;
+
+	pthread_mutex_lock(&script_mu);
 	for (int i = 0; i < 16; i++) {
 		if (!fail_script[i].nth || strcmp(fail_script[i].op, op) != 0)
 			continue;
-		if (fail_script[i].sticky && fail_script[i].nth == 1)
-			return fail_script[i].err; /* this call and every later one */
-		if (--fail_script[i].nth == 0)
-			return fail_script[i].err;
+		if (fail_script[i].sticky && fail_script[i].nth == 1) {
+			rc = fail_script[i].err; /* this call and every later one */
+			break;
+		}
+		if (--fail_script[i].nth == 0) {
+			rc = fail_script[i].err;
+			break;
+		}
 	}
-	return 0;
+	pthread_mutex_unlock(&script_mu);
+	return rc;
 }
 
 void
@@ -384,9 +476,16 @@ static int
 fqp_destroy(struct kvx_vx_qp *q)
 {
 	int rc = scripted("qp_destroy");
+	bool in_call;
 
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&block_mu);
+	in_call = q == blocked_qp;
+	destroyed_in_call += in_call;
+	pthread_mutex_unlock(&block_mu);
+	if (in_call)
+		return -EBUSY; /* as uverbs answers while another call holds the QP */
 	for (int i = 0; i < FAKE_MAX_QP; i++)
 		if (qps[i] == q)
 			qps[i] = NULL;
@@ -415,7 +514,11 @@ fqp_init(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
 static int
 fqp_rtr(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
 {
-	int rc = scripted("qp_to_rtr");
+	int rc = block_wait(q);
+
+	if (rc)
+		return rc;
+	rc = scripted("qp_to_rtr");
 
 	if (rc)
 		return rc;

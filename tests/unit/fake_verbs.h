@@ -30,6 +30,14 @@ void fake_vx_fail_call(const char *op, int nth, int err);
  * only such entries). */
 void fake_vx_fail_from(const char *op, int nth, int err);
 void fake_vx_fail_stop(const char *op);
+/* The next qp_to_rtr made on another thread than the caller's (the verbs worker's) blocks, as
+ * rxe's move to RTR does while it cannot resolve the peer's address, until fake_vx_unblock(), or
+ * fails -ETIMEDOUT after 2 s.  While it waits, fake_vx_rtr_blocked() is true, and destroying its QP
+ * is refused (-EBUSY, as uverbs does) and counted (fake_vx_destroyed_in_call). */
+void fake_vx_block_rtr(void);
+bool fake_vx_rtr_blocked(void);
+void fake_vx_unblock(void);
+int fake_vx_destroyed_in_call(void);
 
 /* The nth (1-based) next post_write_chain queues every WR of its list on the QP, where they
  * never run, and fails with err without naming a bad WR (*posted = all of them): rxe's answer on

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "control/peer.c"
+#include "control/vwork.h"
 
 #include "nodes_harness.h"
 
@@ -257,10 +258,55 @@ test_rooms_of_a_failed_peer_fail(void **state)
 	PUMP_UNTIL(both_idle() && kvx_room_table_count(A.by_id) == 0 && A.ctr.rooms_freed == 1);
 }
 
+/* A move to RTR that blocks (rxe resolving a peer it cannot reach: about a second each time)
+ * runs on the verbs worker: a's control core goes on meanwhile, with the handshake waiting in
+ * QP_EXCHANGE; and a session torn down during the call destroys none of its QPs until the call
+ * has returned (uverbs refuses that: EBUSY, and the worker would still hold the QP). */
+static void
+test_blocked_rtr_does_not_stall_the_control_core(void **state)
+{
+	uint64_t pass;
+
+	(void)state;
+	assert_int_equal(kvxd_vwork_start(&A), 0);
+	fake_vx_block_rtr();
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(fake_vx_rtr_blocked());
+	pass = A.loop_pass;
+	pump_ms(50);
+	assert_true(fake_vx_rtr_blocked());
+	assert_true(A.loop_pass >= pass + 50);
+	assert_int_equal(PA->state, KVXD_PEER_QP_EXCHANGE);
+	assert_int_equal(PA->j.e[PA->j.n - 1].kind, KVXD_J_CONNECT);
+	assert_false(PA->sent_ready);
+	fake_vx_unblock();
+	PUMP_UNTIL(both_ready());
+	assert_int_equal(PA->j.n, 2 + 3 * harness_lanes());
+
+	/* torn down while the call waits: the rollback waits for it */
+	kvxd_peer_admin(&A, "b", "pause");
+	PUMP_UNTIL(both_idle());
+	fake_vx_block_rtr();
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(fake_vx_rtr_blocked());
+	kvxd_peer_admin(&A, "b", "pause");
+	pump_ms(50);
+	assert_true(fake_vx_rtr_blocked());
+	assert_int_equal(PA->state, KVXD_PEER_CLOSING);
+	assert_int_equal(PA->j.e[PA->j.n - 1].kind, KVXD_J_CONNECT);
+	fake_vx_unblock();
+	PUMP_UNTIL(both_idle());
+	assert_int_equal(fake_vx_destroyed_in_call(), 0);
+	assert_live_at_base();
+	kvxd_vwork_stop(&A);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_blocked_rtr_does_not_stall_the_control_core,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setup_and_teardown_release_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_every_acquisition_point_rolls_back, setup,

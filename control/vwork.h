@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The verbs worker (layer 2 of control/, control/README.md): the QP state changes that may
+ * block, run off the control core.  On a RoCE device the move to RTR resolves the peer's
+ * address in the kernel (its neighbour entry), and where that fails (a cut link) the call
+ * blocks for about a second before it fails: measured on rxe, one ibv_modify_qp of 1.0 s per
+ * unreachable rail.  On the control core that second stalled every engine request, heartbeat,
+ * abort and handshake of the node.
+ *
+ * One thread, started with kvxd (kvxd_vwork_start), takes jobs in order; a job is one session's
+ * QPs (struct kvxd_vjob, in the peer: at most one per peer, so nothing to bound).  When it is
+ * done the worker writes an eventfd the loop waits on, and the peer layer takes the done jobs
+ * back (kvxd_vwork_take_done) and goes on with the handshake.  Until the worker is started (the
+ * unit tests' nodes) a job runs on the control core at its next loop pass
+ * (kvxd_vwork_run_inline), unless held: what a call that blocks looks like to the rest.
+ * Threads: submit, take and run_inline on the control core; the job's calls on the worker.
+ */
+#ifndef KVX_CONTROL_VWORK_H
+#define KVX_CONTROL_VWORK_H
+
+#include "control/kvxd.h"
+
+/* Start the thread and its eventfd (on d->epfd).  0 or -errno. */
+int kvxd_vwork_start(struct kvxd *d);
+/* Let the job being run finish (the jobs behind it are done without a call: KVXD_VJOB_NONE)
+ * and join the thread.  The done jobs stay to be taken.  Safe when never started. */
+void kvxd_vwork_stop(struct kvxd *d);
+/* Queue j (its peer, lanes, QPs and attributes set; j->busy must be false). */
+void kvxd_vwork_submit(struct kvxd *d, struct kvxd_vjob *j);
+/* Its eventfd was readable: clear it (the loop then takes the done jobs). */
+void kvxd_vwork_on_event(struct kvxd *d);
+/* Not started: run what is queued, on this thread (nothing while vwork.held). */
+void kvxd_vwork_run_inline(struct kvxd *d);
+/* The done jobs, each taken back (busy false), linked by next; NULL: none. */
+struct kvxd_vjob *kvxd_vwork_take_done(struct kvxd *d);
+
+#endif
