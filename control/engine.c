@@ -29,6 +29,7 @@
 #include "control/engine_io.h"
 #include "control/peer_io.h"
 #include "control/rooms.h"
+#include "control/vwork.h"
 #include "core/engine_proto.h"
 #include "core/fault.h"
 #include "core/log.h"
@@ -400,7 +401,7 @@ pool_get(struct kvxd *d, struct kvxd_engine *e, int id)
 		struct kvxd_pool *p = d->pools[i];
 
 		/* an orphan is being deregistered: none of its rails' keys may be used again */
-		if (p && p->id == id && p->engine_id == e->id && !p->orphan)
+		if (p && p->id == id && p->engine_id == e->id && !p->orphan && !p->registering)
 			return p;
 	}
 	return NULL;
@@ -510,18 +511,23 @@ pool_fd_is_memory(int fd, uint64_t *granule)
  * Register the engine's memfd as a pool: nbufs x npages x page_size bytes, computed in 64 bits
  * with overflow checks against POOL_BYTES_MAX; the memfd must hold them (it may be larger: the
  * pool is its start), and it must be memory (shmem or hugetlbfs), never a file of a filesystem:
- * registering the MR faults its pages in on the control core, and a file on a filesystem the
- * engine serves itself (FUSE) would hold the control core for as long as the engine likes.
- * Then the caps: pools per engine and pinned bytes per uid (-EDQUOT), free pool slots on the
- * node (-ENOSPC).  Returns the pool id or -errno, with why set on refusals.
+ * registering the MR faults its pages in, and a file on a filesystem the engine serves itself
+ * (FUSE) would hold the registration's worker for as long as the engine likes.  Then the caps:
+ * pools per engine and pinned bytes per uid (-EDQUOT), free pool slots on the node (-ENOSPC).
+ * The registration itself runs on a verbs worker (control/vwork.h: the kernel pins every page,
+ * 0.29 s for 256 MiB in the VM, seconds for a GPU node's pool, which on the control core stalled
+ * every request, heartbeat and abort of the node): -EINPROGRESS, and kvxd_engine_pool_done()
+ * answers request seq.  Until then the pool holds its slot and counts against the caps, and no
+ * room or chunk takes it.  Other returns: -errno, with why set on refusals.
  */
 static int
 pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_reg *m, int fd,
-	      char *why, size_t wlen)
+	      uint64_t seq, char *why, size_t wlen)
 {
 	const struct kvx_pool_geometry *g = &m->geom;
 	uint64_t len, map, granule = 1, pinned, cap = (uint64_t)d->cfg.max_pinned_mb_per_uid << 20;
 	struct kvxd_pool *p;
+	struct kvxd_vjob *j;
 	struct stat st;
 	int slot = -1, rc;
 
@@ -592,8 +598,11 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 		return -ENOSPC;
 	}
 	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
+	j = calloc(1, sizeof(*j));
+	if (!p || !j) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
 	p->base = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p->base == MAP_FAILED) {
 		rc = -errno;
@@ -601,37 +610,66 @@ pool_register(struct kvxd *d, struct kvxd_engine *e, const struct kvx_eng_pool_r
 	}
 	p->len = len;
 	p->map_len = map;
-	for (int k = 0; k < d->nrails; k++) { /* on every rail: a room's WRs go over all */
-		rc = kvx_vx->mr_reg(d->rails[k].dev, p->base, len, &p->mr[k]);
-		if (rc)
-			goto err_dereg;
-		p->lkey[k] = kvx_vx->mr_lkey(p->mr[k]);
-		p->rkey[k] = kvx_vx->mr_rkey(p->mr[k]);
-	}
 	p->id = ++d->next_pool_id;
 	p->engine_id = e->id;
 	p->uid = e->uid;
 	p->page_size = g->page_size;
 	p->npages = g->npages;
 	p->nbufs = g->nbufs;
+	p->registering = true;
+	atomic_store(&p->refs, 1); /* the registration's: nothing unregisters it meanwhile */
 	kvxd_pool_slot_set(d, slot, p);
+	*j = (struct kvxd_vjob){.kind = KVXD_VJOB_MR_REG,
+				.pool = p,
+				.engine_id = e->id,
+				.seq = seq,
+				.nrails = d->nrails}; /* on every rail: a room's WRs go over all */
+	for (int k = 0; k < d->nrails; k++)
+		j->dev[k] = d->rails[k].dev;
+	kvxd_vwork_submit(d, j);
+	return -EINPROGRESS;
+
+err_free:
+	free(j);
+	free(p);
+	return rc;
+}
+
+static int pool_unregister(struct kvxd *d, struct kvxd_pool *p);
+
+void
+kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
+{
+	struct kvxd_pool *p = j->pool;
+	struct kvxd_engine *e = kvxd_engine_by_id(d, j->engine_id);
+	char why[160] = "";
+
+	p->registering = false;
+	atomic_fetch_sub(&p->refs, 1);
+	if (j->mr_rc)
+		snprintf(why, sizeof(why), "registering the pool's memory on rail %d (%s): %s",
+			 j->mr_rail, d->cfg.rails[j->mr_rail].device, strerror(-j->mr_rc));
+	if (j->mr_rc || !e || p->orphan) {
+		/* the rails it registered go with it, now or once no room holds it (the sweep) */
+		p->orphan = true;
+		if (atomic_load(&p->refs) == 0)
+			pool_unregister(d, p);
+		if (e)
+			kvxd_engine_reply(d, e, j->seq, j->mr_rc ? j->mr_rc : -ECANCELED, 0, why);
+		free(j);
+		return;
+	}
+	for (int k = 0; k < j->nrails; k++) {
+		p->lkey[k] = kvx_vx->mr_lkey(p->mr[k]);
+		p->rkey[k] = kvx_vx->mr_rkey(p->mr[k]);
+	}
 	if (!rank_held_by_another(d, e))
 		e->holds = true; /* an engine's pools come before its rooms */
 	KVX_INFO("engine %d: pool %d registered: %u x %u pages x %u B on %d rail%s (rkey 0x%x)",
-		 e->id, p->id, p->nbufs, p->npages, p->page_size, d->nrails,
-		 d->nrails > 1 ? "s" : "", p->rkey[0]);
-	return p->id;
-
-err_dereg:
-	for (int k = 0; k < d->nrails; k++)
-		if (p->mr[k] && kvx_vx->mr_dereg(p->mr[k]))
-			KVX_ERR("engine %d: pool on rail %d: deregistration failed", e->id, k);
-	munmap(p->base, map);
-	free(p);
-	return rc;
-err_free:
-	free(p);
-	return rc;
+		 e->id, p->id, p->nbufs, p->npages, p->page_size, j->nrails,
+		 j->nrails > 1 ? "s" : "", p->rkey[0]);
+	kvxd_engine_reply(d, e, j->seq, 0, p->id, NULL);
+	free(j);
 }
 
 static int
@@ -1965,9 +2003,10 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 		break;
 	case KVX_ENG_POOL_REG:
 		v = len == sizeof(struct kvx_eng_pool_reg)
-			    ? pool_register(d, e, (const void *)buf, fd, text, sizeof(text))
+			    ? pool_register(d, e, (const void *)buf, fd, h->seq, text, sizeof(text))
 			    : -EBADMSG;
-		kvxd_engine_reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
+		if (v != -EINPROGRESS) /* else answered once registered */
+			kvxd_engine_reply(d, e, h->seq, v < 0 ? (int)v : 0, v, text);
 		break;
 	case KVX_ENG_POOL_UNREG: {
 		struct kvxd_pool *p =

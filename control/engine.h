@@ -39,6 +39,10 @@ void kvxd_engine_close_all(struct kvxd *d);
  * at them (a failed one is retried KVXD_POOL_DEREG_RETRY_MS later, not on every loop). */
 #define KVXD_POOL_DEREG_RETRY_MS 1000
 void kvxd_pool_sweep(struct kvxd *d, uint64_t now);
+/* A verbs worker registered a pool's memory (KVXD_VJOB_MR_REG, control/vwork.h): answer its
+ * engine's POOL_REG (the pool's id, or the failure; an engine gone meanwhile leaves the pool to
+ * be unregistered), and free j. */
+void kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j);
 struct kvxd_room_shape;
 
 /* Decode: open a room of rank `rank` and this shape (the engine request's checks and

@@ -160,13 +160,26 @@ struct kvxd_status_entry {
 	uint32_t sent_epoch; /* 0: not sent yet */
 };
 
-/* One session's QPs brought to RTR and RTS by the verbs worker (control/vwork.h), off the
- * control core: on a RoCE device (rxe among them) the move to RTR resolves the peer's address
- * in the kernel, and where it cannot (a cut link) that call blocks for about a second.  Written
- * by the control core before it is submitted, by the worker until it is done, read by the
- * control core after. */
+/* Verbs calls that may block, made by the verbs workers (control/vwork.h) off the control core.
+ * Written by the control core before it is submitted, by its worker until it is done, read by
+ * the control core after. */
+enum kvxd_vjob_kind {
+	/* one session's QPs to RTR and RTS: on a RoCE device (rxe among them) the move to RTR
+	 * resolves the peer's address in the kernel, and where it cannot (a cut link) that call
+	 * blocks for about a second */
+	KVXD_VJOB_CONNECT = 0,
+	/* a pool's memory registered on every rail: the kernel pins every page, in time
+	 * proportional to the pool (0.29 s for 256 MiB in the VM) */
+	KVXD_VJOB_MR_REG,
+	KVXD_VJOB_KINDS, /* one worker thread each: a long registration never delays a session */
+};
+
 struct kvxd_vjob {
 	struct kvxd_vjob *next;
+	uint8_t kind; /* enum kvxd_vjob_kind */
+	bool busy;    /* submitted, and not yet taken back by the control core */
+	bool cancel;  /* its session ended: calls not yet made are skipped (atomic) */
+	/* KVXD_VJOB_CONNECT (in the peer) */
 	int peer;	/* its index in d->peers */
 	uint32_t lanes; /* the lanes to bring up (a bit each) */
 	struct kvx_vx_qp *qp[KVXD_MAX_LANES];
@@ -175,7 +188,14 @@ struct kvxd_vjob {
 	/* results by lane: how far it got (enum kvxd_vjob_stage) and the failed call's error */
 	uint8_t stage[KVXD_MAX_LANES];
 	int rc[KVXD_MAX_LANES];
-	bool busy; /* submitted, and not yet taken back by the control core */
+	/* KVXD_VJOB_MR_REG (allocated by the engine layer): the pool's MRs go into pool->mr[],
+	 * which nothing reads until the job is done (the pool is registering, its refs held) */
+	struct kvxd_pool *pool;
+	int engine_id; /* the engine that asked, and its request (answered when done) */
+	uint64_t seq;
+	int nrails;
+	struct kvx_vx_dev *dev[KVX_MAX_RAILS];
+	int mr_rc, mr_rail; /* the first rail whose registration failed, and its error */
 };
 
 enum kvxd_vjob_stage {
@@ -484,18 +504,23 @@ struct kvxd {
 	dev_t eng_dev;
 	ino_t eng_ino;
 	struct kvxd_fd tcp_ev, eng_ev, sig_ev, outbox_ev[KVX_MAX_CORES];
-	/* the verbs worker (control/vwork.h): a thread once started; until then (unit tests) its
-	 * jobs run on the control core at its next loop pass, unless held (a blocked call) */
+	/* the verbs workers (control/vwork.h): threads once started; until then (unit tests)
+	 * their jobs run on the control core at its next loop pass */
 	struct kvxd_vwork {
-		bool started, stop, held;
+		bool started, stop;
 		int efd;
 		struct kvxd_fd ev;
-		int nbusy;		       /* jobs submitted, not yet taken back */
-		struct kvxd_vjob *todo, *done; /* FIFO, LIFO (each taken whole) */
-		struct kvxd_vjob **todo_tail;
+		int nbusy; /* jobs submitted, not yet taken back */
+		/* by kind (one thread each): FIFO; done: LIFO, taken whole */
+		struct kvxd_vjob *todo[KVXD_VJOB_KINDS], *done;
+		struct kvxd_vjob **todo_tail[KVXD_VJOB_KINDS];
 		pthread_mutex_t mu;
-		pthread_cond_t cv;
-		pthread_t thread;
+		pthread_cond_t cv[KVXD_VJOB_KINDS];
+		pthread_t thread[KVXD_VJOB_KINDS];
+		struct kvxd_vwork_arg {
+			struct kvxd_vwork *w;
+			int kind;
+		} arg[KVXD_VJOB_KINDS];
 	} vwork;
 	bool stopping;
 	uint64_t loop_pass; /* kvxd_loop_once() calls so far */

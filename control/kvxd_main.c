@@ -370,8 +370,8 @@ main(int argc, char **argv)
 	/* reverse order: cores, the QPs they still hold, rooms, engines and pools (memory
 	 * registrations), CQs, tables, device, the chunk cache */
 err_stop_cores:
-	kvxd_vwork_stop(d);	    /* its last call returns (at most about a second) */
-	kvxd_peer_connects_done(d); /* and rollbacks that waited for it go on */
+	kvxd_vwork_stop(d);	 /* their last calls return */
+	kvxd_loop_vwork_done(d); /* rollbacks that waited go on; pools registered are kept */
 	for (int i = 0; i < ncores; i++)
 		kvx_pcore_stop(&d->cores[i]);
 	kvxd_shutdown_release(d);

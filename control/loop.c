@@ -250,6 +250,20 @@ dispatch(struct kvxd *d, struct kvxd_fd *f, uint32_t events)
 }
 
 void
+kvxd_loop_vwork_done(struct kvxd *d)
+{
+	struct kvxd_vjob *j = kvxd_vwork_take_done(d), *next;
+
+	for (; j; j = next) {
+		next = j->next;
+		if (j->kind == KVXD_VJOB_CONNECT)
+			kvxd_peer_connect_done(d, j);
+		else
+			kvxd_engine_pool_done(d, j); /* frees j */
+	}
+}
+
+void
 kvxd_loop_once(struct kvxd *d, int timeout_ms)
 {
 	struct epoll_event ev[64];
@@ -317,7 +331,7 @@ kvxd_loop_once(struct kvxd *d, int timeout_ms)
 	drain_outboxes(d);
 	kvxd_engine_rings_poll(d);
 	kvxd_vwork_run_inline(d); /* no worker thread (unit tests): its jobs run here */
-	kvxd_peer_connects_done(d);
+	kvxd_loop_vwork_done(d);
 	tick(d, kvxd_now_ms());
 	kvxd_engine_reap(d);  /* sessions doomed above: nothing holds them any more */
 	kvxd_pending_reap(d); /* connections dropped above: no event of this batch is left */

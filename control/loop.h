@@ -14,6 +14,8 @@ int kvxd_run(struct kvxd *d);
  * most timeout_ms (less when a room or peer deadline comes sooner), handle them, run the due
  * timers, close doomed engine sessions.  Tests step it. */
 void kvxd_loop_once(struct kvxd *d, int timeout_ms);
+/* Hand the verbs workers' done jobs to their layers (peer: QPs connected; engine: a pool). */
+void kvxd_loop_vwork_done(struct kvxd *d);
 /* After the polling cores stopped: destroy QPs they still hold, free every room. */
 void kvxd_shutdown_release(struct kvxd *d);
 

@@ -284,8 +284,12 @@ journal_release(struct kvxd *d, struct kvxd_peer *p, struct kvxd_journal_entry *
 		return 0;
 	case KVXD_J_CONNECT:
 		/* the worker may be in a call on these QPs: nothing of theirs is released until
-		 * it is done (kvxd_peer_connects_done resumes the rollback) */
-		return p->vjob.busy ? -EINPROGRESS : 0;
+		 * it is done (kvxd_peer_connect_done resumes the rollback); the calls it has not
+		 * made yet it skips */
+		if (!p->vjob.busy)
+			return 0;
+		__atomic_store_n(&p->vjob.cancel, true, __ATOMIC_RELAXED);
+		return -EINPROGRESS;
 	case KVXD_J_QP_ARMED:
 		if (kvx_fault_hit(KVX_FAULT_RB_QP_TO_ERR))
 			return -EIO;
@@ -566,6 +570,7 @@ connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *
 			 k, gid, p->addr.host, p->name);
 		return -EACCES;
 	}
+	j->kind = KVXD_VJOB_CONNECT;
 	j->peer = p->idx;
 	j->lanes = 0;
 	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
@@ -590,15 +595,17 @@ qps_connected(struct kvxd *d, struct kvxd_peer *p, const struct kvxd_vjob *j)
 	struct kvx_wire_msg m = {.type = KVX_WIRE_QP_READY};
 	int rc;
 
+	/* every QP that can take writes is fenced first by a rollback, whatever ends this one */
+	for (int c = 0; c < d->ncores * d->nrails; c++)
+		if (j->lanes & 1u << c && j->stage[c] >= KVXD_VJOB_RTR)
+			journal_push(p, KVXD_J_QP_ARMED, c);
 	for (int c = 0; c < d->ncores * d->nrails; c++) { /* c: the lane */
 		int rail = kvxd_lane_rail(d, c);
 
 		if (!(j->lanes & 1u << c) || p->rails_down & 1u << rail)
 			continue; /* not tried, or its rail already fenced on an earlier lane */
-		if (j->stage[c] >= KVXD_VJOB_RTR) {
-			journal_push(p, KVXD_J_QP_ARMED, c);
+		if (j->stage[c] >= KVXD_VJOB_RTR)
 			FAULT(p, KVX_FAULT_HS_AFTER_RTR);
-		}
 		if (j->stage[c] == KVXD_VJOB_RTS) {
 			FAULT(p, KVX_FAULT_HS_AFTER_RTS);
 			continue;
@@ -627,29 +634,28 @@ qps_connected(struct kvxd *d, struct kvxd_peer *p, const struct kvxd_vjob *j)
 }
 
 void
-kvxd_peer_connects_done(struct kvxd *d)
+kvxd_peer_connect_done(struct kvxd *d, struct kvxd_vjob *j)
 {
-	struct kvxd_vjob *j = kvxd_vwork_take_done(d), *next;
+	struct kvxd_peer *p = &d->peers[j->peer];
+	int rc;
 
-	for (; j; j = next) {
-		struct kvxd_peer *p = &d->peers[j->peer];
-		int rc;
-
-		next = j->next;
-		if (p->state != KVXD_PEER_QP_EXCHANGE) {
-			/* the session ended meanwhile: its rollback waited for the worker */
-			journal_rollback(d, p);
-			continue;
-		}
-		/* the calls are made: what they acquired is journaled next */
-		if (p->j.n > 0 && p->j.e[p->j.n - 1].kind == KVXD_J_CONNECT)
-			p->j.n--;
-		else
-			KVX_ERR("peer %s: QPs connected without their journal entry", p->name);
-		rc = qps_connected(d, p, j);
-		if (rc)
-			peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "connect QPs");
+	if (p->state != KVXD_PEER_QP_EXCHANGE) {
+		/* the session ended meanwhile: its rollback waited for the worker */
+		journal_rollback(d, p);
+		return;
 	}
+	if (d->stopping) { /* no session comes up while kvxd stops */
+		kvxd_peer_reset(d, p, "stopping");
+		return;
+	}
+	/* the calls are made: what they acquired is journaled next */
+	if (p->j.n > 0 && p->j.e[p->j.n - 1].kind == KVXD_J_CONNECT)
+		p->j.n--;
+	else
+		KVX_ERR("peer %s: QPs connected without their journal entry", p->name);
+	rc = qps_connected(d, p, j);
+	if (rc)
+		peer_fail(d, p, rc, p->last_error[0] ? p->last_error : "connect QPs");
 }
 
 /* Tell every core which rails p's WRITEs avoid and whether they are held.  false: a core's

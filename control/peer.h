@@ -51,9 +51,9 @@ int kvxd_peer_room(const struct kvxd *d);
 int kvxd_peer_fit_cq(struct kvxd *d);
 /* A polling core gave a QP back after QP_REMOVE: continue that peer's rollback. */
 void kvxd_qpc_retired(struct kvxd *d, struct kvxd_qpc *q);
-/* The verbs worker's done jobs (control/vwork.h): each peer's handshake goes on (QP_READY),
- * or its rollback, which waited for the worker, does. */
-void kvxd_peer_connects_done(struct kvxd *d);
+/* A verbs worker's done KVXD_VJOB_CONNECT (control/vwork.h): its peer's handshake goes on
+ * (QP_READY), or its rollback, which waited for the worker, does. */
+void kvxd_peer_connect_done(struct kvxd *d, struct kvxd_vjob *j);
 
 /* A QP of p's session on this rail failed and is quiescent (its rooms failed).  With another
  * rail still up the session carries on without it: rooms' WRITEs avoid it until the session is

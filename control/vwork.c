@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -11,10 +12,11 @@
 #include "core/log.h"
 
 /* Bring the job's lanes to RTR, then RTS, in lane order.  A rail whose lane failed is not
- * tried again on its other lanes (the control core fences that rail), and once kvxd stops
- * nothing more is tried. */
+ * tried again on its other lanes (the control core fences that rail), and once kvxd stops or
+ * the session ended (cancel) nothing more is tried: over a cut link each call takes a second,
+ * and the sessions queued behind wait for it. */
 static void
-run_job(struct kvxd_vwork *w, struct kvxd_vjob *j)
+run_connect(struct kvxd_vwork *w, struct kvxd_vjob *j)
 {
 	uint32_t failed_rails = 0;
 
@@ -23,7 +25,9 @@ run_job(struct kvxd_vwork *w, struct kvxd_vjob *j)
 			continue;
 		j->stage[c] = KVXD_VJOB_NONE;
 		j->rc[c] = 0;
-		if (failed_rails & 1u << j->rail[c] || __atomic_load_n(&w->stop, __ATOMIC_RELAXED))
+		if (failed_rails & 1u << j->rail[c] ||
+		    __atomic_load_n(&w->stop, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
 			continue;
 		j->rc[c] = kvx_vx->qp_to_rtr(j->qp[c], &j->attr[c]);
 		if (j->rc[c]) {
@@ -41,6 +45,37 @@ run_job(struct kvxd_vwork *w, struct kvxd_vjob *j)
 	}
 }
 
+/* Register the pool's memory on every rail, until one fails (-ECANCELED once kvxd stops).
+ * The rails registered before a failure keep their MR: the control core deregisters them. */
+static void
+run_mr_reg(struct kvxd_vwork *w, struct kvxd_vjob *j)
+{
+	struct kvxd_pool *p = j->pool;
+
+	j->mr_rc = 0;
+	for (int k = 0; k < j->nrails; k++) {
+		j->mr_rail = k;
+		if (__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) {
+			j->mr_rc = -ECANCELED;
+			return;
+		}
+		j->mr_rc = kvx_vx->mr_reg(j->dev[k], p->base, p->len, &p->mr[k]);
+		if (j->mr_rc) {
+			p->mr[k] = NULL;
+			return;
+		}
+	}
+}
+
+static void
+run_job(struct kvxd_vwork *w, struct kvxd_vjob *j)
+{
+	if (j->kind == KVXD_VJOB_CONNECT)
+		run_connect(w, j);
+	else
+		run_mr_reg(w, j);
+}
+
 static void
 push_done(struct kvxd_vwork *w, struct kvxd_vjob *j)
 {
@@ -48,24 +83,35 @@ push_done(struct kvxd_vwork *w, struct kvxd_vjob *j)
 	w->done = j;
 }
 
+static struct kvxd_vjob *
+pop_todo(struct kvxd_vwork *w, int kind)
+{
+	struct kvxd_vjob *j = w->todo[kind];
+
+	if (j) {
+		w->todo[kind] = j->next;
+		if (!w->todo[kind])
+			w->todo_tail[kind] = &w->todo[kind];
+	}
+	return j;
+}
+
 static void *
 worker(void *arg)
 {
-	struct kvxd_vwork *w = arg;
+	struct kvxd_vwork *w = ((struct kvxd_vwork_arg *)arg)->w;
+	int kind = ((struct kvxd_vwork_arg *)arg)->kind;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		struct kvxd_vjob *j;
 
-		while (!w->todo && !w->stop)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->todo)
+		while (!w->todo[kind] && !w->stop)
+			pthread_cond_wait(&w->cv[kind], &w->mu);
+		j = pop_todo(w, kind);
+		if (!j)
 			break; /* stopping, and nothing queued */
-		j = w->todo;
-		w->todo = j->next;
-		if (!w->todo)
-			w->todo_tail = &w->todo;
 		pthread_mutex_unlock(&w->mu);
 		run_job(w, j);
 		pthread_mutex_lock(&w->mu);
@@ -78,30 +124,55 @@ worker(void *arg)
 	return NULL;
 }
 
+static void
+init_queues(struct kvxd_vwork *w)
+{
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		if (!w->todo_tail[k])
+			w->todo_tail[k] = &w->todo[k];
+}
+
 int
 kvxd_vwork_start(struct kvxd *d)
 {
+	static const char *const names[KVXD_VJOB_KINDS] = {"kvxd-connect", "kvxd-mr-reg"};
 	struct kvxd_vwork *w = &d->vwork;
-	int rc;
+	int rc, n = 0;
 
-	w->todo_tail = &w->todo;
+	init_queues(w);
+	w->stop = false;
 	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (w->efd < 0)
 		return -errno;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		pthread_cond_init(&w->cv[k], NULL);
 	w->ev = (struct kvxd_fd){.kind = KVXD_FD_VWORK, .ptr = w};
 	rc = kvxd_epoll_add(d, w->efd, &w->ev, EPOLLIN);
-	if (rc == 0)
-		rc = -pthread_create(&w->thread, NULL, worker, w);
+	for (; rc == 0 && n < KVXD_VJOB_KINDS; n++) {
+		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = n};
+		rc = -pthread_create(&w->thread[n], NULL, worker, &w->arg[n]);
+		if (rc == 0)
+			pthread_setname_np(w->thread[n], names[n]);
+		else
+			break;
+	}
 	if (rc) {
-		pthread_cond_destroy(&w->cv);
+		pthread_mutex_lock(&w->mu);
+		w->stop = true;
+		for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+			pthread_cond_signal(&w->cv[k]);
+		pthread_mutex_unlock(&w->mu);
+		while (n-- > 0)
+			pthread_join(w->thread[n], NULL);
+		for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+			pthread_cond_destroy(&w->cv[k]);
 		pthread_mutex_destroy(&w->mu);
 		close(w->efd);
 		w->efd = -1;
+		w->stop = false;
 		return rc;
 	}
-	pthread_setname_np(w->thread, "kvxd-verbs");
 	w->started = true;
 	return 0;
 }
@@ -115,14 +186,17 @@ kvxd_vwork_stop(struct kvxd *d)
 		return;
 	pthread_mutex_lock(&w->mu);
 	__atomic_store_n(&w->stop, true, __ATOMIC_RELAXED);
-	pthread_cond_signal(&w->cv);
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		pthread_cond_signal(&w->cv[k]);
 	pthread_mutex_unlock(&w->mu);
-	pthread_join(w->thread, NULL);
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		pthread_join(w->thread[k], NULL);
 	/* every queued job went through run_job (stopping: no call) and is done */
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, w->efd, NULL);
 	close(w->efd);
 	w->efd = -1;
-	pthread_cond_destroy(&w->cv);
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		pthread_cond_destroy(&w->cv[k]);
 	pthread_mutex_destroy(&w->mu);
 	w->started = false;
 }
@@ -131,18 +205,19 @@ void
 kvxd_vwork_submit(struct kvxd *d, struct kvxd_vjob *j)
 {
 	struct kvxd_vwork *w = &d->vwork;
+	int kind = j->kind < KVXD_VJOB_KINDS ? j->kind : KVXD_VJOB_MR_REG;
 
-	if (!w->todo_tail)
-		w->todo_tail = &w->todo;
+	init_queues(w);
 	j->next = NULL;
 	j->busy = true;
+	j->cancel = false;
 	w->nbusy++;
 	if (w->started)
 		pthread_mutex_lock(&w->mu);
-	*w->todo_tail = j;
-	w->todo_tail = &j->next;
+	*w->todo_tail[kind] = j;
+	w->todo_tail[kind] = &j->next;
 	if (w->started) {
-		pthread_cond_signal(&w->cv);
+		pthread_cond_signal(&w->cv[kind]);
 		pthread_mutex_unlock(&w->mu);
 	}
 }
@@ -161,16 +236,16 @@ kvxd_vwork_run_inline(struct kvxd *d)
 {
 	struct kvxd_vwork *w = &d->vwork;
 
-	if (w->started || w->held)
+	if (w->started)
 		return;
-	while (w->todo) {
-		struct kvxd_vjob *j = w->todo;
+	init_queues(w);
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++) {
+		struct kvxd_vjob *j;
 
-		w->todo = j->next;
-		if (!w->todo)
-			w->todo_tail = &w->todo;
-		run_job(w, j);
-		push_done(w, j);
+		while ((j = pop_todo(w, k))) {
+			run_job(w, j);
+			push_done(w, j);
+		}
 	}
 }
 

@@ -58,6 +58,8 @@ struct kvxd_pool {
 	atomic_int refs;   /* rooms and chunks that point here */
 	bool orphan;	   /* its engine went away, or it is being deregistered: unregister once
 			    * refs drops to 0 (kvxd_pool_sweep); no new room or chunk takes it */
+	bool registering;  /* its registration runs on a verbs worker: no room or chunk takes
+			    * it, and its refs hold one for the registration */
 	bool dereg_warned; /* a rail's deregistration failed (logged once) */
 	uint64_t dereg_retry_ms; /* not retried before (kvxd_now_ms), after a failure */
 };

@@ -1,2 +1,2 @@
 # a pool whose deregistration stopped half way is still taken by new chunks and rooms
-s/if (p \&\& p->id == id \&\& p->engine_id == e->id \&\& !p->orphan)/if (p \&\& p->id == id \&\& p->engine_id == e->id)/
+s/if (p \&\& p->id == id \&\& p->engine_id == e->id \&\& !p->orphan \&\& !p->registering)/if (p \&\& p->id == id \&\& p->engine_id == e->id \&\& !p->registering)/

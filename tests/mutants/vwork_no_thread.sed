@@ -1,3 +1,4 @@
-# the verbs worker never starts: a QP's moves to RTR and RTS run on the control core, which
-# a blocked move stalls (the code before the worker)
-s/^\t\trc = -pthread_create(&w->thread, NULL, worker, w);$/\t\treturn 0;/
+# the verbs workers never start: a QP's moves to RTR and RTS (and a pool's registration) run
+# on the control core, which a blocked move stalls (the code before the workers)
+s/^\tfor (; rc == 0 \&\& n < KVXD_VJOB_KINDS; n++) {$/\tfor (; rc == 0 \&\& n < 0; n++) {/
+s/^\tw->started = true;$/\tw->started = false;/

@@ -67,10 +67,12 @@ static struct {
 /* the script is read by the verbs worker's calls too (control/vwork.h, when a test starts it) */
 static pthread_mutex_t script_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* fake_vx_block_rtr(): the next qp_to_rtr waits (on the verbs worker's thread) */
+/* fake_vx_block(op): the next call of op waits (on a verbs worker's thread) */
 static pthread_mutex_t block_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t block_cv = PTHREAD_COND_INITIALIZER;
 static bool block_armed, block_open;
+static char block_op[16];
+static bool block_waiting;
 static struct kvx_vx_qp *blocked_qp;
 static int destroyed_in_call;
 static pthread_t block_caller; /* the test's thread: its own calls never block */
@@ -96,9 +98,10 @@ fake_vx_install(void)
 }
 
 void
-fake_vx_block_rtr(void)
+fake_vx_block(const char *op)
 {
 	pthread_mutex_lock(&block_mu);
+	snprintf(block_op, sizeof(block_op), "%s", op);
 	block_armed = true;
 	block_open = false;
 	block_caller = pthread_self();
@@ -106,12 +109,12 @@ fake_vx_block_rtr(void)
 }
 
 bool
-fake_vx_rtr_blocked(void)
+fake_vx_blocked(void)
 {
 	bool b;
 
 	pthread_mutex_lock(&block_mu);
-	b = blocked_qp != NULL;
+	b = block_waiting;
 	pthread_mutex_unlock(&block_mu);
 	return b;
 }
@@ -139,23 +142,26 @@ fake_vx_destroyed_in_call(void)
 /* The blocked call: until fake_vx_unblock(), or -ETIMEDOUT after 2 s (rxe's resolution gives up
  * after 1 s). */
 static int
-block_wait(struct kvx_vx_qp *q)
+block_wait(const char *op, struct kvx_vx_qp *q)
 {
 	struct timespec until;
 	int rc = 0;
 
 	pthread_mutex_lock(&block_mu);
-	if (!block_armed || pthread_equal(pthread_self(), block_caller)) {
+	if (!block_armed || strcmp(op, block_op) != 0 ||
+	    pthread_equal(pthread_self(), block_caller)) {
 		pthread_mutex_unlock(&block_mu);
 		return 0;
 	}
 	block_armed = false;
+	block_waiting = true;
 	blocked_qp = q;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 2;
 	while (!block_open && rc == 0)
 		rc = pthread_cond_timedwait(&block_cv, &block_mu, &until);
 	blocked_qp = NULL;
+	block_waiting = false;
 	block_open = false;
 	pthread_mutex_unlock(&block_mu);
 	return rc ? -ETIMEDOUT : 0;
@@ -274,7 +280,11 @@ fdev_query(struct kvx_vx_dev *d, struct kvx_vx_dev_info *info)
 static int
 fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 {
-	int rc = scripted("mr_reg");
+	int rc = block_wait("mr_reg", NULL);
+
+	if (rc)
+		return rc;
+	rc = scripted("mr_reg");
 
 	if (rc)
 		return rc;
@@ -514,7 +524,7 @@ fqp_init(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
 static int
 fqp_rtr(struct kvx_vx_qp *q, const struct kvx_vx_qp_attr *a)
 {
-	int rc = block_wait(q);
+	int rc = block_wait("qp_to_rtr", q);
 
 	if (rc)
 		return rc;

@@ -30,12 +30,13 @@ void fake_vx_fail_call(const char *op, int nth, int err);
  * only such entries). */
 void fake_vx_fail_from(const char *op, int nth, int err);
 void fake_vx_fail_stop(const char *op);
-/* The next qp_to_rtr made on another thread than the caller's (the verbs worker's) blocks, as
- * rxe's move to RTR does while it cannot resolve the peer's address, until fake_vx_unblock(), or
- * fails -ETIMEDOUT after 2 s.  While it waits, fake_vx_rtr_blocked() is true, and destroying its QP
- * is refused (-EBUSY, as uverbs does) and counted (fake_vx_destroyed_in_call). */
-void fake_vx_block_rtr(void);
-bool fake_vx_rtr_blocked(void);
+/* The next call of op ("qp_to_rtr" or "mr_reg") made on another thread than the caller's (a
+ * verbs worker's) blocks, as rxe's move to RTR does while it cannot resolve the peer's address
+ * and a registration while the kernel pins a large pool, until fake_vx_unblock(), or fails
+ * -ETIMEDOUT after 2 s.  While it waits, fake_vx_blocked() is true, and destroying its QP is
+ * refused (-EBUSY, as uverbs does) and counted (fake_vx_destroyed_in_call). */
+void fake_vx_block(const char *op);
+bool fake_vx_blocked(void);
 void fake_vx_unblock(void);
 int fake_vx_destroyed_in_call(void);
 

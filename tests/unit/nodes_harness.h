@@ -20,6 +20,7 @@
 #include "control/loop.h"
 #include "control/peer.h"
 #include "control/peer_io.h"
+#include "control/vwork.h"
 #include "control/rooms.h"
 #include "fake_verbs.h"
 
@@ -301,6 +302,8 @@ assert_live_at_base(void)
 static void
 nodes_teardown(void)
 {
+	for (int i = 0; i < nnodes; i++) /* a test that started the verbs workers */
+		kvxd_vwork_stop(&N[i]);
 	for (int i = 0; i < nnodes; i++)
 		for (int k = 0; k < N[i].npeers; k++)
 			kvxd_peer_admin(&N[i], N[i].peers[k].name, "pause");

@@ -2440,6 +2440,63 @@ test_cap_pinned_bytes_per_uid(void **state)
 	eng_close(&e2);
 }
 
+/* A pool's registration runs on a verbs worker (the kernel pins every page: seconds for a GPU
+ * node's pool), not on the control core: another engine is answered meanwhile, and no room takes
+ * the pool before its keys exist.  A pool whose engine left during its registration is
+ * unregistered once the registration returns: nothing stays pinned. */
+static void
+test_pool_registration_does_not_stall_the_control_core(void **state)
+{
+	struct kvx_eng_pool_reg m = {.geom = {256, 16, 1}};
+	struct eng e, e2;
+	struct eng_reply r;
+	uint64_t seq;
+	int fd, mrs, id;
+
+	(void)state;
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(kvxd_vwork_start(&A), 0);
+	eng_connect(&e, &A);
+	assert_int_equal(eng_hello(&e, NULL), 0);
+	mrs = fake_vx_live().mr;
+	fake_vx_block("mr_reg");
+	fd = memfd_sized(4096);
+	seq = eng_send(&e, KVX_ENG_POOL_REG, &m, sizeof(m), fd);
+	close(fd);
+	PUMP_UNTIL(fake_vx_blocked());
+	id = A.next_pool_id; /* the id it will have */
+	eng_connect(&e2, &A);
+	assert_int_equal(eng_hello(&e2, NULL), 0);
+	assert_int_equal(eng_room_open(&e, 40, id, 2, NULL), -ENOENT);
+	assert_true(fake_vx_blocked());
+	fake_vx_unblock();
+	PUMP_UNTIL(!A.vwork.nbusy); /* the worker's thread may take a while to run */
+	e.last_reply_seq =
+		0; /* POOL_REG's reply comes after the later request's (engine_proto.h) */
+	assert_true(eng_wait(&e, seq, &r) > 0);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.value, id);
+	assert_int_equal(fake_vx_live().mr, mrs + A.nrails);
+	assert_int_equal(eng_room_open(&e, 41, id, 2, NULL), 0);
+
+	/* the engine leaves while its next pool is being registered */
+	fake_vx_block("mr_reg");
+	fd = memfd_sized(4096);
+	seq = eng_send(&e2, KVX_ENG_POOL_REG, &m, sizeof(m), fd);
+	close(fd);
+	PUMP_UNTIL(fake_vx_blocked());
+	eng_close(&e2);
+	pump_ms(20);
+	assert_true(fake_vx_blocked());
+	fake_vx_unblock();
+	/* nbusy first: once it is 0 the worker is done with the fake */
+	PUMP_UNTIL(!A.vwork.nbusy && fake_vx_live().mr == mrs + A.nrails);
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		assert_true(!A.pools[i] || A.pools[i]->id == id);
+	eng_close(&e);
+	kvxd_vwork_stop(&A);
+}
+
 /* Decode: the engine's open rooms count until they leave (RELEASED, then closed). */
 static void
 test_cap_rooms_per_engine_decode(void **state)
@@ -5313,6 +5370,7 @@ main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_pool_registration_does_not_stall_the_control_core),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_told_once_after_early_abort,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,

@@ -269,12 +269,12 @@ test_blocked_rtr_does_not_stall_the_control_core(void **state)
 
 	(void)state;
 	assert_int_equal(kvxd_vwork_start(&A), 0);
-	fake_vx_block_rtr();
+	fake_vx_block("qp_to_rtr");
 	kvxd_peer_admin(&A, "b", "resume");
-	PUMP_UNTIL(fake_vx_rtr_blocked());
+	PUMP_UNTIL(fake_vx_blocked());
 	pass = A.loop_pass;
 	pump_ms(50);
-	assert_true(fake_vx_rtr_blocked());
+	assert_true(fake_vx_blocked());
 	assert_true(A.loop_pass >= pass + 50);
 	assert_int_equal(PA->state, KVXD_PEER_QP_EXCHANGE);
 	assert_int_equal(PA->j.e[PA->j.n - 1].kind, KVXD_J_CONNECT);
@@ -286,12 +286,12 @@ test_blocked_rtr_does_not_stall_the_control_core(void **state)
 	/* torn down while the call waits: the rollback waits for it */
 	kvxd_peer_admin(&A, "b", "pause");
 	PUMP_UNTIL(both_idle());
-	fake_vx_block_rtr();
+	fake_vx_block("qp_to_rtr");
 	kvxd_peer_admin(&A, "b", "resume");
-	PUMP_UNTIL(fake_vx_rtr_blocked());
+	PUMP_UNTIL(fake_vx_blocked());
 	kvxd_peer_admin(&A, "b", "pause");
 	pump_ms(50);
-	assert_true(fake_vx_rtr_blocked());
+	assert_true(fake_vx_blocked());
 	assert_int_equal(PA->state, KVXD_PEER_CLOSING);
 	assert_int_equal(PA->j.e[PA->j.n - 1].kind, KVXD_J_CONNECT);
 	fake_vx_unblock();
