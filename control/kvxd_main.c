@@ -331,7 +331,7 @@ main(int argc, char **argv)
 		rc = -errno;
 		goto err_fini_cores;
 	}
-	rc = kvxd_vwork_start(d); /* QPs' moves to RTR and RTS, off the control core */
+	rc = kvxd_vwork_start(d); /* connects and pool registrations, off the control core */
 	if (rc)
 		goto err_close_epoll;
 	rc = tcp_listen(d);

@@ -536,7 +536,7 @@ static int publish(struct kvxd *d, struct kvxd_peer *p);
 static void peer_fail(struct kvxd *d, struct kvxd_peer *p, int rc, const char *what);
 
 /* Validate the remote's QP data and hand the moves of every QP to RTR and RTS to the verbs
- * worker (control/vwork.h): kvxd_peer_connects_done() goes on once they are made. */
+ * worker (control/vwork.h): kvxd_peer_connect_done() goes on once they are made. */
 static int
 connect_qps(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_qp_info *ri)
 {
