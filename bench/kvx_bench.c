@@ -199,6 +199,9 @@ struct slot {
 	bool sampled;  /* filled inside the window with --window-check sampled: checked so */
 	uint32_t *dst; /* pages[P]: destination pool page of room page i */
 	uint32_t *src; /* pages[P]: source pool page of room page i */
+	uint64_t
+		prev_room; /* the slot's room before this one (has_prev), for a mismatch's report */
+	bool has_prev, used;
 };
 
 /* Latency samples, ns. */
@@ -1051,6 +1054,9 @@ room_prepare(struct bench *b, uint32_t s)
 	uint32_t i, buf;
 	int64_t t0;
 
+	sl->prev_room = sl->room;
+	sl->has_prev = sl->used;
+	sl->used = true;
 	sl->room = b->next_room++;
 	sl->dec_ends = sl->pre_ends = 0;
 	sl->last_due = false;
@@ -1442,6 +1448,94 @@ window_count(struct bench *b, const struct slot *sl, int64_t now)
 	return samples_push(&b->win_lat, (uint64_t)(now - sl->t_open));
 }
 
+/* What a page that failed the check holds, judged by its first word (each pattern starts with
+ * its seed): this room's data for another page or buffer (a WRITE that landed in the wrong
+ * place), the slot's previous room's data or canary (a WRITE that never landed, or a late one of
+ * the previous room), zeros, or none of these.  off: the page's first wrong byte. */
+#define EXPLAIN_ROOMS 512
+
+static const char *
+page_explain(const struct bench *b, const struct slot *sl, const uint8_t *p, uint32_t i,
+	     uint32_t buf, uint64_t *off)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	uint64_t x = pattern_seed(sl->room, i, buf);
+	size_t k, n = b->o.page_size / sizeof(uint64_t);
+
+	*off = 0;
+	for (k = 0; k < n; k++, x += PATTERN_STEP)
+		if (w[k] != x) {
+			*off = k * sizeof(uint64_t);
+			break;
+		}
+	if (*off)
+		return "its own data up to there";
+	if (w[0] == 0)
+		return "zeros";
+	for (uint32_t c = 0; c < b->o.bufs; c++)
+		for (uint32_t j = 0; j < b->o.pages; j++) {
+			if (w[0] == pattern_seed(sl->room, j, c))
+				return "this room's data for another page";
+			if (sl->has_prev && w[0] == pattern_seed(sl->prev_room, j, c))
+				return "the slot's previous room's data";
+			if (sl->has_prev && w[0] == canary_seed(sl->prev_room, j, c))
+				return "the slot's previous room's canary";
+		}
+	/* an older room's (any slot's): the last EXPLAIN_ROOMS opened */
+	for (uint64_t a = 1; a <= EXPLAIN_ROOMS && a <= sl->room - b->room_base; a++)
+		for (uint32_t c = 0; c < b->o.bufs; c++)
+			for (uint32_t j = 0; j < b->o.pages; j++) {
+				static char what[96];
+
+				if (w[0] == pattern_seed(sl->room - a, j, c) ||
+				    w[0] == canary_seed(sl->room - a, j, c)) {
+					snprintf(what, sizeof(what),
+						 "room %" PRIu64 "'s %s (page %u, buffer %u)",
+						 sl->room - a,
+						 w[0] == pattern_seed(sl->room - a, j, c)
+							 ? "data"
+							 : "canary",
+						 j, c);
+					return what;
+				}
+			}
+	return "none of the bench's patterns";
+}
+
+/* A room that failed the check: which pages of which buffers, and what they hold (the first
+ * few, on stderr), with the room's times since the start, to match against kvxd's logs. */
+static void
+room_explain(const struct bench *b, const struct slot *sl, int64_t now)
+{
+	int shown = 0;
+
+	fprintf(stderr,
+		"kvx-bench: room %" PRIu64 " (slot %td, previous room %s%" PRIu64
+		"): opened %.3f s after the start, SUCCESS %.3f s after\n",
+		sl->room, sl - b->slots, sl->has_prev ? "" : "none, ",
+		sl->has_prev ? sl->prev_room : 0, (double)(sl->t_open - b->t_start) / 1e9,
+		(double)(now - b->t_start) / 1e9);
+	for (uint32_t buf = 0; buf < b->o.bufs; buf++)
+		for (uint32_t i = 0; i < b->o.pages; i++) {
+			const uint8_t *p = page_addr(b, &b->dec, buf, sl->dst[i]);
+			uint64_t off;
+			const char *what;
+
+			if (!page_verify(p, b->o.page_size, pattern_seed(sl->room, i, buf)))
+				continue;
+			if (shown++ >= 6)
+				continue;
+			what = page_explain(b, sl, p, i, buf, &off);
+			fprintf(stderr,
+				"kvx-bench: room %" PRIu64 ": buffer %u page %u (pool page %u): %s"
+				" (first wrong byte %" PRIu64 ")\n",
+				sl->room, buf, i, sl->dst[i], what, off);
+		}
+	if (shown > 6)
+		fprintf(stderr, "kvx-bench: room %" PRIu64 ": %d wrong pages in all\n", sl->room,
+			shown);
+}
+
 static int
 on_decode_success(struct bench *b, struct slot *sl, int64_t now)
 {
@@ -1468,6 +1562,7 @@ on_decode_success(struct bench *b, struct slot *sl, int64_t now)
 			"kvx-bench: room %" PRIu64 ": %" PRIu64
 			" bytes differ from what prefill sent\n",
 			sl->room, bad);
+		room_explain(b, sl, now);
 	}
 	/* an abort planned for later comes too late now: kvxd must answer -EALREADY */
 	if (sl->abort_due)
