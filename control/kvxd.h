@@ -53,6 +53,15 @@
  * flushes nobody's WRITEs.  Sent only to a peer whose HELLO has KVX_WIRE_FEAT_HOLD_ASK; the asker
  * replaces the session itself if no BYE REPLACE comes in time. */
 #define KVXD_BYE_HOLD_ASK 5
+/* FENCE | lane << 8: "my QP of that lane failed: move your end of it to the error state now".
+ * A QP in error sends nothing more, but what it sent may still be in the network (held in a
+ * neighbour entry that is not resolved, a switch buffer): the peer's end of the QP, still in
+ * RTS, would place it, in pages the peer released meanwhile.  The sender acknowledges nothing
+ * that QP carried before this BYE (the ABORT_ACKs come behind it on the same stream), and the
+ * peer fences before it reads the next frame (DESIGN.md 5, rule 6: a responder QP in error
+ * accepts no further write).  Sent only to a peer whose HELLO has KVX_WIRE_FEAT_LANE_FENCE; any
+ * other peer's session is replaced at once instead.  The session stays. */
+#define KVXD_BYE_FENCE 6
 #define KVXD_MAX_LANES                                                            \
 	(KVX_MAX_CORES * KVX_MAX_RAILS) /* a session's QPs: one per core per rail \
 					 */
@@ -264,6 +273,9 @@ struct kvxd_peer {
 	uint64_t hold_asked_ms, rail_hold_ms;
 	bool hold_for_peer;
 	uint32_t features; /* its HELLO's (this session's) */
+	/* KVXD_BYE_FENCE, by lane: lanes of this session whose QP failed here (the peer told to
+	 * fence its end) or that we fenced as the peer asked; the latter alone */
+	uint64_t lanes_fenced, lanes_fenced_by_peer;
 	uint64_t rail_retry_ms, rail_backoff_ms, ready_ms;
 	uint64_t dial_held_ms;	   /* on_demand: since when a pending connection of its holds our
 				    * dial off (0: none; dial_due) */
@@ -381,9 +393,10 @@ struct kvxd_counters {
 		events_sent, events_dropped, events_core, events_core_claimed, events_before_claim,
 		status_pushed, status_queued, status_dropped, status_evicted, status_received,
 		rooms_opened, rooms_closed, waiting_timeouts, qp_replaced, qp_stuck, rails_fenced,
-		rail_retries, rail_hold_asks, rail_hold_timeouts, aborts, releases,
-		abort_release_ms_sum, acks_received, acks_stale, acks_unknown, acks_sent,
-		acks_unsent, aborts_received, tombstones, fences, session_fences;
+		rail_retries, rail_hold_asks, rail_hold_timeouts, lane_fences_asked,
+		lane_fences_made, aborts, releases, abort_release_ms_sum, acks_received, acks_stale,
+		acks_unknown, acks_sent, acks_unsent, aborts_received, tombstones, fences,
+		session_fences;
 	/* refused peer connections and messages, by reason (issue 7) */
 	uint64_t conn_refused_addr, conn_refused_name, conn_refused_version, conn_refused_auth,
 		conn_refused_busy, pending_expired, pending_evicted, gid_mismatch;

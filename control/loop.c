@@ -121,7 +121,8 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		/* Every WR on the errored QP has its completion: replace the connection with
 		 * fresh QPs on both sides (never reset and reuse a QP). */
 		if (p->state == KVXD_PEER_READY && m->gen == p->epoch &&
-		    !kvxd_peer_rail_failed(d, p, m->qpc->rail)) {
+		    !kvxd_peer_rail_failed(d, p, m->qpc->rail) &&
+		    !kvxd_peer_lane_fenced_by_peer(d, p, m->qpc)) {
 			struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE,
 						   .u.bye_reason = KVXD_BYE_REPLACE};
 
@@ -134,6 +135,9 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 	}
 	case KVXD_MSG_QP_STUCK:
 		kvxd_peer_qp_stuck(d, m->peer, m->qpc, m->gen);
+		break;
+	case KVXD_MSG_QP_ERRORED: /* before any DRAINED of the rooms it carried */
+		kvxd_peer_qp_errored(d, m->peer, m->qpc, m->gen);
 		break;
 	case KVXD_MSG_PEER_IDLE:
 		if (m->peer >= 0 && m->peer < d->npeers)

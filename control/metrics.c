@@ -348,6 +348,14 @@ control_counters(struct out *o, struct kvxd *d)
 		"rail retries that asked the peer to hold its WRITEs and replace the session once "
 		"none was in flight",
 		c->rail_hold_asks);
+	COUNTER("lane_fences_asked_total",
+		"QPs of ours that failed while their session stayed up: the peer was told to move "
+		"its end to the error state before any room they carried was acknowledged",
+		c->lane_fences_asked);
+	COUNTER("lane_fences_made_total",
+		"our ends of QPs moved to the error state because the peer's end failed (its BYE "
+		"FENCE), before we read its next frame",
+		c->lane_fences_made);
 	COUNTER("rail_hold_timeouts_total",
 		"rail retries whose drain did not end in time (our WRITEs, or the peer's after our "
 		"ask): the session was replaced anyway, what was in flight flushing",

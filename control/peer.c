@@ -804,6 +804,94 @@ kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t 
 	}
 }
 
+/* The lane of p's session whose QP is q, or -1. */
+static int
+lane_of(const struct kvxd *d, const struct kvxd_peer *p, const struct kvxd_qpc *q)
+{
+	for (int l = 0; l < d->ncores * d->nrails; l++)
+		if (p->qpc[l] == q)
+			return l;
+	return -1;
+}
+
+void
+kvxd_peer_qp_errored(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t gen)
+{
+	struct kvx_wire_msg bye = {.type = KVX_WIRE_BYE};
+	struct kvxd_peer *p;
+	int lane;
+
+	if (peer < 0 || peer >= d->npeers)
+		return;
+	p = &d->peers[peer];
+	if (p->state != KVXD_PEER_READY || gen != p->epoch)
+		return; /* the session ended: the peer's rollback fenced its end of every QP */
+	lane = lane_of(d, p, q);
+	if (lane < 0 || p->lanes_fenced & 1ull << lane)
+		return; /* told already, or fenced here as the peer asked (its end failed) */
+	p->lanes_fenced |= 1ull << lane;
+	if (p->features & KVX_WIRE_FEAT_LANE_FENCE) {
+		bye.u.bye_reason = KVXD_BYE_FENCE | (uint32_t)lane << 8;
+		if (kvxd_peer_send(d, p, &bye) == 0) {
+			d->ctr.lane_fences_asked++;
+			return;
+		}
+	}
+	/* it cannot be asked: its rollback fences its end, and what q carried is acknowledged
+	 * over the next session */
+	bye.u.bye_reason = KVXD_BYE_REPLACE;
+	d->ctr.qp_replaced++;
+	kvxd_peer_send(d, p, &bye);
+	p->replacing = true;
+	kvxd_peer_reset(d, p,
+			"QP error: replacing the connection (the peer cannot be asked to "
+			"fence its end of the QP)");
+}
+
+bool
+kvxd_peer_lane_fenced_by_peer(const struct kvxd *d, const struct kvxd_peer *p,
+			      const struct kvxd_qpc *q)
+{
+	int lane = lane_of(d, p, q);
+
+	return lane >= 0 && p->lanes_fenced_by_peer & 1ull << lane;
+}
+
+/* The peer's QP of a lane failed (its BYE FENCE): our end goes to the error state before we read
+ * its next frame, which may acknowledge rooms whose WRITEs that QP sent.  Our core then sees the
+ * QP in error: its rail is down here too (several rails), or the peer replaces the session. */
+static int
+on_fence(struct kvxd *d, struct kvxd_peer *p, uint32_t lane)
+{
+	struct kvxd_qpc *q;
+	int rc;
+
+	if (lane >= (uint32_t)(d->ncores * d->nrails)) {
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "BYE FENCE for lane %u: the session has %d", lane, d->ncores * d->nrails);
+		return -EPROTO;
+	}
+	if (p->state != KVXD_PEER_READY || p->lanes_fenced & 1ull << lane)
+		return 0; /* in setup no QP carried anything; fenced (or failed here) already */
+	q = p->qpc[lane];
+	if (!q || !q->qp)
+		return 0;
+	p->lanes_fenced |= 1ull << lane;
+	p->lanes_fenced_by_peer |= 1ull << lane;
+	rc = kvx_vx->qp_to_err(q->qp);
+	if (rc) {
+		snprintf(p->last_error, sizeof(p->last_error),
+			 "cannot move qp 0x%x to the error state as the peer asked: %s", q->qpn,
+			 strerror(-rc));
+		return rc; /* the session ends: its rollback fences and destroys the QP */
+	}
+	d->ctr.lane_fences_made++;
+	KVX_WARN("peer %s: its QP of lane %u (rail %d) failed: our qp 0x%x moved to the error "
+		 "state, as it asked, before any of its acknowledgements",
+		 p->name, lane, q->rail, q->qpn);
+	return 0;
+}
+
 /* Nothing of ours in flight to p on any rail, our WRITEs held: replace the session now if p asked
  * us to (HOLD_ASK: its own are held and done) or cannot be asked; else ask it. */
 static void
@@ -863,6 +951,7 @@ publish(struct kvxd *d, struct kvxd_peer *p)
 {
 	FAULT(p, KVX_FAULT_HS_BEFORE_PUBLISH);
 	p->rail_hold = false; /* rails_down: those connect_qps could not connect */
+	p->lanes_fenced = p->lanes_fenced_by_peer = 0;
 	p->hold_asked_ms = 0;
 	p->hold_for_peer = false;
 	if (d->nrails > 1 && !rails_send(d, p))
@@ -993,7 +1082,8 @@ kvxd_peers_flush(struct kvxd *d)
 static uint32_t
 auth_features(const struct kvxd *d)
 {
-	return (d->auth.none ? KVX_AUTH_FEAT_NONE : 0) | KVX_WIRE_FEAT_HOLD_ASK;
+	return (d->auth.none ? KVX_AUTH_FEAT_NONE : 0) | KVX_WIRE_FEAT_HOLD_ASK |
+	       KVX_WIRE_FEAT_LANE_FENCE;
 }
 
 /* Initiator: HELLO with a fresh nonce, kept for the MACs. */
@@ -1682,6 +1772,8 @@ on_frame(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_msg *m)
 			idle_answer(d, p);
 			return 0;
 		}
+		if ((m->u.bye_reason & 0xff) == KVXD_BYE_FENCE)
+			return on_fence(d, p, m->u.bye_reason >> 8);
 		if (m->u.bye_reason == KVXD_BYE_HOLD_ASK) {
 			/* not READY yet, or one rail (no peer of ours asks then): the asker
 			 * replaces the session in time */

@@ -64,6 +64,13 @@ bool kvxd_peer_rail_failed(struct kvxd *d, struct kvxd_peer *p, int rail);
  * was refused): move it to ERR now, so that they flush and its rooms resolve.  q is compared by
  * value with the peer's QPs first: it may be gone already. */
 void kvxd_peer_qp_stuck(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t gen);
+/* Our QP q (gen: its session) is in error: the peer is told to fence its end of it before
+ * anything q carried is acknowledged (KVXD_BYE_FENCE), or the session is replaced at once. */
+void kvxd_peer_qp_errored(struct kvxd *d, int peer, const struct kvxd_qpc *q, uint32_t gen);
+/* May an errored QP's quiescence replace the session?  Not when we fenced it because the
+ * peer's end failed: the peer replaces it (its own QP_QUIESCED), or its rail's retry does. */
+bool kvxd_peer_lane_fenced_by_peer(const struct kvxd *d, const struct kvxd_peer *p,
+				   const struct kvxd_qpc *q);
 /* A core has no WRITE to p in flight while p is held for its replacement (gen: the session). */
 void kvxd_peer_rail_idle(struct kvxd *d, struct kvxd_peer *p, int core, uint32_t gen);
 /* Operator: pause, resume or try a peer.  0 or -errno. */

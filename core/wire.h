@@ -58,9 +58,13 @@ enum kvx_wire_type {
 
 /* HELLO and HELLO_ACK: u16 version, u32 features, str name, u64 nonce, u64 session; HELLO_ACK
  * then u8 mac[32] (the acceptor's MAC, core/auth.h).  AUTH: u8 mac[32] (the initiator's).
- * Features: KVX_AUTH_FEAT_NONE (core/auth.h), and KVX_WIRE_FEAT_HOLD_ASK: this node answers a
- * BYE HOLD_ASK (control/kvxd.h).  Unknown bits are ignored. */
+ * Features: KVX_AUTH_FEAT_NONE (core/auth.h), KVX_WIRE_FEAT_HOLD_ASK: this node answers a
+ * BYE HOLD_ASK (control/kvxd.h), and KVX_WIRE_FEAT_LANE_FENCE (below).  Unknown bits are
+ * ignored. */
 #define KVX_WIRE_FEAT_HOLD_ASK 0x2u
+/* KVX_WIRE_FEAT_LANE_FENCE: this node answers a BYE FENCE (control/kvxd.h): it moves its end of
+ * the named QP to the error state before it reads the next frame. */
+#define KVX_WIRE_FEAT_LANE_FENCE 0x4u
 struct kvx_wire_hello {
 	uint16_t version;
 	uint32_t features;

@@ -374,7 +374,7 @@ err_qpcs_quiescent(struct kvx_pcore_room *r)
 	int n = 0;
 
 	for (int i = 0; i < r->nerr_qpc; i++)
-		if (r->err_qpc[i]->sq_used || r->err_qpc[i]->chain_n)
+		if (r->err_qpc[i]->sq_used || r->err_qpc[i]->chain_n || !r->err_qpc[i]->err_sent)
 			r->err_qpc[n++] = r->err_qpc[i];
 	r->nerr_qpc = (uint8_t)n;
 	return n == 0;
@@ -511,6 +511,8 @@ qpc_check_quiesced(struct kvxd_core *c, struct kvxd_qpc *q)
 {
 	struct kvxd_msg m = {.qpc = q, .peer = q->peer, .gen = q->epoch};
 
+	if (q->errored && !q->err_sent)
+		return; /* its QP_ERRORED first (flush_chains) */
 	if (q->errored && !q->sq_used && !q->chain_n && c->drain_head)
 		drain_recheck(c);
 	if (q->sq_used || q->rq_posted || q->chain_n)
@@ -936,6 +938,18 @@ flush_chains(struct kvxd_core *c)
 		}
 		if (q->marker_due)
 			work += post_marker(q);
+		if (q->errored && !q->err_sent && kvx_mbox_free_count(c->outbox) > 0) {
+			/* before any DRAINED of the rooms it carried, and before its QP_QUIESCED
+			 * or QP_RETIRED: the control core has the peer fence its end first */
+			struct kvxd_msg m = {.type = KVXD_MSG_QP_ERRORED,
+					     .qpc = q,
+					     .peer = q->peer,
+					     .gen = q->epoch};
+
+			q->err_sent = true;
+			out_put(c, &m);
+			qpc_check_quiesced(c, q);
+		}
 		if (q->stuck && !q->stuck_sent && kvx_mbox_free_count(c->outbox) > 0) {
 			/* the move to ERR is a syscall: the control core's, at once, not when the
 			 * connection's replacement comes round (a full outbox: next iteration) */

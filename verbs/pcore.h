@@ -224,6 +224,10 @@ struct kvxd_qpc {
 	uint32_t rq_posted; /* receives posted, not completed */
 	uint32_t rq_deficit;
 	bool errored, closing, quiesce_sent;
+	/* QP_ERRORED went to the control core: it tells the peer to fence its end of this QP
+	 * (DESIGN.md 5, rule 6) before anything the QP carried is acknowledged, so no room that
+	 * had WRs on it drains, and no QP_QUIESCED or QP_RETIRED goes, before it */
+	bool err_sent;
 	bool stuck;	 /* it holds WRs it will not run (their doorbell was refused) */
 	bool stuck_sent; /* and QP_STUCK went to the control core */
 	bool marker_due; /* it took a list in part: marker still to post (post_marker) */
@@ -266,6 +270,9 @@ enum kvxd_msg_type {
 	KVXD_MSG_QP_STUCK,    /* qpc (gen = epoch) took a list of WRs but refused its doorbell (rxe,
 			       * a QP not in RTS): they run never and complete only as flushes once
 			       * the QP is in ERR: move it there now */
+	KVXD_MSG_QP_ERRORED,  /* qpc (gen = epoch) is in error: its WRITEs may still be in the
+			       * network (a peer's end of the QP still takes them): before any
+			       * DRAINED of a room it carried */
 };
 
 struct kvxd_msg {

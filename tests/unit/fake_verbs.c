@@ -59,6 +59,16 @@ static int refuse_wr_nth, refuse_wr_count, refuse_wr_err; /* fake_vx_refuse_wr *
 static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
 static uint64_t cq_arms; /* cq_arm calls */
+/* fake_vx_keep_late: writes that failed or flushed at their requester, still in the network */
+#define FAKE_MAX_LATE 64
+static bool keep_late;
+struct fake_late {
+	uint32_t rqpn, rkey;
+	uint64_t raddr, len;
+	uint8_t *data;
+};
+static struct fake_late late[FAKE_MAX_LATE];
+static int nlate;
 static struct {
 	char op[32];
 	int nth, err;
@@ -91,6 +101,10 @@ fake_vx_install(void)
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
 	cq_arms = 0;
+	keep_late = false;
+	for (int i = 0; i < nlate; i++)
+		free(late[i].data);
+	nlate = 0;
 	pthread_mutex_lock(&block_mu);
 	block_armed = block_open = false;
 	destroyed_in_call = 0;
@@ -472,10 +486,66 @@ fqp_create(struct kvx_vx_dev *d, struct kvx_vx_cq *cq, uint32_t sq, uint32_t rq,
 }
 
 static void
+late_keep(const struct kvx_vx_qp *q, const struct kvx_vx_write *w)
+{
+	uint64_t len = 0, off = 0;
+	uint8_t *data;
+
+	if (!keep_late || nlate == FAKE_MAX_LATE || !w->nsge)
+		return;
+	for (uint32_t k = 0; k < w->nsge; k++)
+		len += w->sg[k].len;
+	data = malloc(len);
+	if (!data)
+		return;
+	for (uint32_t k = 0; k < w->nsge; k++) {
+		memcpy(data + off, (void *)(uintptr_t)w->sg[k].addr, w->sg[k].len);
+		off += w->sg[k].len;
+	}
+	late[nlate++] = (struct fake_late){.rqpn = q->remote_qpn,
+					   .rkey = w->rkey,
+					   .raddr = w->raddr,
+					   .len = len,
+					   .data = data};
+}
+
+void
+fake_vx_keep_late(bool on)
+{
+	keep_late = on;
+}
+
+int
+fake_vx_deliver_late(void)
+{
+	int placed = 0;
+
+	for (int i = 0; i < nlate; i++) {
+		struct kvx_vx_qp *r = qp_by_num(late[i].rqpn);
+
+		for (int k = 0; r && r->state >= QPS_RTR && r->state != QPS_ERR && k < FAKE_MAX_MR;
+		     k++)
+			if (mrs[k] && mrs[k]->rkey == late[i].rkey && mrs[k]->dev == r->dev &&
+			    late[i].raddr >= (uint64_t)(uintptr_t)mrs[k]->addr &&
+			    late[i].raddr + late[i].len <=
+				    (uint64_t)(uintptr_t)mrs[k]->addr + mrs[k]->len) {
+				memcpy((void *)(uintptr_t)late[i].raddr, late[i].data, late[i].len);
+				placed++;
+				break;
+			}
+		free(late[i].data);
+	}
+	nlate = 0;
+	return placed;
+}
+
+static void
 flush_all(struct kvx_vx_qp *q)
 {
 	while (q->held_head != q->held_tail) {
 		struct kvx_vx_write *w = &q->held[q->held_head++ % FAKE_MAX_HELD];
+
+		late_keep(q, w);
 
 		cq_push(q->cq, w->wr_id, KVX_VX_WC_FLUSH_ERR, KVX_VX_WC_WRITE, 0, q->qpn);
 	}
@@ -764,6 +834,7 @@ fake_vx_fail_next(struct kvx_vx_qp *q, uint32_t status)
 	if (q->held_head == q->held_tail)
 		return -ENOENT;
 	w = q->held[q->held_head++ % FAKE_MAX_HELD];
+	late_keep(q, &w);
 	complete(q, &w, status);
 	return 0;
 }

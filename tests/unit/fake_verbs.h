@@ -69,6 +69,13 @@ void fake_vx_flush_recv(struct kvx_vx_qp *qp);
 /* Writes executed so far (data landed). */
 uint64_t fake_vx_writes_executed(void);
 bool fake_vx_qp_in_error(struct kvx_vx_qp *qp);
+/* Late packets: while on, a held write that fails or flushes at its requester is also kept, its
+ * data as it was then, as packets still in the network would be (a neighbour entry that is not
+ * resolved holds them, as measured in the VM).  fake_vx_deliver_late() hands every kept one to
+ * its responder QP: placed if that QP is in RTR or RTS and the key fits (an immediate consumes
+ * nothing), dropped by a QP in error.  Returns how many were placed; forgets them all. */
+void fake_vx_keep_late(bool on);
+int fake_vx_deliver_late(void);
 /* cq_arm calls so far (scriptable as "cq_arm"). */
 uint64_t fake_vx_cq_arms(void);
 /* Raise an armed CQ's event as a completion would (the CQ is disarmed); false if it was not

@@ -325,6 +325,50 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	close_room(r, 9);
 }
 
+/* b's QP on rail 1 fails while WRITEs it sent are still in the network (in the VM: held in its
+ * neighbour entry, unresolved while the link was cut, and sent once the link came back, seconds
+ * later).  Its rooms fail and are acknowledged; a releases their pages and its engine reuses them.
+ * a's end of that QP must be in error by then (b's BYE FENCE, ahead of the acknowledgements), so
+ * that the late WRITEs land nowhere; the session stays.  Negative control: mutants
+ * lane_fence_not_sent and lane_fence_ignored (the late WRITEs land in the reused pages). */
+static void
+test_failed_lane_fenced_at_the_peer_before_release(void **state)
+{
+	struct kvxd_peer *pa = peer_of(&A, "b"), *pb = peer_of(&B, "a");
+	uint32_t epoch = pb->epoch;
+	struct kvxd_room *r, *p;
+	int lane;
+
+	(void)state;
+	fake_vx_hold(true);
+	fake_vx_keep_late(true);
+	r = open_room(12, ROOM_PAGES);
+	submit(12, ROOM_PAGES);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	p = prefill_room(12);
+	lane = kvxd_lane(&B, b_core, 1);
+	assert_false(fake_vx_qp_in_error(pa->qpc[lane]->qp));
+	assert_int_equal(fake_vx_fail_next(b_qp(1), KVX_VX_WC_RETRY_EXC_ERR), 0);
+	fake_vx_release(b_qp(0), fake_vx_held(b_qp(0)));
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_RELEASED);
+	fake_vx_hold(false);
+	memset(mem[0], 0x5a, (size_t)ROOM_PAGES * PS); /* a's engine reuses the released pages */
+	fake_vx_deliver_late();
+	for (size_t i = 0; i < (size_t)ROOM_PAGES * PS; i++)
+		if (mem[0][i] != 0x5a)
+			fail_msg("byte %zu of a released page changed: a late WRITE landed", i);
+	assert_true(fake_vx_qp_in_error(pa->qpc[lane]->qp));
+	assert_int_equal(B.ctr.lane_fences_asked, 1);
+	assert_int_equal(A.ctr.lane_fences_made, 1);
+	kvxd_room_remove(&A, r);
+	kvxd_room_remove(&B, p);
+	pump_ms(5);
+	assert_true(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_int_equal(pb->epoch, epoch); /* the session stays, on rail 0 */
+	assert_int_equal(A.ctr.qp_replaced + B.ctr.qp_replaced, 0);
+	fake_vx_keep_late(false);
+}
+
 /* Node n fences rail 1 towards p (its QP there failed); then b writes room id, its WRITEs held
  * in flight by the fake, while n's backoff passes.  a's decode room. */
 static struct kvxd_room *
@@ -569,6 +613,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_last_write_waits_for_every_rail, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rail_error_drains_every_rail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_lane_fenced_at_the_peer_before_release,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_rail_fenced_others_carry_on, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rail_retry_waits_for_the_peers_writes, setup,

@@ -294,3 +294,16 @@ rail_metric() {
 	ctl "$1" counters | awk -v m="kvx_$2" -v r="rail=\"$3\"" \
 		'$1 ~ "^"m"[{]" && index($1, r) { s += $2 } END { print s + 0 }'
 }
+
+# rail_storm DIR SETTLE_MS: the two-rail nodes up (rails_up DIR) and a storm between them that
+# runs until the test's checks are done (SIGINT; failed rooms allowed, released pages watched
+# SETTLE_MS), rooms flowing.
+rail_storm() {
+	[ "$KVX_RAILS" = 2 ] ||
+		fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
+	rails_up "$1"
+	start_bg storm "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
+		--json --duration 150 --inflight 8 --pages 16 --bufs 4 --settle-ms "$2" \
+		--allow-failures --timeout 54
+	wait_until 20 eval '[ "$(metric decode core_recv_imm_total)" -ge 20 ]' || fail "no rooms flow"
+}

@@ -11,16 +11,10 @@
 # brings rail 1 back (CI's counters at stop 20 fit this path: prefill fenced twice, retried once).
 . "$(dirname "$0")/lib.sh"
 
-[ "$KVX_RAILS" = 2 ] || fail "KVX_RAILS is '$KVX_RAILS': the runner did not honour '# kvx-vm: rails 2'"
-rails_up /run/kvx/rail_cut
-
 out=$KVX_LOGDIR/cut.json
 # The storm runs until the checks below are done (SIGINT): a slow guest may take up to three
 # retries of rail 1, 5, 10 and 20 s apart, before it carries rooms again.
-start_bg storm "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-	--json --duration 150 --inflight 8 --pages 16 --bufs 4 --settle-ms 300 --allow-failures \
-	--timeout 54
-wait_until 20 eval '[ "$(metric decode core_recv_imm_total)" -ge 20 ]' || fail "no rooms flow"
+rail_storm /run/kvx/rail_cut 300
 imm() { metric decode core_recv_imm_total; }
 b1() { rail_metric prefill rail_bytes_posted_total 1; }
 # rail retries and fences on both nodes: either may replace the session to try rail 1 again
