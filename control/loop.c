@@ -119,7 +119,10 @@ on_outbox_msg(struct kvxd *d, struct kvxd_msg *m)
 		struct kvxd_peer *p = &d->peers[m->qpc->peer];
 
 		/* Every WR on the errored QP has its completion: replace the connection with
-		 * fresh QPs on both sides (never reset and reuse a QP). */
+		 * fresh QPs on both sides (never reset and reuse a QP).  With several rails the
+		 * rail is taken down first, also on the side that fenced its end as the peer
+		 * asked (the order of the tests below matters); with one, that side leaves the
+		 * replacement to the peer, whose QP failed. */
 		if (p->state == KVXD_PEER_READY && m->gen == p->epoch &&
 		    !kvxd_peer_rail_failed(d, p, m->qpc->rail) &&
 		    !kvxd_peer_lane_fenced_by_peer(d, p, m->qpc)) {

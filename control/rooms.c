@@ -480,8 +480,11 @@ kvxd_room_removable(const struct kvxd_room *r)
 
 	if (r->pc.role == KVX_ROOM_DECODE)
 		return st == KVX_ROOM_SUCCESS || st == KVX_ROOM_RELEASED;
-	return (st == KVX_ROOM_SUCCESS || st == KVX_ROOM_FAILED) && kvxd_room_quiescent(r) &&
-	       r->ntgt == 0;
+	/* a FAILED one also waits for its DRAINED: the QP that carried its errored WRs may still
+	 * flush, and an ABORT that came once it was gone would be acknowledged at once (ahead
+	 * of that QP's BYE FENCE) */
+	return (st == KVX_ROOM_SUCCESS || (st == KVX_ROOM_FAILED && r->drained)) &&
+	       kvxd_room_quiescent(r) && r->ntgt == 0;
 }
 
 bool

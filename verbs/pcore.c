@@ -887,8 +887,10 @@ flush_chains(struct kvxd_core *c)
 {
 	int work = 0;
 
-	for (struct kvxd_qpc *q = c->qpcs; q; q = q->next) {
+	for (struct kvxd_qpc *q = c->qpcs, *next; q; q = next) {
 		int posted = 0, rc;
+
+		next = q->next; /* a closing q may be retired below: never read after that */
 
 		if (q->chain_n) {
 			rc = kvx_vx->post_write_chain(q->qp, q->chain, q->chain_n, &posted);
@@ -948,7 +950,8 @@ flush_chains(struct kvxd_core *c)
 
 			q->err_sent = true;
 			out_put(c, &m);
-			qpc_check_quiesced(c, q);
+			qpc_check_quiesced(c, q); /* QP_RETIRED, for a closing q: freed any time */
+			continue;
 		}
 		if (q->stuck && !q->stuck_sent && kvx_mbox_free_count(c->outbox) > 0) {
 			/* the move to ERR is a syscall: the control core's, at once, not when the

@@ -246,6 +246,16 @@ count_msgs(uint32_t type)
 	return n;
 }
 
+/* The index in the outbox of the first message of that type, or -1. */
+static __attribute__((unused)) int
+msg_index(uint32_t type)
+{
+	for (int i = 0; i < E.nout; i++)
+		if (E.out[i].type == type)
+			return i;
+	return -1;
+}
+
 static __attribute__((unused)) struct kvx_pcore_room *
 decode_room(uint64_t id, const uint32_t *pages, uint32_t npages)
 {

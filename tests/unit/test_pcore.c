@@ -197,6 +197,34 @@ test_wr_error_fails_room_and_quiesces_qp(void **state)
 	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 1);
 	assert_null(find_event(d, KVX_ROOM_SUCCESS));
 	assert_int_equal(fake_vx_writes_executed(), 0);
+	assert_int_equal(count_msgs(KVXD_MSG_QP_ERRORED), 1);
+	assert_true(msg_index(KVXD_MSG_QP_ERRORED) < msg_index(KVXD_MSG_DRAINED));
+}
+
+/* The room's last WR fails after the others completed (unsignalled): its one error completion
+ * retires them all and leaves nothing outstanding, in the poll itself.  The errored QP is still
+ * reported first (QP_ERRORED), so that the control core has the peer fence its end of the QP
+ * before the room's ACK can go (DESIGN.md 5, rule 6), and before the QP quiesces. */
+static void
+test_errored_qp_reported_before_its_rooms_drain(void **state)
+{
+	uint32_t src[4] = {0, 1, 2, 3}, dst[4] = {4, 5, 6, 7};
+	struct kvx_pcore_room *d = decode_room(13, dst, 4), *p = prefill_room(d, dst, 4);
+
+	(void)state;
+	fake_vx_hold(true);
+	submit(p, 0, src, 4, 0, true);
+	run();
+	assert_int_equal(fake_vx_held(E.pf.qpc->qp), 3);
+	assert_int_equal(fake_vx_release(E.pf.qpc->qp, 2), 2);
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_RETRY_EXC_ERR), 0);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_FAILED));
+	assert_int_equal(count_msgs(KVXD_MSG_QP_ERRORED), 1);
+	assert_int_equal(count_msgs(KVXD_MSG_DRAINED), 1);
+	assert_true(msg_index(KVXD_MSG_QP_ERRORED) < msg_index(KVXD_MSG_DRAINED));
+	assert_true(msg_index(KVXD_MSG_QP_ERRORED) < msg_index(KVXD_MSG_QP_QUIESCED));
+	fake_vx_hold(false);
 }
 
 static void
@@ -569,6 +597,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_chunks_wait_for_meta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wr_error_fails_room_and_quiesces_qp, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_errored_qp_reported_before_its_rooms_drain,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_error_counts_until_siblings_flush, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_list_taken_in_part_is_retired_by_a_marker,
