@@ -635,7 +635,8 @@ err_free:
 	return rc;
 }
 
-static int pool_unregister(struct kvxd *d, struct kvxd_pool *p);
+static int pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e,
+			   uint64_t seq);
 
 void
 kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
@@ -653,7 +654,7 @@ kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
 		/* the rails it registered go with it, now or once no room holds it (the sweep) */
 		p->orphan = true;
 		if (atomic_load(&p->refs) == 0)
-			pool_unregister(d, p);
+			pool_unregister(d, p, NULL, 0);
 		if (e)
 			kvxd_engine_reply(d, e, j->seq, j->mr_rc ? j->mr_rc : -ECANCELED, 0, why);
 		free(j);
@@ -672,38 +673,88 @@ kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
 	free(j);
 }
 
-static int
-pool_unregister(struct kvxd *d, struct kvxd_pool *p)
+/* A rail's deregistration failed: the pool stays an orphan (gone for its engine: no room or chunk
+ * takes it half registered, as a freed key can name a later MR), and kvxd_pool_sweep tries the
+ * rails still registered again later. */
+static void
+pool_dereg_failed(struct kvxd_pool *p, int rail, int rc)
 {
+	if (!p->dereg_warned)
+		KVX_WARN("pool %d: rail %d: cannot deregister (%s): retried until it can", p->id,
+			 rail, strerror(-rc));
+	p->dereg_warned = true;
+	p->dereg_retry_ms = kvxd_now_ms() + KVXD_POOL_DEREG_RETRY_MS;
+}
+
+/* Its memory is neither registered nor mapped any more: the slot and the pool go. */
+static void
+pool_free(struct kvxd *d, struct kvxd_pool *p)
+{
+	for (int i = 0; i < d->pools_end; i++)
+		if (d->pools[i] == p)
+			kvxd_pool_slot_set(d, i, NULL);
+	free(p);
+}
+
+/* Unregister p once nothing points at it.  From here the pool is gone for its engine.  With the
+ * verbs workers started, the deregistration (the kernel unpins every page) and the unmap run on
+ * the deregistration worker, and e's POOL_UNREG (seq) is answered when they are done
+ * (kvxd_engine_pool_dereg_done); until then the pool keeps its slot and counts as pinned.  Without
+ * them (the unit tests' nodes, kvxd's shutdown), or without memory for the job, here.  Returns 0
+ * (done), -EINPROGRESS (on the worker), -EBUSY (a room or chunk holds it), or -EIO (a rail's
+ * deregistration failed: the pool is gone for its engine all the same). */
+static int
+pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e, uint64_t seq)
+{
+	struct kvxd_vjob *j;
 	int rc;
 
 	if (atomic_load(&p->refs) > 0)
 		return -EBUSY;
-	/* From here the pool is gone for its engine: should a rail's deregistration fail after
-	 * another's succeeded, no room or chunk may take the pool half registered (a freed key
-	 * can name a later MR); kvxd_pool_sweep retries the rails still registered. */
+	if (p->deregistering)
+		return -EINPROGRESS; /* its job answers for it */
 	p->orphan = true;
+	if (d->vwork.started && (j = calloc(1, sizeof(*j)))) {
+		*j = (struct kvxd_vjob){.kind = KVXD_VJOB_MR_DEREG,
+					.pool = p,
+					.engine_id = e ? e->id : -1,
+					.seq = seq};
+		p->deregistering = true;
+		kvxd_vwork_submit(d, j);
+		return -EINPROGRESS;
+	}
 	for (int k = 0; k < KVX_MAX_RAILS; k++) {
 		if (!p->mr[k])
 			continue;
 		rc = kvx_vx->mr_dereg(p->mr[k]);
 		if (rc) {
-			if (!p->dereg_warned)
-				KVX_WARN("pool %d: rail %d: cannot deregister (%s): retried until "
-					 "it can",
-					 p->id, k, strerror(-rc));
-			p->dereg_warned = true;
-			p->dereg_retry_ms = kvxd_now_ms() + KVXD_POOL_DEREG_RETRY_MS;
-			return -EIO; /* not -EBUSY: the pool is gone for its engine all the same */
+			pool_dereg_failed(p, k, rc);
+			return -EIO;
 		}
 		p->mr[k] = NULL;
 	}
 	munmap(p->base, p->map_len);
-	for (int i = 0; i < d->pools_end; i++)
-		if (d->pools[i] == p)
-			kvxd_pool_slot_set(d, i, NULL);
-	free(p);
+	pool_free(d, p);
 	return 0;
+}
+
+void
+kvxd_engine_pool_dereg_done(struct kvxd *d, struct kvxd_vjob *j)
+{
+	struct kvxd_pool *p = j->pool;
+	struct kvxd_engine *e = j->engine_id >= 0 ? kvxd_engine_by_id(d, j->engine_id) : NULL;
+	int rc = 0;
+
+	p->deregistering = false;
+	if (j->mr_rc) {
+		pool_dereg_failed(p, j->mr_rail, j->mr_rc);
+		rc = -EIO;
+	} else if (j->unmapped) {
+		pool_free(d, p);
+	} /* else kvxd stops: what is left goes at its shutdown (kvxd_engine_close_all) */
+	if (e)
+		kvxd_engine_reply(d, e, j->seq, rc, 0, NULL);
+	free(j);
 }
 
 static bool
@@ -1381,7 +1432,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 		if (p && p->engine_id == e->id) {
 			p->orphan = true;
 			if (atomic_load(&p->refs) == 0)
-				pool_unregister(d, p);
+				pool_unregister(d, p, NULL, 0);
 		}
 	}
 	{
@@ -1414,7 +1465,7 @@ kvxd_pool_sweep(struct kvxd *d, uint64_t now)
 		struct kvxd_pool *p = d->pools[i];
 
 		if (p && p->orphan && atomic_load(&p->refs) == 0 && now >= p->dereg_retry_ms)
-			pool_unregister(d, p);
+			pool_unregister(d, p, NULL, 0);
 	}
 }
 
@@ -1426,7 +1477,7 @@ kvxd_engine_close_all(struct kvxd *d)
 			engine_close(d, d->engines[i]);
 	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i])
-			pool_unregister(d, d->pools[i]);
+			pool_unregister(d, d->pools[i], NULL, 0);
 }
 
 /* ---- shared-memory rings (KVX_ENG_RINGS, core/engine_proto.h) ------------------------------ */
@@ -2014,7 +2065,9 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 				? pool_get(d, e, ((const struct kvx_eng_pool_unreg *)buf)->pool_id)
 				: NULL;
 
-		kvxd_engine_reply(d, e, h->seq, p ? pool_unregister(d, p) : -ENOENT, 0, NULL);
+		v = p ? pool_unregister(d, p, e, h->seq) : -ENOENT;
+		if (v != -EINPROGRESS) /* else answered once deregistered */
+			kvxd_engine_reply(d, e, h->seq, (int)v, 0, NULL);
 		break;
 	}
 	case KVX_ENG_ROOM_OPEN:

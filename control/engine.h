@@ -43,6 +43,10 @@ void kvxd_pool_sweep(struct kvxd *d, uint64_t now);
  * engine's POOL_REG (the pool's id, or the failure; an engine gone meanwhile leaves the pool to
  * be unregistered), and free j. */
 void kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j);
+/* A verbs worker deregistered a pool (KVXD_VJOB_MR_DEREG): free it, or keep it for the sweep
+ * to try again when a rail's deregistration failed; answer the POOL_UNREG that asked (0, or
+ * -EIO), if its engine is still here; free j. */
+void kvxd_engine_pool_dereg_done(struct kvxd *d, struct kvxd_vjob *j);
 struct kvxd_room_shape;
 
 /* Decode: open a room of rank `rank` and this shape (the engine request's checks and

@@ -180,8 +180,19 @@ enum kvxd_vjob_kind {
 	/* a pool's memory registered on every rail: the kernel pins every page, in time
 	 * proportional to the pool (0.29 s for 256 MiB in the VM) */
 	KVXD_VJOB_MR_REG,
-	KVXD_VJOB_KINDS, /* one worker thread each: a long registration never delays a session */
+	/* a pool's memory deregistered on every rail, then unmapped: the kernel unpins every
+	 * page and tears the mapping down (5 and 34 ms for 256 MiB in the VM) */
+	KVXD_VJOB_MR_DEREG,
+	/* worker threads of their own each: a long registration never delays a session */
+	KVXD_VJOB_KINDS,
 };
+/* Connect workers: sessions whose QPs' moves block (a cut rail: a second per peer) come up side
+ * by side, so that one peer's cut link does not hold the other peers' sessions.  Registration
+ * workers: the engines of a node (one per GPU) register their pools side by side, so that one
+ * engine's large pool does not hold the others' start.  One deregistration worker. */
+#define KVXD_CONNECT_WORKERS 4
+#define KVXD_MR_REG_WORKERS 4
+#define KVXD_VWORK_THREADS (KVXD_CONNECT_WORKERS + KVXD_MR_REG_WORKERS + 1)
 
 struct kvxd_vjob {
 	struct kvxd_vjob *next;
@@ -197,11 +208,13 @@ struct kvxd_vjob {
 	/* results by lane: how far it got (enum kvxd_vjob_stage) and the failed call's error */
 	uint8_t stage[KVXD_MAX_LANES];
 	int rc[KVXD_MAX_LANES];
-	/* KVXD_VJOB_MR_REG (allocated by the engine layer): the pool's MRs go into pool->mr[],
-	 * which nothing reads until the job is done (the pool is registering, its refs held) */
+	/* KVXD_VJOB_MR_REG and _DEREG (allocated by the engine layer): the pool's MRs go into
+	 * (out of) pool->mr[], which nothing reads until the job is done (the pool is
+	 * registering, its refs held; or deregistering, an orphan nothing holds) */
 	struct kvxd_pool *pool;
-	int engine_id; /* the engine that asked, and its request (answered when done) */
-	uint64_t seq;
+	int engine_id; /* the engine that asked, and its request (answered when done); */
+	uint64_t seq;  /* _DEREG: engine_id -1 when no engine waits (it left, or the sweep) */
+	bool unmapped; /* _DEREG: every rail deregistered, and the memory unmapped */
 	int nrails;
 	struct kvx_vx_dev *dev[KVX_MAX_RAILS];
 	int mr_rc, mr_rail; /* the first rail whose registration failed, and its error */
@@ -524,16 +537,16 @@ struct kvxd {
 		int efd;
 		struct kvxd_fd ev;
 		int nbusy; /* jobs submitted, not yet taken back */
-		/* by kind (one thread each): FIFO; done: LIFO, taken whole */
+		/* by kind (each taken by its threads in order): FIFO; done: LIFO, taken whole */
 		struct kvxd_vjob *todo[KVXD_VJOB_KINDS], *done;
 		struct kvxd_vjob **todo_tail[KVXD_VJOB_KINDS];
 		pthread_mutex_t mu;
 		pthread_cond_t cv[KVXD_VJOB_KINDS];
-		pthread_t thread[KVXD_VJOB_KINDS];
+		pthread_t thread[KVXD_VWORK_THREADS];
 		struct kvxd_vwork_arg {
 			struct kvxd_vwork *w;
 			int kind;
-		} arg[KVXD_VJOB_KINDS];
+		} arg[KVXD_VWORK_THREADS];
 	} vwork;
 	bool stopping;
 	uint64_t loop_pass; /* kvxd_loop_once() calls so far */

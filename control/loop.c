@@ -265,6 +265,8 @@ kvxd_loop_vwork_done(struct kvxd *d)
 		next = j->next;
 		if (j->kind == KVXD_VJOB_CONNECT)
 			kvxd_peer_connect_done(d, j);
+		else if (j->kind == KVXD_VJOB_MR_DEREG)
+			kvxd_engine_pool_dereg_done(d, j); /* frees j */
 		else
 			kvxd_engine_pool_done(d, j); /* frees j */
 	}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "control/vwork.h"
@@ -67,11 +68,38 @@ run_mr_reg(struct kvxd_vwork *w, struct kvxd_vjob *j)
 	}
 }
 
+/* Deregister the pool's memory on every rail that has it, until one fails; once none is left,
+ * unmap it (the unmap of a large mapping takes its time too).  Once kvxd stops nothing is
+ * tried: the control core deregisters what is left at its shutdown. */
+static void
+run_mr_dereg(struct kvxd_vwork *w, struct kvxd_vjob *j)
+{
+	struct kvxd_pool *p = j->pool;
+
+	j->mr_rc = 0;
+	j->unmapped = false;
+	for (int k = 0; k < KVX_MAX_RAILS; k++) {
+		if (!p->mr[k])
+			continue;
+		if (__atomic_load_n(&w->stop, __ATOMIC_RELAXED))
+			return;
+		j->mr_rail = k;
+		j->mr_rc = kvx_vx->mr_dereg(p->mr[k]);
+		if (j->mr_rc)
+			return;
+		p->mr[k] = NULL;
+	}
+	munmap(p->base, p->map_len);
+	j->unmapped = true;
+}
+
 static void
 run_job(struct kvxd_vwork *w, struct kvxd_vjob *j)
 {
 	if (j->kind == KVXD_VJOB_CONNECT)
 		run_connect(w, j);
+	else if (j->kind == KVXD_VJOB_MR_DEREG)
+		run_mr_dereg(w, j);
 	else
 		run_mr_reg(w, j);
 }
@@ -132,10 +160,32 @@ init_queues(struct kvxd_vwork *w)
 			w->todo_tail[k] = &w->todo[k];
 }
 
+/* Threads of each kind, in kind order (KVXD_VWORK_THREADS in all). */
+static const int kind_threads[KVXD_VJOB_KINDS] = {KVXD_CONNECT_WORKERS, KVXD_MR_REG_WORKERS, 1};
+
+/* The kind of thread i's jobs. */
+static int
+thread_kind(int i)
+{
+	int k = 0;
+
+	while (k < KVXD_VJOB_KINDS - 1 && i >= kind_threads[k])
+		i -= kind_threads[k++];
+	return k;
+}
+
+static void
+wake_all(struct kvxd_vwork *w)
+{
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
+		pthread_cond_broadcast(&w->cv[k]);
+}
+
 int
 kvxd_vwork_start(struct kvxd *d)
 {
-	static const char *const names[KVXD_VJOB_KINDS] = {"kvxd-connect", "kvxd-mr-reg"};
+	static const char *const names[KVXD_VJOB_KINDS] = {"kvxd-connect", "kvxd-mr-reg",
+							   "kvxd-mr-dereg"};
 	struct kvxd_vwork *w = &d->vwork;
 	int rc, n = 0;
 
@@ -149,19 +199,18 @@ kvxd_vwork_start(struct kvxd *d)
 		pthread_cond_init(&w->cv[k], NULL);
 	w->ev = (struct kvxd_fd){.kind = KVXD_FD_VWORK, .ptr = w};
 	rc = kvxd_epoll_add(d, w->efd, &w->ev, EPOLLIN);
-	for (; rc == 0 && n < KVXD_VJOB_KINDS; n++) {
-		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = n};
+	for (; rc == 0 && n < KVXD_VWORK_THREADS; n++) {
+		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = thread_kind(n)};
 		rc = -pthread_create(&w->thread[n], NULL, worker, &w->arg[n]);
 		if (rc == 0)
-			pthread_setname_np(w->thread[n], names[n]);
+			pthread_setname_np(w->thread[n], names[thread_kind(n)]);
 		else
 			break;
 	}
 	if (rc) {
 		pthread_mutex_lock(&w->mu);
 		w->stop = true;
-		for (int k = 0; k < KVXD_VJOB_KINDS; k++)
-			pthread_cond_signal(&w->cv[k]);
+		wake_all(w);
 		pthread_mutex_unlock(&w->mu);
 		while (n-- > 0)
 			pthread_join(w->thread[n], NULL);
@@ -186,11 +235,10 @@ kvxd_vwork_stop(struct kvxd *d)
 		return;
 	pthread_mutex_lock(&w->mu);
 	__atomic_store_n(&w->stop, true, __ATOMIC_RELAXED);
-	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
-		pthread_cond_signal(&w->cv[k]);
+	wake_all(w);
 	pthread_mutex_unlock(&w->mu);
-	for (int k = 0; k < KVXD_VJOB_KINDS; k++)
-		pthread_join(w->thread[k], NULL);
+	for (int i = 0; i < KVXD_VWORK_THREADS; i++)
+		pthread_join(w->thread[i], NULL);
 	/* every queued job went through run_job (stopping: no call) and is done */
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, w->efd, NULL);
 	close(w->efd);

@@ -4,13 +4,17 @@
  * off the control core.  On a RoCE device the move of a QP to RTR resolves the peer's address
  * in the kernel (its neighbour entry), and where that fails (a cut link) the call blocks for
  * about a second before it fails: measured on rxe, one ibv_modify_qp of 1.0 s per unreachable
- * rail.  Registering a pool's memory pins every page: 0.29 s for 256 MiB in the VM.  On the
- * control core either stalled every engine request, heartbeat, abort and handshake of the node.
+ * rail.  Registering a pool's memory pins every page: 0.29 s for 256 MiB in the VM; its
+ * deregistration and unmap unpin them and tear the mapping down: 5 and 34 ms for 256 MiB there,
+ * seconds for a GPU node's pool.  On the control core each stalled every engine request,
+ * heartbeat, abort and handshake of the node.
  *
- * One thread per kind of job (enum kvxd_vjob_kind), started with kvxd (kvxd_vwork_start), each
- * taking its jobs in order: a session's QPs (struct kvxd_vjob in the peer, at most one per
- * peer) or a pool's registration (one per pool being registered, allocated by the engine layer:
- * at most KVXD_MAX_POOLS); so nothing to bound.  When a job is done the worker writes an eventfd
+ * Threads by kind of job (enum kvxd_vjob_kind: KVXD_CONNECT_WORKERS for connects,
+ * KVXD_MR_REG_WORKERS for registrations, one for deregistrations), started with kvxd
+ * (kvxd_vwork_start), the threads of a kind taking its jobs in order: a session's QPs
+ * (struct kvxd_vjob in the peer, at most one per peer: two workers never share a session), a
+ * pool's registration or its deregistration (one per pool, allocated by the engine layer: at
+ * most KVXD_MAX_POOLS); so nothing to bound.  When a job is done the worker writes an eventfd
  * the loop waits on, and the loop hands the done jobs back to their layers
  * (kvxd_loop_vwork_done).  Until the workers are started (the unit tests' nodes) a job runs on
  * the control core at its next loop pass (kvxd_vwork_run_inline).

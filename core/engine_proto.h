@@ -3,10 +3,12 @@
  * The engine <-> kvxd protocol on the local Unix socket (SOCK_SEQPACKET: one message per
  * datagram, host byte order, same machine).  libkvx is the only client; kvxd's control core
  * the only server.  Every request carries a sequence number; requests other than CHUNK get one
- * REPLY with the same seq, in request order, except POOL_REG's: the pool's registration runs off
- * the control core (it pins every page), and its REPLY comes once it is done, after the replies
- * to requests the session sent meanwhile (libkvx's kvx_pool_register waits for it, so it sends
- * none).  EVENTs arrive at any time, interleaved with replies.
+ * REPLY with the same seq, in request order, except POOL_REG's and POOL_UNREG's: the pool's
+ * registration and its deregistration run off the control core (they pin and unpin every page),
+ * and the REPLY comes once it is done, after the replies to requests the session sent meanwhile
+ * (libkvx's kvx_pool_register and kvx_pool_unregister wait for it, so they send none); several
+ * registrations run side by side, so their replies may come in any order among themselves.
+ * EVENTs arrive at any time, interleaved with replies.
  *
  * A message that is shorter than its fixed part, whose hdr.len differs from the datagram size,
  * or whose counts do not match its size is refused (REPLY -EBADMSG, or the session is closed

@@ -55,12 +55,14 @@ struct kvxd_pool {
 	/* registered on every rail (kvxd's [rdma] and [rail.N] devices), in rail order */
 	uint32_t lkey[KVX_MAX_RAILS], rkey[KVX_MAX_RAILS];
 	struct kvx_vx_mr *mr[KVX_MAX_RAILS];
-	atomic_int refs;   /* rooms and chunks that point here */
-	bool orphan;	   /* its engine went away, or it is being deregistered: unregister once
-			    * refs drops to 0 (kvxd_pool_sweep); no new room or chunk takes it */
-	bool registering;  /* its registration runs on a verbs worker: no room or chunk takes
-			    * it, and its refs hold one for the registration */
-	bool dereg_warned; /* a rail's deregistration failed (logged once) */
+	atomic_int refs;    /* rooms and chunks that point here */
+	bool orphan;	    /* its engine went away, or it is being deregistered: unregister once
+			     * refs drops to 0 (kvxd_pool_sweep); no new room or chunk takes it */
+	bool registering;   /* its registration runs on a verbs worker: no room or chunk takes
+			     * it, and its refs hold one for the registration */
+	bool deregistering; /* its deregistration runs on a verbs worker (an orphan): it keeps
+			     * its slot, and counts as pinned, until that returns */
+	bool dereg_warned;  /* a rail's deregistration failed (logged once) */
 	uint64_t dereg_retry_ms; /* not retried before (kvxd_now_ms), after a failure */
 };
 

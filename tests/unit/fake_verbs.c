@@ -322,7 +322,11 @@ fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 static int
 fmr_dereg(struct kvx_vx_mr *m)
 {
-	int rc = scripted("mr_dereg");
+	int rc = block_wait("mr_dereg", NULL);
+
+	if (rc)
+		return rc;
+	rc = scripted("mr_dereg");
 
 	if (rc)
 		return rc;

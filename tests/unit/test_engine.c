@@ -154,6 +154,10 @@ teardown(void **state)
 	for (int k = 0; k < 20; k++)
 		pump_once(); /* engines closed by the tests are noticed */
 	for (int i = 0; i < nnodes; i++) {
+		/* a test that started the verbs workers: stopped, and their done jobs applied,
+		 * before its pools go (here, then), as at kvxd's shutdown */
+		kvxd_vwork_stop(&N[i]);
+		kvxd_loop_vwork_done(&N[i]);
 		/* rooms go first (they hold pool references), then engines and pools */
 		nodes_remove_rooms(&N[i]);
 		kvx_rcu_barrier(); /* freed rooms drop their pool references */
@@ -2440,6 +2444,16 @@ test_cap_pinned_bytes_per_uid(void **state)
 	eng_close(&e2);
 }
 
+/* Node a with its verbs workers started, and an engine session e on it (HELLO answered). */
+static void
+eng_with_workers(struct eng *e)
+{
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(kvxd_vwork_start(&A), 0);
+	eng_connect(e, &A);
+	assert_int_equal(eng_hello(e, NULL), 0);
+}
+
 /* A pool's registration runs on a verbs worker (the kernel pins every page: seconds for a GPU
  * node's pool), not on the control core: another engine is answered meanwhile, and no room takes
  * the pool before its keys exist.  A pool whose engine left during its registration is
@@ -2454,10 +2468,7 @@ test_pool_registration_does_not_stall_the_control_core(void **state)
 	int fd, mrs, id;
 
 	(void)state;
-	assert_int_equal(listen_on(&A), 0);
-	assert_int_equal(kvxd_vwork_start(&A), 0);
-	eng_connect(&e, &A);
-	assert_int_equal(eng_hello(&e, NULL), 0);
+	eng_with_workers(&e);
 	mrs = fake_vx_live().mr;
 	fake_vx_block("mr_reg");
 	fd = memfd_sized(4096);
@@ -2493,6 +2504,140 @@ test_pool_registration_does_not_stall_the_control_core(void **state)
 	PUMP_UNTIL(!A.vwork.nbusy && fake_vx_live().mr == mrs + A.nrails);
 	for (int i = 0; i < KVXD_MAX_POOLS; i++)
 		assert_true(!A.pools[i] || A.pools[i]->id == id);
+	eng_close(&e);
+	kvxd_vwork_stop(&A);
+}
+
+/* A POOL_REG with the verbs workers started: answered once its worker is done. */
+static int
+pool_reg_on_worker(struct eng *e)
+{
+	struct kvx_eng_pool_reg m = {.geom = {256, 16, 1}};
+	struct eng_reply r;
+	uint64_t seq;
+	int fd = memfd_sized(4096);
+	bool got = false;
+
+	seq = eng_send(e, KVX_ENG_POOL_REG, &m, sizeof(m), fd);
+	close(fd);
+	/* steps with pauses, so that the worker's thread runs (got: PUMP_UNTIL looks twice) */
+	PUMP_UNTIL(got || (got = eng_read(e, seq, &r) == 1));
+	assert_int_equal(r.status, 0);
+	return (int)r.value;
+}
+
+static int
+pools_in_slots(const struct kvxd *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < KVXD_MAX_POOLS; i++)
+		n += d->pools[i] != NULL;
+	return n;
+}
+
+/* Engines register side by side: a second engine's pool is registered, and answered, while the
+ * first engine's registration is blocked (the kernel pins every page: seconds for a GPU's pool,
+ * and a node's engines, one per GPU, start together). */
+static void
+test_pool_registrations_side_by_side(void **state)
+{
+	struct kvx_eng_pool_reg m = {.geom = {256, 16, 1}};
+	struct eng e, e2;
+	struct eng_reply r;
+	uint64_t seq;
+	int fd;
+
+	(void)state;
+	eng_with_workers(&e);
+	eng_connect(&e2, &A);
+	assert_int_equal(eng_hello(&e2, NULL), 0);
+	fake_vx_block("mr_reg");
+	fd = memfd_sized(4096);
+	seq = eng_send(&e, KVX_ENG_POOL_REG, &m, sizeof(m), fd);
+	close(fd);
+	PUMP_UNTIL(fake_vx_blocked());
+	assert_true(pool_reg_on_worker(&e2) > 0);
+	assert_true(fake_vx_blocked()); /* the first is still being registered */
+	fake_vx_unblock();
+	PUMP_UNTIL(!A.vwork.nbusy);
+	e.last_reply_seq = 0; /* its reply comes after the later request's (engine_proto.h) */
+	assert_true(eng_wait(&e, seq, &r) > 0);
+	assert_int_equal(r.status, 0);
+	assert_true(r.value > 0);
+	eng_close(&e2);
+	eng_close(&e);
+	kvxd_vwork_stop(&A);
+}
+
+/* A pool's deregistration and unmap run on a verbs worker (the kernel unpins every page and
+ * tears the mapping down: 5 and 34 ms for 256 MiB in the VM, seconds for a GPU's pool), not on
+ * the control core: another engine is
+ * answered meanwhile, the pool is gone for its engine at once and keeps its slot (it is still
+ * pinned) until the worker returns, and the POOL_UNREG is answered then.  An engine that leaves
+ * meanwhile leaves nothing registered; a failed deregistration is answered -EIO, and the sweep
+ * tries it again. */
+static void
+test_pool_deregistration_does_not_stall_the_control_core(void **state)
+{
+	struct kvx_eng_pool_unreg u;
+	struct eng e, e2;
+	struct eng_reply r;
+	bool got;
+	uint64_t seq;
+	int mrs, id;
+
+	(void)state;
+	eng_with_workers(&e);
+	mrs = fake_vx_live().mr;
+	id = pool_reg_on_worker(&e);
+	assert_int_equal(fake_vx_live().mr, mrs + A.nrails);
+
+	fake_vx_block("mr_dereg");
+	u = (struct kvx_eng_pool_unreg){.pool_id = id};
+	seq = eng_send(&e, KVX_ENG_POOL_UNREG, &u, sizeof(u), -1);
+	PUMP_UNTIL(fake_vx_blocked());
+	pump_ms(20);
+	assert_int_equal(eng_read(&e, seq, &r), 0); /* not answered before it is done */
+	eng_connect(&e2, &A);
+	assert_int_equal(eng_hello(&e2, NULL), 0); /* the control core answers meanwhile */
+	assert_int_equal(eng_room_open(&e, 40, id, 2, NULL), -ENOENT); /* gone for its engine */
+	assert_int_equal(pools_in_slots(&A), 1);		       /* still pinned */
+	assert_true(fake_vx_blocked());
+	fake_vx_unblock();
+	PUMP_UNTIL(!A.vwork.nbusy); /* the worker's thread may take a while to run */
+	e.last_reply_seq = 0;	    /* its reply comes after the later request's (engine_proto.h) */
+	assert_true(eng_wait(&e, seq, &r) > 0);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fake_vx_live().mr, mrs);
+	assert_int_equal(pools_in_slots(&A), 0);
+
+	/* its engine leaves while the pool is being deregistered */
+	id = pool_reg_on_worker(&e2);
+	fake_vx_block("mr_dereg");
+	u = (struct kvx_eng_pool_unreg){.pool_id = id};
+	eng_send(&e2, KVX_ENG_POOL_UNREG, &u, sizeof(u), -1);
+	PUMP_UNTIL(fake_vx_blocked());
+	eng_close(&e2);
+	pump_ms(20);
+	assert_true(fake_vx_blocked());
+	fake_vx_unblock();
+	PUMP_UNTIL(!A.vwork.nbusy && pools_in_slots(&A) == 0);
+	assert_int_equal(fake_vx_live().mr, mrs);
+
+	/* a failed deregistration: -EIO, the pool gone for its engine, the sweep tries again */
+	id = pool_reg_on_worker(&e);
+	fake_vx_fail_call("mr_dereg", 1, -EAGAIN);
+	u = (struct kvx_eng_pool_unreg){.pool_id = id};
+	seq = eng_send(&e, KVX_ENG_POOL_UNREG, &u, sizeof(u), -1);
+	got = false;
+	PUMP_UNTIL(got || (got = eng_read(&e, seq, &r) == 1));
+	assert_int_equal(r.status, -EIO);
+	assert_int_equal(pools_in_slots(&A), 1);
+	assert_int_equal(eng_room_open(&e, 41, id, 2, NULL), -ENOENT);
+	fake_ms += KVXD_POOL_DEREG_RETRY_MS;
+	PUMP_UNTIL(!A.vwork.nbusy && pools_in_slots(&A) == 0);
+	assert_int_equal(fake_vx_live().mr, mrs);
 	eng_close(&e);
 	kvxd_vwork_stop(&A);
 }
@@ -5371,6 +5516,8 @@ main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_pool_registration_does_not_stall_the_control_core),
+		T(test_pool_deregistration_does_not_stall_the_control_core),
+		T(test_pool_registrations_side_by_side),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_told_once_after_early_abort,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,

@@ -301,12 +301,45 @@ test_blocked_rtr_does_not_stall_the_control_core(void **state)
 	kvxd_vwork_stop(&A);
 }
 
+static int
+setup3(void **state)
+{
+	static const char *const names[] = {"a", "b", "c"};
+
+	nodes_setup(3, names);
+	return 0;
+}
+
+/* Sessions come up side by side: a's session with c comes up while the move to RTR of its
+ * session with b is blocked (a cut link blocks it for a second; a rail cut to a hundred peers
+ * would hold the last one's for a hundred seconds behind one worker).  Then b's comes up too. */
+static void
+test_blocked_connect_does_not_hold_other_sessions(void **state)
+{
+	(void)state;
+	assert_true(peer_of(&A, "b")->initiator && peer_of(&A, "c")->initiator);
+	assert_int_equal(kvxd_vwork_start(&A), 0);
+	fake_vx_block("qp_to_rtr");
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(fake_vx_blocked());
+	kvxd_peer_admin(&A, "c", "resume");
+	PUMP_UNTIL(!fake_vx_blocked() || (node_ready(&A, "c") && node_ready(&N[2], "a")));
+	assert_true(fake_vx_blocked()); /* b's call still waits */
+	assert_int_equal(peer_of(&A, "b")->state, KVXD_PEER_QP_EXCHANGE);
+	fake_vx_unblock();
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a"));
+	assert_true(node_ready(&A, "c"));
+	kvxd_vwork_stop(&A);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_blocked_rtr_does_not_stall_the_control_core,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_blocked_connect_does_not_hold_other_sessions,
+						setup3, teardown),
 		cmocka_unit_test_setup_teardown(test_setup_and_teardown_release_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_every_acquisition_point_rolls_back, setup,
