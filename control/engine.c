@@ -635,8 +635,8 @@ err_free:
 	return rc;
 }
 
-static int pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e,
-			   uint64_t seq);
+static int pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e, uint64_t seq,
+			   int answer, const char *why);
 
 void
 kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
@@ -651,12 +651,16 @@ kvxd_engine_pool_done(struct kvxd *d, struct kvxd_vjob *j)
 		snprintf(why, sizeof(why), "registering the pool's memory on rail %d (%s): %s",
 			 j->mr_rail, d->cfg.rails[j->mr_rail].device, strerror(-j->mr_rc));
 	if (j->mr_rc || !e || p->orphan) {
-		/* the rails it registered go with it, now or once no room holds it (the sweep) */
+		int rc = j->mr_rc ? j->mr_rc : -ECANCELED;
+
+		/* the rails it registered go with it, now or once no room holds it (the sweep);
+		 * on the deregistration worker, its engine is answered once the pool is gone */
 		p->orphan = true;
-		if (atomic_load(&p->refs) == 0)
-			pool_unregister(d, p, NULL, 0);
+		if (atomic_load(&p->refs) == 0 &&
+		    pool_unregister(d, p, e, j->seq, rc, why) == -EINPROGRESS)
+			e = NULL;
 		if (e)
-			kvxd_engine_reply(d, e, j->seq, j->mr_rc ? j->mr_rc : -ECANCELED, 0, why);
+			kvxd_engine_reply(d, e, j->seq, rc, 0, why);
 		free(j);
 		return;
 	}
@@ -698,13 +702,16 @@ pool_free(struct kvxd *d, struct kvxd_pool *p)
 
 /* Unregister p once nothing points at it.  From here the pool is gone for its engine.  With the
  * verbs workers started, the deregistration (the kernel unpins every page) and the unmap run on
- * the deregistration worker, and e's POOL_UNREG (seq) is answered when they are done
- * (kvxd_engine_pool_dereg_done); until then the pool keeps its slot and counts as pinned.  Without
- * them (the unit tests' nodes, kvxd's shutdown), or without memory for the job, here.  Returns 0
- * (done), -EINPROGRESS (on the worker), -EBUSY (a room or chunk holds it), or -EIO (a rail's
- * deregistration failed: the pool is gone for its engine all the same). */
+ * the deregistration worker, and e's request (seq) is answered when they are done
+ * (kvxd_engine_pool_dereg_done): a POOL_UNREG (answer 0) with their outcome, the POOL_REG of a
+ * pool whose registration failed with answer and why.  Until then the pool keeps its slot and
+ * counts as pinned.  Without the workers (the unit tests' nodes, kvxd's shutdown), or without
+ * memory for the job, here, and the caller answers.  Returns 0 (done), -EINPROGRESS (on the
+ * worker), -EBUSY (a room or chunk holds it), or -EIO (a rail's deregistration failed: the pool
+ * is gone for its engine all the same). */
 static int
-pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e, uint64_t seq)
+pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e, uint64_t seq,
+		int answer, const char *why)
 {
 	struct kvxd_vjob *j;
 	int rc;
@@ -718,7 +725,9 @@ pool_unregister(struct kvxd *d, struct kvxd_pool *p, struct kvxd_engine *e, uint
 		*j = (struct kvxd_vjob){.kind = KVXD_VJOB_MR_DEREG,
 					.pool = p,
 					.engine_id = e ? e->id : -1,
-					.seq = seq};
+					.seq = seq,
+					.answer = answer};
+		snprintf(j->why, sizeof(j->why), "%s", why ? why : "");
 		p->deregistering = true;
 		kvxd_vwork_submit(d, j);
 		return -EINPROGRESS;
@@ -751,8 +760,12 @@ kvxd_engine_pool_dereg_done(struct kvxd *d, struct kvxd_vjob *j)
 		rc = -EIO;
 	} else if (j->unmapped) {
 		pool_free(d, p);
-	} /* else kvxd stops: what is left goes at its shutdown (kvxd_engine_close_all) */
-	if (e)
+	} else {
+		rc = -ECANCELED; /* kvxd stops: what is left goes at its shutdown (close_all) */
+	}
+	if (e && j->answer)
+		kvxd_engine_reply(d, e, j->seq, j->answer, 0, j->why);
+	else if (e)
 		kvxd_engine_reply(d, e, j->seq, rc, 0, NULL);
 	free(j);
 }
@@ -1432,7 +1445,7 @@ engine_close(struct kvxd *d, struct kvxd_engine *e)
 		if (p && p->engine_id == e->id) {
 			p->orphan = true;
 			if (atomic_load(&p->refs) == 0)
-				pool_unregister(d, p, NULL, 0);
+				pool_unregister(d, p, NULL, 0, 0, NULL);
 		}
 	}
 	{
@@ -1465,7 +1478,7 @@ kvxd_pool_sweep(struct kvxd *d, uint64_t now)
 		struct kvxd_pool *p = d->pools[i];
 
 		if (p && p->orphan && atomic_load(&p->refs) == 0 && now >= p->dereg_retry_ms)
-			pool_unregister(d, p, NULL, 0);
+			pool_unregister(d, p, NULL, 0, 0, NULL);
 	}
 }
 
@@ -1477,7 +1490,7 @@ kvxd_engine_close_all(struct kvxd *d)
 			engine_close(d, d->engines[i]);
 	for (int i = 0; i < d->pools_end; i++)
 		if (d->pools[i])
-			pool_unregister(d, d->pools[i], NULL, 0);
+			pool_unregister(d, d->pools[i], NULL, 0, 0, NULL);
 }
 
 /* ---- shared-memory rings (KVX_ENG_RINGS, core/engine_proto.h) ------------------------------ */
@@ -2065,7 +2078,7 @@ handle(struct kvxd *d, struct kvxd_engine *e, const uint8_t *buf, size_t len, in
 				? pool_get(d, e, ((const struct kvx_eng_pool_unreg *)buf)->pool_id)
 				: NULL;
 
-		v = p ? pool_unregister(d, p, e, h->seq) : -ENOENT;
+		v = p ? pool_unregister(d, p, e, h->seq, 0, NULL) : -ENOENT;
 		if (v != -EINPROGRESS) /* else answered once deregistered */
 			kvxd_engine_reply(d, e, h->seq, (int)v, 0, NULL);
 		break;

@@ -12,6 +12,7 @@
 #define KVX_CONTROL_KVXD_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -215,6 +216,10 @@ struct kvxd_vjob {
 	int engine_id; /* the engine that asked, and its request (answered when done); */
 	uint64_t seq;  /* _DEREG: engine_id -1 when no engine waits (it left, or the sweep) */
 	bool unmapped; /* _DEREG: every rail deregistered, and the memory unmapped */
+	/* _DEREG of a pool whose registration failed: its POOL_REG's answer (error and text),
+	 * given once the pool is gone (an engine that tries again finds its slot free) */
+	int answer;
+	char why[160];
 	int nrails;
 	struct kvx_vx_dev *dev[KVX_MAX_RAILS];
 	int mr_rc, mr_rail; /* the first rail whose registration failed, and its error */
@@ -534,6 +539,10 @@ struct kvxd {
 	 * their jobs run on the control core at its next loop pass */
 	struct kvxd_vwork {
 		bool started, stop;
+		/* the CPUs its threads run on (kvxd_worker_cpus): not the control core's, which
+		 * their CPU work (pinning, unpinning, unmapping) would take from it */
+		bool has_cpus;
+		cpu_set_t cpus;
 		int efd;
 		struct kvxd_fd ev;
 		int nbusy; /* jobs submitted, not yet taken back */

@@ -203,6 +203,31 @@ room_buckets(const struct kvx_config *cfg)
 	return rooms < (1u << 16) ? (unsigned long)rooms : 1ul << 16;
 }
 
+/* The verbs workers' CPUs: kvxd's own less the polling cores' and the control core's, since the
+ * workers' calls are CPU work too (pinning and unpinning every page of a pool, unmapping it); or,
+ * where that leaves none, less the polling cores' (they are never shared); else kvxd's own. */
+static void
+worker_cpus(struct kvxd *d)
+{
+	cpu_set_t set;
+
+	if (!d->vwork.has_cpus)
+		return;
+	for (int pass = 0; pass < 2; pass++) {
+		CPU_ZERO(&set);
+		CPU_OR(&set, &set, &d->vwork.cpus);
+		for (int c = 0; c < d->ncores; c++)
+			if (d->cores[c].cpu >= 0 && d->cores[c].cpu < CPU_SETSIZE)
+				CPU_CLR(d->cores[c].cpu, &set);
+		if (pass == 0 && d->cfg.control_cpu >= 0 && d->cfg.control_cpu < CPU_SETSIZE)
+			CPU_CLR(d->cfg.control_cpu, &set);
+		if (CPU_COUNT(&set) > 0) {
+			d->vwork.cpus = set;
+			return;
+		}
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -270,6 +295,8 @@ main(int argc, char **argv)
 	d->cfg_path = path;
 	d->tcp_fd = d->eng_fd = d->sig_fd = d->epfd = -1;
 	d->start_ms = kvxd_now_ms();
+	/* the CPUs kvxd may run on, before the control core is pinned: the verbs workers' */
+	d->vwork.has_cpus = sched_getaffinity(0, sizeof(d->vwork.cpus), &d->vwork.cpus) == 0;
 	if (d->cfg.control_cpu >= 0) {
 		cpu_set_t set;
 
@@ -331,6 +358,7 @@ main(int argc, char **argv)
 		rc = -errno;
 		goto err_fini_cores;
 	}
+	worker_cpus(d);
 	rc = kvxd_vwork_start(d); /* connects and pool registrations, off the control core */
 	if (rc)
 		goto err_close_epoll;

@@ -64,6 +64,22 @@
 
 /* How long a request waits for its reply (and a send for room); the unit tests shorten it. */
 static int req_timeout_ms = REQ_TIMEOUT_MS;
+/* A pool's registration and deregistration take time in proportion to the pool (kvxd answers
+ * once the kernel pinned or unpinned every page and unmapped it: 0.19 to 0.29 s for a 256 MiB
+ * pool's registration in the VM, about 1 s per GiB): their replies are waited for this much
+ * longer per GiB (of the largest pool, 64 GiB, for an unregistration). */
+#define POOL_MS_PER_GIB 2000
+#define POOL_GIB_MAX 64
+
+/* How long a pool of `bytes` may take to be registered or deregistered. */
+static int64_t
+pool_timeout_ms(uint64_t bytes)
+{
+	uint64_t gib = (bytes >> 30) + 1;
+
+	return req_timeout_ms +
+	       POOL_MS_PER_GIB * (int64_t)(gib < POOL_GIB_MAX ? gib : POOL_GIB_MAX);
+}
 
 #define KVX_CHUNK_BATCH_MAX 1024 /* kvx_chunk_submitv */
 #define KVX_ROOM_BATCH_MAX 1024	 /* kvx_room_openv, kvx_room_closev */
@@ -591,9 +607,9 @@ send_msg(struct kvx_conn *c, const void *buf, size_t len, int fd)
 /* Wait for the REPLY to seq; on success it is in c->rx.  seq 0: for the replies to every request
  * of the batch in flight (c->brep).  Events are queued meanwhile. */
 static int
-wait_reply(struct kvx_conn *c, uint64_t seq)
+wait_reply_for(struct kvx_conn *c, uint64_t seq, int64_t timeout_ms)
 {
-	int64_t deadline = now_ms() + req_timeout_ms;
+	int64_t deadline = now_ms() + timeout_ms;
 	struct pollfd p;
 	int n, r;
 
@@ -633,13 +649,21 @@ wait_reply(struct kvx_conn *c, uint64_t seq)
 	}
 }
 
+static int
+wait_reply(struct kvx_conn *c, uint64_t seq)
+{
+	return wait_reply_for(c, seq, req_timeout_ms);
+}
+
 /*
  * Send the request of len bytes built in c->tx (type set here, seq assigned here), passing fd
  * when >= 0, and, unless it is a CHUNK, wait for its reply.  On 0 the reply is in c->rx and
  * *rep points at it; its status is the caller's to interpret.
  */
+/* Send one request and wait up to timeout_ms for its reply (into *rep; NULL: none awaited). */
 static int
-request(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_eng_reply **rep)
+request_for(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_eng_reply **rep,
+	    int64_t timeout_ms)
 {
 	struct kvx_eng_hdr *h = (struct kvx_eng_hdr *)c->tx;
 	int r;
@@ -655,12 +679,18 @@ request(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_
 	r = send_msg(c, c->tx, len, fd);
 	if (r < 0 || !rep)
 		return r;
-	r = wait_reply(c, h->seq);
+	r = wait_reply_for(c, h->seq, timeout_ms);
 	ring_rearm(c);
 	if (r < 0)
 		return r;
 	*rep = (const struct kvx_eng_reply *)c->rx;
 	return 0;
+}
+
+static int
+request(struct kvx_conn *c, uint16_t type, size_t len, int fd, const struct kvx_eng_reply **rep)
+{
+	return request_for(c, type, len, fd, rep, req_timeout_ms);
 }
 
 static void *
@@ -968,7 +998,7 @@ kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry 
 
 	m = tx_msg(c, sizeof(*m));
 	m->geom = *g;
-	r = request(c, KVX_ENG_POOL_REG, sizeof(*m), memfd, &rep);
+	r = request_for(c, KVX_ENG_POOL_REG, sizeof(*m), memfd, &rep, pool_timeout_ms(bytes));
 	if (r < 0)
 		return r;
 	if (rep->status < 0)
@@ -989,7 +1019,8 @@ kvx_pool_unregister(struct kvx_conn *c, int pool_id)
 		return -EINVAL;
 	m = tx_msg(c, sizeof(*m));
 	m->pool_id = pool_id;
-	r = request(c, KVX_ENG_POOL_UNREG, sizeof(*m), -1, &rep);
+	r = request_for(c, KVX_ENG_POOL_UNREG, sizeof(*m), -1, &rep,
+			pool_timeout_ms((uint64_t)POOL_GIB_MAX << 30));
 	if (r < 0)
 		return r;
 	return rep->status;

@@ -202,10 +202,13 @@ kvxd_vwork_start(struct kvxd *d)
 	for (; rc == 0 && n < KVXD_VWORK_THREADS; n++) {
 		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = thread_kind(n)};
 		rc = -pthread_create(&w->thread[n], NULL, worker, &w->arg[n]);
-		if (rc == 0)
-			pthread_setname_np(w->thread[n], names[thread_kind(n)]);
-		else
+		if (rc)
 			break;
+		pthread_setname_np(w->thread[n], names[thread_kind(n)]);
+		if (w->has_cpus &&
+		    (errno = pthread_setaffinity_np(w->thread[n], sizeof(w->cpus), &w->cpus)))
+			KVX_WARN("verbs worker %s: cannot set its CPUs: %s", names[thread_kind(n)],
+				 strerror(errno));
 	}
 	if (rc) {
 		pthread_mutex_lock(&w->mu);

@@ -25,10 +25,11 @@
 
 #include "control/kvxd.h"
 
-/* Start the thread and its eventfd (on d->epfd).  0 or -errno. */
+/* Start the threads (on d->vwork.cpus when has_cpus) and their eventfd (on d->epfd).  0 or
+ * -errno. */
 int kvxd_vwork_start(struct kvxd *d);
-/* Let the job being run finish (the jobs behind it are done without a call: KVXD_VJOB_NONE)
- * and join the thread.  The done jobs stay to be taken.  Safe when never started. */
+/* Let the jobs being run finish (the jobs behind them are done without a call: KVXD_VJOB_NONE)
+ * and join the threads.  The done jobs stay to be taken.  Safe when never started. */
 void kvxd_vwork_stop(struct kvxd *d);
 /* Queue j (its peer, lanes, QPs and attributes set; j->busy must be false). */
 void kvxd_vwork_submit(struct kvxd *d, struct kvxd_vjob *j);

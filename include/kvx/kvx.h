@@ -99,7 +99,9 @@ const char *kvx_node_name(const struct kvx_conn *c);
  * than max_pinned_mb_per_uid, -ENOSPC when the node's pool table is full, -E2BIG over 64 GiB,
  * -ERANGE when the memfd is smaller than the geometry, -EINVAL when the fd is not memory (a
  * memfd, MFD_HUGETLB or not, or a file of tmpfs or hugetlbfs: never a file of a disk or FUSE
- * filesystem). */
+ * filesystem).  kvxd answers once every page is pinned: this call waits 2 s per GiB of the
+ * pool longer than the request timeout (and kvx_pool_unregister, answered once every page is
+ * unpinned, as long as for the largest pool, 64 GiB). */
 int kvx_pool_register(struct kvx_conn *c, int memfd, const struct kvx_pool_geometry *g);
 /* Unregister a pool.  Returns 0; -EBUSY while a room or chunk still uses it (it stays
  * registered and usable; a prefill room uses the pools its chunks read until it is closed and

@@ -2570,6 +2570,43 @@ test_pool_registrations_side_by_side(void **state)
 	kvxd_vwork_stop(&A);
 }
 
+/* A registration that fails on its second rail: the first rail's registration is undone on the
+ * deregistration worker, and the POOL_REG is answered with the failure once the pool is gone, so
+ * that an engine that tries again finds its slot and its pinned bytes free. */
+static void
+test_failed_registration_answered_once_its_pool_is_gone(void **state)
+{
+	struct kvx_eng_pool_reg m = {.geom = {256, 16, 1}};
+	struct eng e;
+	struct eng_reply r;
+	bool got = false;
+	uint64_t seq;
+	int fd, mrs;
+
+	(void)state;
+	assert_int_equal(A.nrails, 2);
+	eng_with_workers(&e);
+	mrs = fake_vx_live().mr;
+	fake_vx_fail_call("mr_reg", 2, -ENOMEM);
+	fake_vx_block("mr_dereg");
+	fd = memfd_sized(4096);
+	seq = eng_send(&e, KVX_ENG_POOL_REG, &m, sizeof(m), fd);
+	close(fd);
+	PUMP_UNTIL(fake_vx_blocked());
+	pump_ms(20);
+	assert_int_equal(eng_read(&e, seq, &r), 0); /* not before the pool is gone */
+	assert_int_equal(pools_in_slots(&A), 1);
+	fake_vx_unblock();
+	PUMP_UNTIL(got || (got = eng_read(&e, seq, &r) == 1));
+	assert_int_equal(r.status, -ENOMEM);
+	assert_non_null(strstr(r.text, "rail 1"));
+	assert_int_equal(pools_in_slots(&A), 0);
+	assert_int_equal(fake_vx_live().mr, mrs);
+	assert_true(pool_reg_on_worker(&e) > 0); /* tried again */
+	eng_close(&e);
+	kvxd_vwork_stop(&A);
+}
+
 /* A pool's deregistration and unmap run on a verbs worker (the kernel unpins every page and
  * tears the mapping down: 5 and 34 ms for 256 MiB in the VM, seconds for a GPU's pool), not on
  * the control core: another engine is
@@ -5518,6 +5555,9 @@ main(void)
 		T(test_pool_registration_does_not_stall_the_control_core),
 		T(test_pool_deregistration_does_not_stall_the_control_core),
 		T(test_pool_registrations_side_by_side),
+		cmocka_unit_test_setup_teardown(
+			test_failed_registration_answered_once_its_pool_is_gone, setup_rails,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_told_once_after_early_abort,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefill_engine_loss_propagates, setup,

@@ -1339,6 +1339,33 @@ test_pool_register_passes_memfd(void **state)
 	close(memfd);
 }
 
+/* A pool's registration and deregistration are answered once the kernel pinned or unpinned every
+ * page (seconds for a GPU's pool): libkvx waits longer for them than for other requests, which
+ * still time out at the request timeout. */
+static void
+test_pool_calls_wait_longer(void **state)
+{
+	struct fixture *fx = *state;
+	struct kvx_pool_geometry g = {.page_size = 4096, .npages = 4, .nbufs = 3};
+	int memfd = memfd_sized(4096 * 4 * 3);
+	char out[32];
+
+	req_timeout_ms = 100;
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.delay_ms = 400;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_pool_register(fx->c, memfd, &g), 7);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.delay_ms = 400;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_pool_unregister(fx->c, 7), 0);
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.delay_ms = 400;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(kvx_admin(fx->c, "peers", out, sizeof(out)), -ETIMEDOUT);
+	close(memfd);
+}
+
 static void
 test_room_open_message(void **state)
 {
@@ -2680,6 +2707,7 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_reply_is_ebadmsg, setup_conn,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_pool_calls_wait_longer, setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_reply_timeout_then_late_reply_dropped,
 						setup_conn, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_text, setup_conn, teardown),
