@@ -23,7 +23,7 @@
 #   bench: shape=NAME kvx=X ref=Y unit=U ratio=MIN/MEDIAN/MAX
 # kvx and ref are the medians of the runs; each ratio is kvx / ref of one interleaved pair.  For
 # `lat` and `lat-spin` lower is better (kvx: open -> SUCCESS seen by decode, p50; ref:
-# ib_write_lat's median).
+# ib_write_lat's median); `floor*` are kvx-floor's p50 against the same reference (below).
 # Every run goes to BUILD_DIR/bench.json; the logs stay in BUILD_DIR/vm-logs/bench/.
 # Exits 1 if a run failed (a kvx-bench error, a byte that did not verify, no perftest result).
 #
@@ -56,7 +56,16 @@ SHAPES='
 1page-single bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --single
 lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
 lat-spin     lat  4096     us      --inflight 1 --pages 1 --bufs 1
+floor        lat  4096     us      floor: --threads 3 --park engine
+floor-park   lat  4096     us      floor: --threads 3 --park all
+floor-any    lat  4096     us      floor: --threads 2 --park none
 '
+# floor*: not kvx but kvx-floor (bench/kvx_floor.c), the floor of a one-page room's latency on
+# this fabric: the metadata to prefill and the page back to decode, kvx's verbs layer alone (no
+# kvxd).  floor: decode's engine in a thread of its own that blocks while it waits, as an engine
+# in libkvx does, and polling cores that spin (the floor of lat-spin's design); floor-park: the
+# polling cores park too (the floor of lat's); floor-any: decode's engine and polling core one
+# thread, everything spinning (two busy threads, as ib_write_lat has: the floor of any design)
 # lat-spin: the nodes' polling cores never park (idle_park_us = 0, kvxd's default on a real
 # NIC); the VM's configs park them at once, since rxe's kernel work needs their CPU (README,
 # Parking), which costs a room at a time the wake-ups of its cores
@@ -123,20 +132,32 @@ if [ "${1:-}" = --vm ]; then
 		[ -n "${name:-}" ] || fail "unknown shape $shape"
 		for i in $(seq 1 "$runs"); do
 			out=$KVX_LOGDIR/$name-kvx$i
-			vm_log "$name: kvx run $i: kvx-bench $kargs"
-			park=
-			[ "$name" != lat-spin ] || park=0
-			kvx_up "$name-$i" $park
-			before=$(cpu_mark)
-			rc=0
-			# shellcheck disable=SC2086
-			"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-				--json --duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
-				--window-check "$check" $kargs \
-				>"$out.json" 2>"$out.err" || rc=$?
-			cpu_write "$out.cpu" "$before" "$rc"
-			vm_log "$name: kvx run $i: exit $rc, $(cat "$out.cpu")"
-			kvx_down "$name-$i"
+			if [ "${kargs%% *}" = floor: ]; then
+				vm_log "$name: run $i: kvx-floor ${kargs#floor: }"
+				rc=0
+				# shellcheck disable=SC2086
+				"$KVX_BUILD/kvx-floor" --decode-gid "$g1" --prefill-gid "$g0" --json \
+					--size "$bytes" --rooms "$lat_iters" ${kargs#floor: } \
+					>"$out.json" 2>"$out.err" || rc=$?
+				# no kvxd: no CPU to count
+				echo "prefill_ticks=0 decode_ticks=0 clk_tck=$clk rc=$rc" >"$out.cpu"
+				vm_log "$name: run $i: exit $rc, $(cat "$out.json")"
+			else
+				vm_log "$name: kvx run $i: kvx-bench $kargs"
+				park=
+				[ "$name" != lat-spin ] || park=0
+				kvx_up "$name-$i" $park
+				before=$(cpu_mark)
+				rc=0
+				# shellcheck disable=SC2086
+				"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
+					--json --duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
+					--window-check "$check" $kargs \
+					>"$out.json" 2>"$out.err" || rc=$?
+				cpu_write "$out.cpu" "$before" "$rc"
+				vm_log "$name: kvx run $i: exit $rc, $(cat "$out.cpu")"
+				kvx_down "$name-$i"
+			fi
 
 			out=$KVX_LOGDIR/$name-ref$i
 			if [ "$ref" = lat ]; then
@@ -332,7 +353,9 @@ shapes_json=()
 cpu_lines=()
 lines=()
 for s in "${shapes[@]}"; do
-	read -r name ref bytes metric _ <<<"$(shape_row "$s")"
+	read -r name ref bytes metric kargs <<<"$(shape_row "$s")"
+	ktool=kvx-bench
+	[ "${kargs%% *}" != floor: ] || ktool=kvx-floor
 	kvx_vals=() ref_vals=() ratios=() pcpu=() dcpu=()
 	for i in $(seq 1 "$runs"); do
 		k=$logs/$name-kvx$i.json
@@ -361,7 +384,7 @@ for s in "${shapes[@]}"; do
 			pc=nan dc=nan
 		fi
 		pcpu+=("$pc") dcpu+=("$dc")
-		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"kvx-bench\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$ktool\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
 
 		r=$logs/$name-ref$i-cli.log
 		rc=$logs/$name-ref$i.rc

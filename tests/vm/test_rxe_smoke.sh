@@ -3,6 +3,7 @@
 # on rxe0, client on rxe1, 64 KiB RDMA WRITEs for 3 s across the veth pair.
 # perftest exits 0 with "0 iterations" when the packets are silently dropped
 # (e.g. martian filtering on the veth), so the bandwidth itself is checked.
+# Then kvx-floor moves one-page rooms between rxe1 and rxe0, each page checked.
 . "$(dirname "$0")/lib.sh"
 
 devs=$(ibv_devices)
@@ -30,4 +31,13 @@ read -r iters mbs < <(awk '/^ *#bytes/ { getline; print $2, $4; exit }' "$KVX_LO
 vm_log "ib_write_bw rxe1 -> rxe0, 64 KiB: $iters iterations, $mbs MB/s"
 awk -v i="$iters" -v m="$mbs" 'BEGIN { exit !(i > 0 && m > 0) }' ||
 	fail "no data moved ($iters iterations, $mbs MB/s): packets dropped?"
+
+# kvx-floor (make bench's floor shapes) on the same devices: each room's page must land, stamped
+for args in "--threads 3 --park engine" "--threads 2 --park all"; do
+	# shellcheck disable=SC2086
+	out=$("$KVX_BUILD/kvx-floor" --decode-gid "$g1" --prefill-gid "$g0" --rooms 200 \
+		--warmup 20 $args 2>&1) || fail "kvx-floor $args: $out"
+	[[ "$out" == "floor: "*" rooms=200 p50_us="* ]] || fail "kvx-floor $args printed: $out"
+	vm_log "$out"
+done
 echo "PASS: rxe smoke, $mbs MB/s"
