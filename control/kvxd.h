@@ -187,13 +187,12 @@ enum kvxd_vjob_kind {
 	/* worker threads of their own each: a long registration never delays a session */
 	KVXD_VJOB_KINDS,
 };
-/* Connect workers: sessions whose QPs' moves block (a cut rail: a second per peer) come up side
- * by side, so that one peer's cut link does not hold the other peers' sessions.  Registration
- * workers: the engines of a node (one per GPU) register their pools side by side, so that one
- * engine's large pool does not hold the others' start.  One deregistration worker. */
-#define KVXD_CONNECT_WORKERS 4
-#define KVXD_MR_REG_WORKERS 4
-#define KVXD_VWORK_THREADS (KVXD_CONNECT_WORKERS + KVXD_MR_REG_WORKERS + 1)
+/* Connect workers ([cores] connect_workers): sessions whose QPs' moves block (a cut rail: a
+ * second per peer) come up side by side, so that one peer's cut link does not hold the other
+ * peers' sessions.  Registration workers ([cores] mr_workers): the engines of a node (one per
+ * GPU) register their pools side by side, so that one engine's large pool does not hold the
+ * others' start.  One deregistration worker. */
+#define KVXD_VWORK_THREADS_MAX (2 * KVX_CFG_WORKERS_MAX + 1)
 
 struct kvxd_vjob {
 	struct kvxd_vjob *next;
@@ -551,11 +550,13 @@ struct kvxd {
 		struct kvxd_vjob **todo_tail[KVXD_VJOB_KINDS];
 		pthread_mutex_t mu;
 		pthread_cond_t cv[KVXD_VJOB_KINDS];
-		pthread_t thread[KVXD_VWORK_THREADS];
+		int nthreads; /* started: kind_threads[] in all */
+		int kind_threads[KVXD_VJOB_KINDS];
+		pthread_t thread[KVXD_VWORK_THREADS_MAX];
 		struct kvxd_vwork_arg {
 			struct kvxd_vwork *w;
 			int kind;
-		} arg[KVXD_VWORK_THREADS];
+		} arg[KVXD_VWORK_THREADS_MAX];
 	} vwork;
 	bool stopping;
 	uint64_t loop_pass; /* kvxd_loop_once() calls so far */

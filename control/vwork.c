@@ -160,17 +160,31 @@ init_queues(struct kvxd_vwork *w)
 			w->todo_tail[k] = &w->todo[k];
 }
 
-/* Threads of each kind, in kind order (KVXD_VWORK_THREADS in all). */
-static const int kind_threads[KVXD_VJOB_KINDS] = {KVXD_CONNECT_WORKERS, KVXD_MR_REG_WORKERS, 1};
+/* Threads of each kind, in kind order, from the configuration (a count the configuration
+ * cannot have, as a node of the unit tests' may leave it: the default). */
+static int
+set_kind_threads(struct kvxd_vwork *w, const struct kvx_config *cfg)
+{
+	const uint32_t want[KVXD_VJOB_KINDS] = {cfg->connect_workers, cfg->mr_workers, 1};
+	int n = 0;
+
+	for (int k = 0; k < KVXD_VJOB_KINDS; k++) {
+		w->kind_threads[k] = want[k] >= 1 && want[k] <= KVX_CFG_WORKERS_MAX
+					     ? (int)want[k]
+					     : KVX_CFG_WORKERS_DEFAULT;
+		n += w->kind_threads[k];
+	}
+	return n;
+}
 
 /* The kind of thread i's jobs. */
 static int
-thread_kind(int i)
+thread_kind(const struct kvxd_vwork *w, int i)
 {
 	int k = 0;
 
-	while (k < KVXD_VJOB_KINDS - 1 && i >= kind_threads[k])
-		i -= kind_threads[k++];
+	while (k < KVXD_VJOB_KINDS - 1 && i >= w->kind_threads[k])
+		i -= w->kind_threads[k++];
 	return k;
 }
 
@@ -187,7 +201,7 @@ kvxd_vwork_start(struct kvxd *d)
 	static const char *const names[KVXD_VJOB_KINDS] = {"kvxd-connect", "kvxd-mr-reg",
 							   "kvxd-mr-dereg"};
 	struct kvxd_vwork *w = &d->vwork;
-	int rc, n = 0;
+	int rc, n = 0, total = set_kind_threads(w, &d->cfg);
 
 	init_queues(w);
 	w->stop = false;
@@ -199,15 +213,17 @@ kvxd_vwork_start(struct kvxd *d)
 		pthread_cond_init(&w->cv[k], NULL);
 	w->ev = (struct kvxd_fd){.kind = KVXD_FD_VWORK, .ptr = w};
 	rc = kvxd_epoll_add(d, w->efd, &w->ev, EPOLLIN);
-	for (; rc == 0 && n < KVXD_VWORK_THREADS; n++) {
-		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = thread_kind(n)};
+	for (; rc == 0 && n < total; n++) {
+		int kind = thread_kind(w, n);
+
+		w->arg[n] = (struct kvxd_vwork_arg){.w = w, .kind = kind};
 		rc = -pthread_create(&w->thread[n], NULL, worker, &w->arg[n]);
 		if (rc)
 			break;
-		pthread_setname_np(w->thread[n], names[thread_kind(n)]);
+		pthread_setname_np(w->thread[n], names[kind]);
 		if (w->has_cpus &&
 		    (errno = pthread_setaffinity_np(w->thread[n], sizeof(w->cpus), &w->cpus)))
-			KVX_WARN("verbs worker %s: cannot set its CPUs: %s", names[thread_kind(n)],
+			KVX_WARN("verbs worker %s: cannot set its CPUs: %s", names[kind],
 				 strerror(errno));
 	}
 	if (rc) {
@@ -225,6 +241,7 @@ kvxd_vwork_start(struct kvxd *d)
 		w->stop = false;
 		return rc;
 	}
+	w->nthreads = total;
 	w->started = true;
 	return 0;
 }
@@ -240,7 +257,7 @@ kvxd_vwork_stop(struct kvxd *d)
 	__atomic_store_n(&w->stop, true, __ATOMIC_RELAXED);
 	wake_all(w);
 	pthread_mutex_unlock(&w->mu);
-	for (int i = 0; i < KVXD_VWORK_THREADS; i++)
+	for (int i = 0; i < w->nthreads; i++)
 		pthread_join(w->thread[i], NULL);
 	/* every queued job went through run_job (stopping: no call) and is done */
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, w->efd, NULL);

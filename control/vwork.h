@@ -9,8 +9,8 @@
  * seconds for a GPU node's pool.  On the control core each stalled every engine request,
  * heartbeat, abort and handshake of the node.
  *
- * Threads by kind of job (enum kvxd_vjob_kind: KVXD_CONNECT_WORKERS for connects,
- * KVXD_MR_REG_WORKERS for registrations, one for deregistrations), started with kvxd
+ * Threads by kind of job (enum kvxd_vjob_kind: [cores] connect_workers for connects,
+ * mr_workers for registrations, one for deregistrations), started with kvxd
  * (kvxd_vwork_start), the threads of a kind taking its jobs in order: a session's QPs
  * (struct kvxd_vjob in the peer, at most one per peer: two workers never share a session), a
  * pool's registration or its deregistration (one per pool, allocated by the engine layer: at

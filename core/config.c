@@ -97,6 +97,8 @@ enum {
 	K_CORES_POLL_CPUS,
 	K_CORES_IDLE_PARK_US,
 	K_CORES_CPU_CLAIMS,
+	K_CORES_CONNECT_WORKERS,
+	K_CORES_MR_WORKERS,
 	K_RDMA_DEVICE,
 	K_RDMA_PORT,
 	K_RDMA_GID_INDEX,
@@ -793,6 +795,10 @@ static const struct key keys[K_COUNT] = {
 	[K_CORES_POLL_CPUS] = F(SECT_CORES, "poll_cpus", false, parse_poll_cpus, poll_cpus),
 	[K_CORES_IDLE_PARK_US] = U(SECT_CORES, "idle_park_us", idle_park_us, 0, UINT32_MAX, NULL),
 	[K_CORES_CPU_CLAIMS] = F(SECT_CORES, "cpu_claims", false, parse_cpu_claims, cpu_claims),
+	[K_CORES_CONNECT_WORKERS] =
+		U(SECT_CORES, "connect_workers", connect_workers, 1, KVX_CFG_WORKERS_MAX, NULL),
+	[K_CORES_MR_WORKERS] =
+		U(SECT_CORES, "mr_workers", mr_workers, 1, KVX_CFG_WORKERS_MAX, NULL),
 	[K_RDMA_DEVICE] = F(SECT_RDMA, "device", true, parse_name, device),
 	[K_RDMA_PORT] = U(SECT_RDMA, "port", port, 1, 255, NULL),
 	[K_RDMA_GID_INDEX] = U(SECT_RDMA, "gid_index", gid_index, 0, 255, NULL),
@@ -1111,6 +1117,8 @@ defaults(struct kvx_config *cfg)
 	cfg->control_cpu = -1;
 	cfg->poll_cpus_auto = true;
 	snprintf(cfg->cpu_claims, sizeof(cfg->cpu_claims), "%s", KVX_CFG_CPU_CLAIMS_DEFAULT);
+	cfg->connect_workers = KVX_CFG_WORKERS_DEFAULT;
+	cfg->mr_workers = KVX_CFG_WORKERS_DEFAULT;
 	cfg->port = 1;
 	cfg->gid_index = 1;
 	cfg->sq_depth = 512;
@@ -1390,6 +1398,8 @@ kvx_config_print(const struct kvx_config *cfg, FILE *f)
 	}
 	fprintf(f, "idle_park_us = %" PRIu32 "\n", cfg->idle_park_us);
 	print_kv(f, "cpu_claims", cfg->cpu_claims[0] ? cfg->cpu_claims : "none");
+	fprintf(f, "connect_workers = %" PRIu32 "\nmr_workers = %" PRIu32 "\n",
+		cfg->connect_workers, cfg->mr_workers);
 
 	fprintf(f, "\n[rdma]\n");
 	print_kv(f, "device", cfg->device);

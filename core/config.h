@@ -13,7 +13,10 @@
  *   [cores]    poll_cpus ("auto" or a comma list of cpu ids, at most KVX_MAX_CORES; default auto),
  *              idle_park_us (0 = never park; default 0), cpu_claims (an absolute directory or
  *              "none"; default /run/kvx: with poll_cpus = auto, the CPUs other kvxd of this
- *              host poll on are claimed there and avoided, verbs/topo.h)
+ *              host poll on are claimed there and avoided, verbs/topo.h),
+ *              connect_workers (1..KVX_CFG_WORKERS_MAX, default 4: peer sessions whose QPs
+ *              move to RTR and RTS side by side), mr_workers (1..KVX_CFG_WORKERS_MAX, default
+ *              4: pool registrations side by side)
  *   [rdma]     device (R), port (1..255, default 1), gid_index (0..255, default 1),
  *              sq_depth (16..32768, default 512), rq_depth (16..32768, default 512),
  *              cq_depth (64..262144; default 2 x peers x (sq_depth + rq_depth), at least 4096;
@@ -82,6 +85,8 @@
 #define KVX_CFG_CPU_CLAIMS_DEFAULT "/run/kvx"
 #define KVX_CFG_ALLOW_FROM_MAX 8
 #define KVX_CFG_RANK_USERS_MAX 16
+#define KVX_CFG_WORKERS_MAX 64 /* connect_workers, mr_workers */
+#define KVX_CFG_WORKERS_DEFAULT 4
 #define KVX_MAX_RAILS 4 /* RDMA devices per node: [rdma] and up to three [rail.N] */
 
 enum kvx_config_auth {
@@ -131,7 +136,8 @@ struct kvx_config {
 	int poll_cpus[KVX_MAX_CORES];
 	int n_poll_cpus; /* >= 1 when !poll_cpus_auto */
 	uint32_t idle_park_us;
-	char cpu_claims[KVX_CFG_PATH_MAX]; /* empty: none */
+	char cpu_claims[KVX_CFG_PATH_MAX];    /* empty: none */
+	uint32_t connect_workers, mr_workers; /* the verbs workers' threads (control/vwork.h) */
 	/* [rdma] */
 	char device[KVX_CFG_NAME_MAX];
 	uint8_t port;

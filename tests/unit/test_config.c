@@ -158,6 +158,8 @@ assert_config_equal(const struct kvx_config *a, const struct kvx_config *b)
 		assert_int_equal(a->poll_cpus[i], b->poll_cpus[i]);
 	assert_int_equal(a->idle_park_us, b->idle_park_us);
 	assert_string_equal(a->cpu_claims, b->cpu_claims);
+	assert_int_equal(a->connect_workers, b->connect_workers);
+	assert_int_equal(a->mr_workers, b->mr_workers);
 	assert_string_equal(a->device, b->device);
 	assert_int_equal(a->port, b->port);
 	assert_int_equal(a->gid_index, b->gid_index);
@@ -275,6 +277,8 @@ test_defaults(void **state)
 	assert_true(cfg.poll_cpus_auto);
 	assert_int_equal(cfg.n_poll_cpus, 0);
 	assert_int_equal(cfg.idle_park_us, 0);
+	assert_int_equal(cfg.connect_workers, 4);
+	assert_int_equal(cfg.mr_workers, 4);
 	assert_int_equal(cfg.port, 1);
 	assert_int_equal(cfg.gid_index, 1);
 	assert_int_equal(cfg.sq_depth, 512);
@@ -350,6 +354,7 @@ test_limits_accepted(void **state)
 	snprintf(text, sizeof(text),
 		 "[node]\nname = %s\nlisten = 255.255.255.255:65535\ncontrol_cpu = 1023\n"
 		 "[cores]\npoll_cpus = 0,1,2,3,4,5,6,1023\nidle_park_us = 4294967295\n"
+		 "connect_workers = 64\nmr_workers = 1\n"
 		 "[rdma]\ndevice = rxe0\nport = 255\ngid_index = 0\nsq_depth = 16\nrq_depth = "
 		 "32768\ncq_depth = 262144\nmtu = 256\nretry_cnt = 0\nrnr_retry = 6\n"
 		 "ack_timeout = 31\n"
@@ -363,6 +368,8 @@ test_limits_accepted(void **state)
 	assert_int_equal(cfg.n_poll_cpus, 8);
 	assert_int_equal(cfg.poll_cpus[7], 1023);
 	assert_int_equal(cfg.idle_park_us, UINT32_MAX);
+	assert_int_equal(cfg.connect_workers, 64);
+	assert_int_equal(cfg.mr_workers, 1);
 	assert_int_equal(cfg.port, 255);
 	assert_int_equal(cfg.cq_depth, 262144);
 	assert_int_equal(strlen(cfg.socket_path), 107);
@@ -524,6 +531,11 @@ test_out_of_range(void **state)
 		 "[timeouts] release_ms: 0 is out of range 1..3600000"},
 		{"timeouts", "heartbeat_ms = 99999999999999999999999", "out of range 1..3600000"},
 		{"cores", "idle_park_us = 4294967296", "out of range 0..4294967295"},
+		{"cores", "connect_workers = 0",
+		 "[cores] connect_workers: 0 is out of range 1..64"},
+		{"cores", "connect_workers = 65", "out of range 1..64"},
+		{"cores", "mr_workers = 0", "[cores] mr_workers: 0 is out of range 1..64"},
+		{"cores", "mr_workers = 65", "out of range 1..64"},
 		{"engine", "mode = 01000", "[engine] mode: 01000 is out of range 0..0777"},
 		{"engine", "mode = 0666", "[engine] mode: 0666 gives every user access"},
 		{"engine", "mode = 0661", "world bits set"},

@@ -332,6 +332,41 @@ test_blocked_connect_does_not_hold_other_sessions(void **state)
 	kvxd_vwork_stop(&A);
 }
 
+/* [cores] connect_workers and mr_workers set the workers' threads.  With one connect worker,
+ * a's session with c waits behind the blocked move to RTR of its session with b (the test
+ * above's case, which four workers pass), and comes up once that call returns. */
+static void
+test_connect_workers_from_the_configuration(void **state)
+{
+	int kinds[KVXD_VJOB_KINDS] = {0};
+
+	(void)state;
+	A.cfg.connect_workers = 1;
+	A.cfg.mr_workers = 3;
+	assert_int_equal(kvxd_vwork_start(&A), 0);
+	assert_int_equal(A.vwork.nthreads, 1 + 3 + 1);
+	for (int i = 0; i < A.vwork.nthreads; i++)
+		kinds[A.vwork.arg[i].kind]++;
+	assert_int_equal(kinds[KVXD_VJOB_CONNECT], 1);
+	assert_int_equal(kinds[KVXD_VJOB_MR_REG], 3);
+	assert_int_equal(kinds[KVXD_VJOB_MR_DEREG], 1);
+	fake_vx_block("qp_to_rtr");
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(fake_vx_blocked());
+	kvxd_peer_admin(&A, "c", "resume");
+	for (int i = 0; i < 10; i++) {
+		pump_ms(20); /* well inside handshake_ms */
+		usleep(2000);
+	}
+	assert_true(fake_vx_blocked());
+	assert_false(node_ready(&A, "c"));
+	assert_int_equal(peer_of(&A, "c")->state, KVXD_PEER_QP_EXCHANGE);
+	fake_vx_unblock();
+	PUMP_UNTIL(node_ready(&A, "b") && node_ready(&B, "a") && node_ready(&A, "c") &&
+		   node_ready(&N[2], "a"));
+	kvxd_vwork_stop(&A);
+}
+
 int
 main(void)
 {
@@ -340,6 +375,8 @@ main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocked_connect_does_not_hold_other_sessions,
 						setup3, teardown),
+		cmocka_unit_test_setup_teardown(test_connect_workers_from_the_configuration, setup3,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_setup_and_teardown_release_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_every_acquisition_point_rolls_back, setup,
