@@ -29,9 +29,16 @@
  *   all     the polling cores park on their CQ's completion channel too, as kvxd's do with
  *           idle_park_us = 1 (the VM's configs).
  *
- * Prints one line, `floor: threads=N park=WHO size=B rooms=N p50_us=X p99_us=Y min_us=Z`.
- * Exit 0, 1 if a room failed (a stamp missing, a completion in error, 5 s without an answer),
- * 2 on a usage error.
+ * --inflight N (N > 1): the floor of a one-page room's rate instead.  Decode's engine and polling
+ * core are one thread (--threads 2) and keep N rooms in flight: each room gets its own page slot
+ * on both sides, and prefill answers each record with its page as above.  --batch B: decode
+ * sends the records of up to B rooms in one WRITE_WITH_IMM (as kvxd sends every ROOM_META of a
+ * loop iteration to a peer in one frame), and prefill posts their pages as one chain.  The
+ * rate is the rooms after --warmup over the time they took.
+ *
+ * Prints one line, `floor: threads=N park=WHO size=B rooms=N p50_us=X p99_us=Y min_us=Z` (or
+ * `floor: rate inflight=N batch=B park=WHO size=B rooms=N rooms_per_s=X`).  Exit 0, 1 if a room
+ * failed (a stamp missing, a completion in error, 5 s without an answer), 2 on a usage error.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -54,7 +61,8 @@
 #include "verbs/vx.h"
 
 #define META_BYTES 64u
-#define RECVS 16
+#define INFLIGHT_MAX 1024u
+#define BATCH_MAX 64u
 #define TIMEOUT_NS (5ll * 1000 * 1000 * 1000)
 
 /* the metadata record decode writes into prefill's buffer */
@@ -74,6 +82,8 @@ struct side {
 	struct kvx_vx_dev_info info;
 	uint32_t psn;
 	uint8_t gid_index;
+	struct kvx_vx_wc wc[32]; /* polled, not yet taken: wc[wc_i .. wc_n) */
+	int wc_i, wc_n;
 };
 
 /* decode's engine and polling core (--threads 3): one writer per line */
@@ -87,6 +97,10 @@ struct handoff {
 struct floor {
 	struct side dec, pre;
 	uint32_t size, rooms, warmup, threads;
+	/* rooms in flight, records per WRITE (at most), and the metadata area's slots: a slot of
+	 * batch j is taken again by batch j + slots, once batch j has ended (slots > inflight) */
+	uint32_t inflight, batch, slots;
+	uint32_t depth;	  /* each QP's send and receive queue */
 	bool park;	  /* the polling cores park when idle */
 	bool engine_park; /* decode's engine waits for its answer on an eventfd */
 	struct handoff h;
@@ -105,10 +119,24 @@ now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int
-side_open(struct side *s, const char *dev, uint8_t gid_index, uint32_t size)
+/* Either side's buffer: the metadata area (slots of batch records: decode writes each batch
+ * from its own slot to prefill's), then one page per room in flight. */
+static uint64_t
+meta_off(const struct floor *f, uint64_t batch)
 {
-	size_t bytes = META_BYTES + (size_t)size;
+	return (batch % f->slots) * f->batch * (uint64_t)META_BYTES;
+}
+
+static uint64_t
+page_off(const struct floor *f, uint64_t seq)
+{
+	return (uint64_t)f->slots * f->batch * META_BYTES + (seq % f->inflight) * f->size;
+}
+
+static int
+side_open(const struct floor *f, struct side *s, const char *dev, uint8_t gid_index)
+{
+	size_t bytes = page_off(f, f->inflight - 1) + f->size;
 	int rc;
 
 	s->gid_index = gid_index;
@@ -119,15 +147,15 @@ side_open(struct side *s, const char *dev, uint8_t gid_index, uint32_t size)
 		return -ENOMEM;
 	memset(s->buf, 0, bytes);
 	if ((rc = vx->mr_reg(s->dev, s->buf, bytes, &s->mr)) ||
-	    (rc = vx->cq_create(s->dev, 4 * RECVS, &s->cq)) ||
-	    (rc = vx->qp_create(s->dev, s->cq, RECVS, RECVS, &s->qp)))
+	    (rc = vx->cq_create(s->dev, (int)(4 * f->depth), &s->cq)) ||
+	    (rc = vx->qp_create(s->dev, s->cq, f->depth, f->depth, &s->qp)))
 		return rc;
 	s->psn = kvx_vx_random_psn();
 	return 0;
 }
 
 static int
-side_connect(struct side *s, const struct side *o, uint32_t mtu)
+side_connect(const struct floor *f, struct side *s, const struct side *o, uint32_t mtu)
 {
 	struct kvx_vx_qp_attr a = {.remote_qpn = vx->qp_num(o->qp),
 				   .remote_psn = o->psn,
@@ -138,16 +166,20 @@ side_connect(struct side *s, const struct side *o, uint32_t mtu)
 				   .retry_cnt = 6,
 				   .rnr_retry = 6,
 				   .ack_timeout = 14};
-	uint64_t ids[RECVS];
+	uint64_t ids[64] = {0};
 	int rc, posted = 0;
 
 	memcpy(a.remote_gid, o->info.gid, sizeof(a.remote_gid));
 	if ((rc = vx->qp_to_init(s->qp, &a)) || (rc = vx->qp_to_rtr(s->qp, &a)) ||
 	    (rc = vx->qp_to_rts(s->qp, &a)))
 		return rc;
-	for (int i = 0; i < RECVS; i++)
-		ids[i] = (uint64_t)i;
-	return vx->post_recv_burst(s->qp, ids, RECVS, &posted);
+	for (uint32_t n = 0; n < f->depth; n += 64) {
+		int k = f->depth - n < 64 ? (int)(f->depth - n) : 64;
+
+		if ((rc = vx->post_recv_burst(s->qp, ids, k, &posted)))
+			return rc;
+	}
+	return 0;
 }
 
 static void
@@ -164,23 +196,39 @@ side_close(struct side *s)
 	free(s->buf);
 }
 
+static void
+write_set(struct side *s, struct kvx_vx_write *w, struct kvx_vx_sge *sg, uint64_t off, uint32_t len,
+	  uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	*sg = (struct kvx_vx_sge){.addr = (uint64_t)(uintptr_t)(s->buf + off),
+				  .len = len,
+				  .lkey = vx->mr_lkey(s->mr)};
+	*w = (struct kvx_vx_write){.wr_id = 1000,
+				   .sg = sg,
+				   .nsge = 1,
+				   .raddr = raddr,
+				   .rkey = rkey,
+				   .with_imm = true,
+				   .imm = imm,
+				   .signaled = true};
+}
+
 static int
 post_one(struct side *s, uint64_t off, uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
-	struct kvx_vx_sge sg = {.addr = (uint64_t)(uintptr_t)(s->buf + off),
-				.len = len,
-				.lkey = vx->mr_lkey(s->mr)};
-	struct kvx_vx_write w = {.wr_id = 1000,
-				 .sg = &sg,
-				 .nsge = 1,
-				 .raddr = raddr,
-				 .rkey = rkey,
-				 .with_imm = true,
-				 .imm = imm,
-				 .signaled = true};
+	struct kvx_vx_write w;
+	struct kvx_vx_sge sg;
 	int posted = 0;
 
+	write_set(s, &w, &sg, off, len, raddr, rkey, imm);
 	return vx->post_write_chain(s->qp, &w, 1, &posted);
+}
+
+/* The immediate of a batch of records: its slot and how many. */
+static uint32_t
+batch_imm(const struct floor *f, uint64_t batch, uint32_t count)
+{
+	return (uint32_t)(batch % f->slots) << 16 | count;
 }
 
 /* Wait until the CQ or fd (-1: none) has something: poll it once more after arming, then
@@ -209,30 +257,32 @@ static int
 wait_recv(struct floor *f, struct side *s, uint32_t *imm, int extra_fd)
 {
 	int64_t deadline = now_ns() + TIMEOUT_NS;
-	struct kvx_vx_wc wc[8];
 	uint64_t id = 0;
 	int posted;
 
 	for (;;) {
-		int n = vx->cq_poll_burst(s->cq, wc, 8);
+		while (s->wc_i < s->wc_n) {
+			const struct kvx_vx_wc *wc = &s->wc[s->wc_i++];
 
-		if (n < 0)
-			return n;
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != KVX_VX_WC_SUCCESS) {
+			if (wc->status != KVX_VX_WC_SUCCESS) {
 				fprintf(stderr, BENCH_PROG ": completion in error: %s\n",
-					wc[i].status_str);
+					wc->status_str);
 				return -EIO;
 			}
-			if (wc[i].opcode == KVX_VX_WC_RECV_WITH_IMM) {
-				*imm = wc[i].imm;
-				id = wc[i].wr_id;
-				/* the rest of this burst: WRITE completions only (one room at a
-				 * time) */
+			if (wc->opcode == KVX_VX_WC_RECV_WITH_IMM) {
+				*imm = wc->imm;
 				return vx->post_recv_burst(s->qp, &id, 1, &posted) ?: 1;
 			}
 		}
-		if (n)
+		s->wc_i = 0;
+		s->wc_n = vx->cq_poll_burst(s->cq, s->wc, 32);
+		if (s->wc_n < 0) {
+			int rc = s->wc_n;
+
+			s->wc_n = 0;
+			return rc;
+		}
+		if (s->wc_n)
 			continue;
 		if (atomic_load_explicit(&f->h.stop, memory_order_relaxed))
 			return 0;
@@ -247,34 +297,43 @@ wait_recv(struct floor *f, struct side *s, uint32_t *imm, int extra_fd)
 	}
 }
 
-/* prefill's polling core: answer every metadata record with the page */
+/* prefill's polling core: answer every batch of records with their pages, one chain */
 static void *
 prefill_main(void *arg)
 {
 	struct floor *f = arg;
 	struct side *s = &f->pre;
+	struct kvx_vx_write w[BATCH_MAX];
+	struct kvx_vx_sge sg[BATCH_MAX];
 
 	for (;;) {
-		struct meta m;
-		uint32_t imm;
-		int rc = wait_recv(f, s, &imm, f->h.stop_fd);
+		uint32_t imm, count, slot;
+		int rc = wait_recv(f, s, &imm, f->h.stop_fd), posted = 0;
 
 		if (rc <= 0) {
 			if (rc < 0)
 				f->error = rc;
 			return NULL;
 		}
-		memcpy(&m, s->buf, sizeof(m));
-		if (m.seq != imm) {
-			fprintf(stderr,
-				BENCH_PROG ": prefill: record %" PRIu64 " with immediate %u\n",
-				m.seq, imm);
+		slot = imm >> 16;
+		count = imm & 0xffff;
+		if (slot >= f->slots || count == 0 || count > f->batch) {
+			fprintf(stderr, BENCH_PROG ": prefill: immediate %#x\n", imm);
 			f->error = -EPROTO;
 			return NULL;
 		}
-		memcpy(s->buf + META_BYTES, &m.seq, 8);
-		memcpy(s->buf + META_BYTES + f->size - 8, &m.seq, 8);
-		rc = post_one(s, META_BYTES, f->size, m.raddr, m.rkey, imm);
+		for (uint32_t i = 0; i < count; i++) {
+			struct meta m;
+			uint64_t pg;
+
+			memcpy(&m, s->buf + meta_off(f, slot) + (uint64_t)i * META_BYTES,
+			       sizeof(m));
+			pg = page_off(f, m.seq);
+			memcpy(s->buf + pg, &m.seq, 8);
+			memcpy(s->buf + pg + f->size - 8, &m.seq, 8);
+			write_set(s, &w[i], &sg[i], pg, f->size, m.raddr, m.rkey, (uint32_t)m.seq);
+		}
+		rc = vx->post_write_chain(s->qp, w, (int)count, &posted);
 		if (rc) {
 			f->error = rc;
 			return NULL;
@@ -282,28 +341,33 @@ prefill_main(void *arg)
 	}
 }
 
-/* decode's polling core's part of room seq: the record out, the page in, its stamps checked */
+/* Decode: the records of rooms seq .. seq + count - 1 out to prefill, as batch number batch. */
 static int
-decode_room(struct floor *f, uint64_t seq, int extra_fd)
+decode_send(struct floor *f, uint64_t batch, uint64_t seq, uint32_t count)
 {
 	struct side *s = &f->dec;
-	struct meta m = {.raddr = (uint64_t)(uintptr_t)(s->buf + META_BYTES),
-			 .rkey = vx->mr_rkey(s->mr),
-			 .seq = seq};
-	uint64_t head, tail;
-	uint32_t imm;
-	int rc;
+	uint64_t off = meta_off(f, batch);
 
-	memcpy(s->buf, &m, sizeof(m));
-	rc = post_one(s, 0, META_BYTES, (uint64_t)(uintptr_t)f->pre.buf, vx->mr_rkey(f->pre.mr),
-		      (uint32_t)seq);
-	if (rc)
-		return rc;
-	rc = wait_recv(f, s, &imm, extra_fd);
-	if (rc <= 0)
-		return rc ? rc : -ECANCELED;
-	memcpy(&head, s->buf + META_BYTES, 8);
-	memcpy(&tail, s->buf + META_BYTES + f->size - 8, 8);
+	for (uint32_t i = 0; i < count; i++) {
+		struct meta m = {.raddr = (uint64_t)(uintptr_t)(s->buf + page_off(f, seq + i)),
+				 .rkey = vx->mr_rkey(s->mr),
+				 .seq = seq + i};
+
+		memcpy(s->buf + off + (uint64_t)i * META_BYTES, &m, sizeof(m));
+	}
+	return post_one(s, off, count * META_BYTES, (uint64_t)(uintptr_t)(f->pre.buf + off),
+			vx->mr_rkey(f->pre.mr), batch_imm(f, batch, count));
+}
+
+/* Decode: the next page came, with immediate imm: it must be room seq's, stamped. */
+static int
+decode_check(struct floor *f, uint64_t seq, uint32_t imm)
+{
+	const uint8_t *pg = f->dec.buf + page_off(f, seq);
+	uint64_t head, tail;
+
+	memcpy(&head, pg, 8);
+	memcpy(&tail, pg + f->size - 8, 8);
 	if (imm != (uint32_t)seq || head != seq || tail != seq) {
 		fprintf(stderr,
 			BENCH_PROG ": room %" PRIu64 ": immediate %u, stamps %" PRIu64
@@ -312,6 +376,21 @@ decode_room(struct floor *f, uint64_t seq, int extra_fd)
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/* decode's polling core's part of room seq (one at a time): its record out, its page in */
+static int
+decode_room(struct floor *f, uint64_t seq, int extra_fd)
+{
+	uint32_t imm;
+	int rc = decode_send(f, seq, seq, 1);
+
+	if (rc)
+		return rc;
+	rc = wait_recv(f, &f->dec, &imm, extra_fd);
+	if (rc <= 0)
+		return rc ? rc : -ECANCELED;
+	return decode_check(f, seq, imm);
 }
 
 static int
@@ -395,8 +474,46 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Decode (--inflight N > 1): keep N rooms in flight, their records in batches of up to
+ * --batch, until warmup + rooms pages have come; *secs: the time the rooms after the warm-up
+ * took. */
 static int
-run(struct floor *f)
+decode_rate(struct floor *f, double *secs)
+{
+	uint64_t total = (uint64_t)f->warmup + f->rooms, sent = 0, done = 0, batch = 0;
+	int64_t t0 = now_ns();
+
+	while (done < total) {
+		uint64_t inflight = sent - done, count = f->batch;
+		uint32_t imm;
+		int rc;
+
+		if (count > f->inflight - inflight)
+			count = f->inflight - inflight;
+		if (count > total - sent)
+			count = total - sent;
+		if (count && (count == f->batch || inflight == 0 || sent + count == total)) {
+			rc = decode_send(f, batch++, sent + 1, (uint32_t)count);
+			if (rc)
+				return rc;
+			sent += count;
+			continue;
+		}
+		rc = wait_recv(f, &f->dec, &imm, -1);
+		if (rc <= 0)
+			return rc ? rc : -ECANCELED;
+		rc = decode_check(f, done + 1, imm);
+		if (rc)
+			return rc;
+		if (++done == f->warmup)
+			t0 = now_ns();
+	}
+	*secs = (double)(now_ns() - t0) / 1e9;
+	return 0;
+}
+
+static int
+run(struct floor *f, double *secs)
 {
 	pthread_t pre, dcore;
 	bool have_dcore = false;
@@ -410,7 +527,10 @@ run(struct floor *f)
 		else
 			have_dcore = true;
 	}
-	for (uint64_t seq = 1; !rc && seq <= (uint64_t)f->warmup + f->rooms; seq++) {
+	if (f->inflight > 1)
+		rc = decode_rate(f, secs);
+	for (uint64_t seq = 1; f->inflight == 1 && !rc && seq <= (uint64_t)f->warmup + f->rooms;
+	     seq++) {
 		int64_t t0 = now_ns();
 
 		rc = f->threads == 3 ? engine_room(f, seq) : decode_room(f, seq, -1);
@@ -435,6 +555,8 @@ usage(FILE *out)
 		     "  --decode-gid N      decode's GID index (1)\n"
 		     "  --prefill-gid N     prefill's GID index (1)\n"
 		     "  --json              one line of JSON\n"
+		     "  --inflight N        rooms in flight, 1..1024 (1: latency; more: the rate)\n"
+		     "  --batch B           records per metadata WRITE, 1..64, at most N (1)\n"
 		     "  --mtu BYTES         path MTU, 256..4096 (1024)\n"
 		     "  --size BYTES        the page, 16..1 MiB (4096)\n"
 		     "  --rooms N           rooms measured (2000), after --warmup N (200)\n"
@@ -459,9 +581,17 @@ main(int argc, char **argv)
 					     {"warmup", required_argument, NULL, 'w'},
 					     {"threads", required_argument, NULL, 't'},
 					     {"park", required_argument, NULL, 'P'},
+					     {"inflight", required_argument, NULL, 'i'},
+					     {"batch", required_argument, NULL, 'b'},
 					     {"help", no_argument, NULL, 'h'},
 					     {0}};
-	struct floor f = {.size = 4096, .rooms = 2000, .warmup = 200, .threads = 2};
+	struct floor f = {.size = 4096,
+			  .rooms = 2000,
+			  .warmup = 200,
+			  .threads = 2,
+			  .inflight = 1,
+			  .batch = 1};
+	double secs = 0;
 	const char *ddev = "rxe1", *pdev = "rxe0";
 	uint32_t dgid = 1, pgid = 1, mtu = 1024;
 	bool json = false;
@@ -511,6 +641,12 @@ main(int argc, char **argv)
 				rc = -EINVAL;
 			}
 			break;
+		case 'i':
+			rc = parse_u32("inflight", optarg, 1, INFLIGHT_MAX, &f.inflight);
+			break;
+		case 'b':
+			rc = parse_u32("batch", optarg, 1, BATCH_MAX, &f.batch);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -526,7 +662,14 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	f.lat = calloc(f.rooms, sizeof(*f.lat));
+	if (f.batch > f.inflight || (f.inflight > 1 && f.threads != 2)) {
+		fprintf(stderr, BENCH_PROG ": --batch is at most --inflight, and --inflight N > 1 "
+					   "goes with --threads 2\n");
+		return 2;
+	}
+	f.slots = 2 * f.inflight;
+	f.depth = f.inflight + 16;
+	f.lat = calloc(f.inflight > 1 ? 1 : f.rooms, sizeof(*f.lat));
 	f.h.req_fd = eventfd(0, EFD_CLOEXEC);
 	f.h.done_fd = eventfd(0, EFD_CLOEXEC);
 	f.h.stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -534,18 +677,31 @@ main(int argc, char **argv)
 		fprintf(stderr, BENCH_PROG ": out of memory or descriptors\n");
 		return 1;
 	}
-	rc = side_open(&f.dec, ddev, (uint8_t)dgid, f.size);
+	rc = side_open(&f, &f.dec, ddev, (uint8_t)dgid);
 	if (!rc)
-		rc = side_open(&f.pre, pdev, (uint8_t)pgid, f.size);
+		rc = side_open(&f, &f.pre, pdev, (uint8_t)pgid);
 	if (!rc)
-		rc = side_connect(&f.dec, &f.pre, mtu);
+		rc = side_connect(&f, &f.dec, &f.pre, mtu);
 	if (!rc)
-		rc = side_connect(&f.pre, &f.dec, mtu);
+		rc = side_connect(&f, &f.pre, &f.dec, mtu);
 	if (!rc && f.park && ((rc = vx->cq_arm(f.dec.cq)) || (rc = vx->cq_arm(f.pre.cq))))
 		fprintf(stderr, BENCH_PROG ": arming a CQ: %s\n", strerror(-rc));
 	if (!rc)
-		rc = run(&f);
-	if (!rc) {
+		rc = run(&f, &secs);
+	if (!rc && f.inflight > 1) {
+		const char *who = f.park ? "all" : "none";
+		double rate = secs > 0 ? f.rooms / secs : 0;
+
+		if (json)
+			printf("{\"tool\": \"kvx-floor\", \"inflight\": %u, \"batch\": %u, "
+			       "\"park\": \"%s\", \"size\": %u, \"rooms\": %u, \"seconds\": %.3f, "
+			       "\"window_rooms_per_s\": %.1f, \"verified\": \"ok\"}\n",
+			       f.inflight, f.batch, who, f.size, f.rooms, secs, rate);
+		else
+			printf("floor: rate inflight=%u batch=%u park=%s size=%u rooms=%u "
+			       "rooms_per_s=%.1f\n",
+			       f.inflight, f.batch, who, f.size, f.rooms, rate);
+	} else if (!rc) {
 		const char *who = f.park ? "all" : f.engine_park ? "engine" : "none";
 		double p50, p99, min;
 

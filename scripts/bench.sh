@@ -59,13 +59,17 @@ lat-spin     lat  4096     us      --inflight 1 --pages 1 --bufs 1
 floor        lat  4096     us      floor: --threads 3 --park engine
 floor-park   lat  4096     us      floor: --threads 3 --park all
 floor-any    lat  4096     us      floor: --threads 2 --park none
+floor-rate   bw   4096     per_s   floor: --park all --inflight 32 --rooms 20000 --warmup 2000
+floor-rate-8 bw   4096     per_s   floor: --park all --inflight 32 --batch 8 --rooms 20000 --warmup 2000
 '
 # floor*: not kvx but kvx-floor (bench/kvx_floor.c), the floor of a one-page room's latency on
 # this fabric: the metadata to prefill and the page back to decode, kvx's verbs layer alone (no
 # kvxd).  floor: decode's engine in a thread of its own that blocks while it waits, as an engine
 # in libkvx does, and polling cores that spin (the floor of lat-spin's design); floor-park: the
 # polling cores park too (the floor of lat's); floor-any: decode's engine and polling core one
-# thread, everything spinning (two busy threads, as ib_write_lat has: the floor of any design)
+# thread, everything spinning (two busy threads, as ib_write_lat has: the floor of any design);
+# floor-rate: 32 one-page rooms in flight, each its own record and page, polling cores that
+# park (the floor of 1page's rate); floor-rate-8: the records of up to 8 rooms in one WRITE
 # lat-spin: the nodes' polling cores never park (idle_park_us = 0, kvxd's default on a real
 # NIC); the VM's configs park them at once, since rxe's kernel work needs their CPU (README,
 # Parking), which costs a room at a time the wake-ups of its cores
