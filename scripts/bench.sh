@@ -56,6 +56,7 @@ SHAPES='
 1page-single bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --single
 lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
 lat-spin     lat  4096     us      --inflight 1 --pages 1 --bufs 1
+lat-chunk    lat  4096     us_last --inflight 1 --pages 1 --bufs 1 --last-chunk-delay-ms 5
 floor        lat  4096     us      floor: --threads 3 --park engine
 floor-park   lat  4096     us      floor: --threads 3 --park all
 floor-any    lat  4096     us      floor: --threads 2 --park none
@@ -72,10 +73,14 @@ floor-rate-8 bw   4096     per_s   floor: --park all --inflight 32 --batch 8 --r
 # park (the floor of 1page's rate); floor-rate-8: the records of up to 8 rooms in one WRITE
 # lat-spin: the nodes' polling cores never park (idle_park_us = 0, kvxd's default on a real
 # NIC); the VM's configs park them at once, since rxe's kernel work needs their CPU (README,
-# Parking), which costs a room at a time the wake-ups of its cores
+# Parking), which costs a room at a time the wake-ups of its cores.  lat-chunk: the same
+# nodes as lat-spin, each room's chunk held back 5 ms, so that decode's ROOM_META is at prefill
+# before it, as in serving, and timed from the chunk's submission to decode's SUCCESS (what
+# serving waits for once prefill has computed)
 # METRIC: MBps  kvx window_MBps vs ib_write_bw's average (MiB/s -> 10^6 B/s)
 #         per_s kvx window_rooms_per_s vs ib_write_bw's messages/s (a 1-page room is one message)
 #         us    kvx window_lat_p50_us vs ib_write_lat's t_typical (its median)
+#         us_last  kvx window_last_chunk_lat_p50_us vs the same
 
 shape_row() { awk -v n="$1" '$1 == n' <<<"$SHAPES"; }
 
@@ -149,7 +154,7 @@ if [ "${1:-}" = --vm ]; then
 			else
 				vm_log "$name: kvx run $i: kvx-bench $kargs"
 				park=
-				[ "$name" != lat-spin ] || park=0
+				case $name in lat-spin | lat-chunk) park=0 ;; esac
 				kvx_up "$name-$i" $park
 				before=$(cpu_mark)
 				rc=0
@@ -368,6 +373,7 @@ for s in "${shapes[@]}"; do
 		MBps) kval=$(jnum "$k" window_MBps) unit=1e6B/s ;;
 		per_s) kval=$(jnum "$k" window_rooms_per_s) unit=rooms/s_vs_msgs/s ;;
 		us) kval=$(jnum "$k" window_lat_p50_us) unit=us_p50 ;;
+		us_last) kval=$(jnum "$k" window_last_chunk_lat_p50_us) unit=us_p50 ;;
 		esac
 		krc=$(kv "$kc" rc 2>/dev/null || true)
 		kbytes=$(jnum "$k" bytes)
