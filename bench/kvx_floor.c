@@ -78,7 +78,7 @@ struct side {
 	struct kvx_vx_cq *cq;
 	struct kvx_vx_qp *qp;
 	struct kvx_vx_mr *mr;
-	uint8_t *buf; /* decode: [meta | page]; prefill: [meta | page] */
+	uint8_t *buf; /* the metadata area, then the pages (meta_off, page_off) */
 	struct kvx_vx_dev_info info;
 	uint32_t psn;
 	uint8_t gid_index;
