@@ -557,7 +557,7 @@ usage(FILE *out)
 		     "  --json              one line of JSON\n"
 		     "  --inflight N        rooms in flight, 1..1024 (1: latency; more: the rate)\n"
 		     "  --batch B           records per metadata WRITE, 1..64, at most N (1)\n"
-		     "  --mtu BYTES         path MTU, 256..4096 (1024)\n"
+		     "  --mtu BYTES         path MTU: 256, 512, 1024, 2048 or 4096 (1024)\n"
 		     "  --size BYTES        the page, 16..1 MiB (4096)\n"
 		     "  --rooms N           rooms measured (2000), after --warmup N (200)\n"
 		     "  --threads 2|3       decode's engine in the polling core's thread (2) or "
@@ -616,6 +616,12 @@ main(int argc, char **argv)
 			break;
 		case 'm':
 			rc = parse_u32("mtu", optarg, 256, 4096, &mtu);
+			if (!rc && (mtu & (mtu - 1))) {
+				/* verbs/vx_ibv.c would take any other value as 1024 */
+				fprintf(stderr,
+					BENCH_PROG ": --mtu: 256, 512, 1024, 2048 or 4096\n");
+				rc = -EINVAL;
+			}
 			break;
 		case 's':
 			rc = parse_u32("size", optarg, 16, 1u << 20, &f.size);
