@@ -21,6 +21,14 @@
  *   3  decode's engine is a thread of its own that hands the request to decode's polling core
  *      and waits for its answer through two words of shared memory (the floor of kvx's
  *      design: DESIGN.md section 6 puts the engine and the polling core in different threads).
+ *      --engine-process: that engine is a process of its own (forked, the two words and the
+ *      latencies in shared memory), as an engine and kvxd are: the floor of kvx's design with
+ *      the process switches it needs (on the VM's emulated CPUs a switch between processes
+ *      costs far more than one between threads of a process).
+ *      --prefill-engine: that engine plays prefill's engine too, as kvx-bench does: prefill's
+ *      polling core tells it of each record and posts the page once it submits the chunk
+ *      (two hand-offs to the engine per room, as a room in kvx has: ROOM_META's arrival at
+ *      prefill, then decode's SUCCESS).
  * --park says who blocks instead of spinning while it waits:
  *   none    every thread spins (kvxd's polling cores with idle_park_us = 0, an engine that
  *           busy-polls its event ring);
@@ -36,9 +44,10 @@
  * loop iteration to a peer in one frame), and prefill posts their pages as one chain.  The
  * rate is the rooms after --warmup over the time they took.
  *
- * Prints one line, `floor: threads=N park=WHO size=B rooms=N p50_us=X p99_us=Y min_us=Z` (or
- * `floor: rate inflight=N batch=B park=WHO size=B rooms=N rooms_per_s=X`).  Exit 0, 1 if a room
- * failed (a stamp missing, a completion in error, 5 s without an answer), 2 on a usage error.
+ * Prints one line, `floor: threads=N park=WHO engine=thread|process[,prefill] size=B rooms=N
+ * p50_us=X p99_us=Y min_us=Z` (or `floor: rate inflight=N batch=B park=WHO size=B rooms=N
+ * rooms_per_s=X`). Exit 0, 1 if a room failed (a stamp missing, a completion in error, 5 s without
+ * an answer), 2 on a usage error.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -52,6 +61,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,10 +99,13 @@ struct side {
 
 /* decode's engine and polling core (--threads 3): one writer per line */
 struct handoff {
-	_Alignas(64) _Atomic uint64_t req;  /* the engine: the room it asks for */
-	_Alignas(64) _Atomic uint64_t done; /* the polling core: the room it checked (or ~0) */
+	_Alignas(64) _Atomic uint64_t req;   /* the engine: the room it asks for */
+	_Alignas(64) _Atomic uint64_t done;  /* the polling core: the room it checked (or ~0) */
+	_Alignas(64) _Atomic uint64_t meta;  /* --prefill-engine, prefill's core: the room whose
+					      * record came */
+	_Alignas(64) _Atomic uint64_t chunk; /* the engine: the room whose chunk it submits */
 	_Alignas(64) _Atomic bool stop;
-	int req_fd, done_fd, stop_fd; /* --park: eventfds */
+	int req_fd, done_fd, stop_fd, meta_fd, chunk_fd; /* --park: eventfds */
 };
 
 struct floor {
@@ -100,12 +114,14 @@ struct floor {
 	/* rooms in flight, records per WRITE (at most), and the metadata area's slots: a slot of
 	 * batch j is taken again by batch j + slots, once batch j has ended (slots > inflight) */
 	uint32_t inflight, batch, slots;
-	uint32_t depth;	  /* each QP's send and receive queue */
-	bool park;	  /* the polling cores park when idle */
-	bool engine_park; /* decode's engine waits for its answer on an eventfd */
-	struct handoff h;
-	uint64_t *lat;
-	_Atomic int error; /* a failure, -errno */
+	uint32_t depth;	     /* each QP's send and receive queue */
+	bool park;	     /* the polling cores park when idle */
+	bool engine_park;    /* decode's engine waits for its answer on an eventfd */
+	bool engine_process; /* decode's engine (--threads 3) is a process of its own */
+	bool prefill_engine; /* it is prefill's engine too: it submits each room's chunk */
+	struct handoff *h;   /* shared with the engine's process (MAP_SHARED) */
+	uint64_t *lat;	     /* the same */
+	_Atomic int error;   /* a failure, -errno */
 };
 
 static const struct kvx_vx_ops *vx = &kvx_vx_ibv_ops;
@@ -284,7 +300,7 @@ wait_recv(struct floor *f, struct side *s, uint32_t *imm, int extra_fd)
 		}
 		if (s->wc_n)
 			continue;
-		if (atomic_load_explicit(&f->h.stop, memory_order_relaxed))
+		if (atomic_load_explicit(&f->h->stop, memory_order_relaxed))
 			return 0;
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
@@ -295,6 +311,44 @@ wait_recv(struct floor *f, struct side *s, uint32_t *imm, int extra_fd)
 				return rc;
 		}
 	}
+}
+
+/* One more on eventfd fd: whoever waits on it wakes. */
+static int
+wake(int fd)
+{
+	uint64_t one = 1;
+
+	return write(fd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+}
+
+/* --prefill-engine: tell the engine that room seq's record came, and wait for its chunk.
+ * Returns 0, 1 if stopped, or -errno. */
+static int
+prefill_ask(struct floor *f, uint64_t seq)
+{
+	int64_t deadline = now_ns() + TIMEOUT_NS;
+
+	atomic_store_explicit(&f->h->meta, seq, memory_order_release);
+	if (f->engine_park && wake(f->h->meta_fd))
+		return -errno;
+	while (atomic_load_explicit(&f->h->chunk, memory_order_acquire) != seq) {
+		if (atomic_load_explicit(&f->h->stop, memory_order_relaxed))
+			return 1;
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		if (f->park) {
+			struct pollfd p[2] = {{.fd = f->h->chunk_fd, .events = POLLIN},
+					      {.fd = f->h->stop_fd, .events = POLLIN}};
+			uint64_t v;
+
+			if (atomic_load_explicit(&f->h->chunk, memory_order_acquire) != seq &&
+			    poll(p, 2, 100) > 0 && (p[0].revents & POLLIN) &&
+			    read(f->h->chunk_fd, &v, sizeof(v)) < 0)
+				return -errno;
+		}
+	}
+	return 0;
 }
 
 /* prefill's polling core: answer every batch of records with their pages, one chain */
@@ -308,7 +362,7 @@ prefill_main(void *arg)
 
 	for (;;) {
 		uint32_t imm, count, slot;
-		int rc = wait_recv(f, s, &imm, f->h.stop_fd), posted = 0;
+		int rc = wait_recv(f, s, &imm, f->h->stop_fd), posted = 0;
 
 		if (rc <= 0) {
 			if (rc < 0)
@@ -328,6 +382,11 @@ prefill_main(void *arg)
 
 			memcpy(&m, s->buf + meta_off(f, slot) + (uint64_t)i * META_BYTES,
 			       sizeof(m));
+			if (f->prefill_engine && (rc = prefill_ask(f, m.seq)) != 0) {
+				if (rc < 0)
+					f->error = rc;
+				return NULL;
+			}
 			pg = page_off(f, m.seq);
 			memcpy(s->buf + pg, &m.seq, 8);
 			memcpy(s->buf + pg + f->size - 8, &m.seq, 8);
@@ -393,14 +452,6 @@ decode_room(struct floor *f, uint64_t seq, int extra_fd)
 	return decode_check(f, seq, imm);
 }
 
-static int
-wake(int fd)
-{
-	uint64_t one = 1;
-
-	return write(fd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
-}
-
 /* decode's polling core (--threads 3): take the engine's request, do the room, answer */
 static void *
 decode_core_main(void *arg)
@@ -409,18 +460,19 @@ decode_core_main(void *arg)
 	uint64_t last = 0;
 
 	for (;;) {
-		uint64_t seq = atomic_load_explicit(&f->h.req, memory_order_acquire);
+		uint64_t seq = atomic_load_explicit(&f->h->req, memory_order_acquire);
 		int rc;
 
-		if (atomic_load_explicit(&f->h.stop, memory_order_relaxed))
+		if (atomic_load_explicit(&f->h->stop, memory_order_relaxed))
 			return NULL;
 		if (seq == last) {
 			if (f->park) {
-				struct pollfd p = {.fd = f->h.req_fd, .events = POLLIN};
+				struct pollfd p = {.fd = f->h->req_fd, .events = POLLIN};
 				uint64_t v;
 
-				if (atomic_load_explicit(&f->h.req, memory_order_acquire) == last &&
-				    poll(&p, 1, 100) > 0 && read(f->h.req_fd, &v, sizeof(v)) < 0)
+				if (atomic_load_explicit(&f->h->req, memory_order_acquire) ==
+					    last &&
+				    poll(&p, 1, 100) > 0 && read(f->h->req_fd, &v, sizeof(v)) < 0)
 					return NULL;
 			}
 			continue;
@@ -430,8 +482,8 @@ decode_core_main(void *arg)
 			f->error = rc;
 			seq = UINT64_MAX;
 		}
-		atomic_store_explicit(&f->h.done, seq, memory_order_release);
-		if (f->engine_park && wake(f->h.done_fd))
+		atomic_store_explicit(&f->h->done, seq, memory_order_release);
+		if (f->engine_park && wake(f->h->done_fd))
 			return NULL;
 		if (rc)
 			return NULL;
@@ -446,24 +498,50 @@ engine_room(struct floor *f, uint64_t seq)
 	int64_t deadline = now_ns() + TIMEOUT_NS;
 	uint64_t done;
 
-	atomic_store_explicit(&f->h.req, seq, memory_order_release);
-	if (f->park && wake(f->h.req_fd))
+	bool chunked = !f->prefill_engine; /* --prefill-engine: the chunk is submitted */
+
+	atomic_store_explicit(&f->h->req, seq, memory_order_release);
+	if (f->park && wake(f->h->req_fd))
 		return -errno;
-	while ((done = atomic_load_explicit(&f->h.done, memory_order_acquire)) != seq) {
+	while ((done = atomic_load_explicit(&f->h->done, memory_order_acquire)) != seq) {
 		if (done == UINT64_MAX)
 			return f->error ? f->error : -EIO;
+		if (!chunked && atomic_load_explicit(&f->h->meta, memory_order_acquire) == seq) {
+			/* prefill's engine: the record came, the chunk goes at once */
+			atomic_store_explicit(&f->h->chunk, seq, memory_order_release);
+			if (f->park && wake(f->h->chunk_fd))
+				return -errno;
+			chunked = true;
+			continue;
+		}
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
 		if (f->engine_park) {
-			struct pollfd p = {.fd = f->h.done_fd, .events = POLLIN};
+			struct pollfd p[2] = {{.fd = f->h->done_fd, .events = POLLIN},
+					      {.fd = f->h->meta_fd, .events = POLLIN}};
 			uint64_t v;
 
-			if (atomic_load_explicit(&f->h.done, memory_order_acquire) != seq &&
-			    poll(&p, 1, 100) > 0 && read(f->h.done_fd, &v, sizeof(v)) < 0)
+			if (atomic_load_explicit(&f->h->done, memory_order_acquire) == seq ||
+			    (!chunked &&
+			     atomic_load_explicit(&f->h->meta, memory_order_acquire) == seq))
+				continue;
+			if (poll(p, chunked ? 1 : 2, 100) < 0)
 				return -errno;
+			for (int k = 0; k < 2; k++)
+				if ((p[k].revents & POLLIN) && read(p[k].fd, &v, sizeof(v)) < 0)
+					return -errno;
 		}
 	}
 	return 0;
+}
+
+/* Zeroed memory shared with a child (--engine-process), or NULL. */
+static void *
+shared_alloc(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
 }
 
 static int
@@ -512,6 +590,45 @@ decode_rate(struct floor *f, double *secs)
 	return 0;
 }
 
+/* One room at a time, timed: decode's engine (--threads 3) or decode's one thread (2). */
+static int
+rooms(struct floor *f)
+{
+	int rc = 0;
+
+	for (uint64_t seq = 1; !rc && seq <= (uint64_t)f->warmup + f->rooms; seq++) {
+		int64_t t0 = now_ns();
+
+		rc = f->threads == 3 ? engine_room(f, seq) : decode_room(f, seq, -1);
+		if (!rc && seq > f->warmup)
+			f->lat[seq - 1 - f->warmup] = (uint64_t)(now_ns() - t0);
+	}
+	return rc;
+}
+
+/* --engine-process: rooms() in a child that touches only the shared words, the eventfds and the
+ * shared latencies (a child of a threaded process may call only what is async-signal-safe:
+ * these loops are atomics, clock_gettime, poll, read and write).  The pages the devices use
+ * stay the parent's: the kernel copies pinned pages for a child at fork (Linux 5.12 and
+ * later), and the child ends with _exit, never touching them. */
+static int
+engine_fork(struct floor *f)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(rooms(f) ? 1 : 0);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return f->error ? f->error : -EIO;
+}
+
 static int
 run(struct floor *f, double *secs)
 {
@@ -529,16 +646,12 @@ run(struct floor *f, double *secs)
 	}
 	if (f->inflight > 1)
 		rc = decode_rate(f, secs);
-	for (uint64_t seq = 1; f->inflight == 1 && !rc && seq <= (uint64_t)f->warmup + f->rooms;
-	     seq++) {
-		int64_t t0 = now_ns();
-
-		rc = f->threads == 3 ? engine_room(f, seq) : decode_room(f, seq, -1);
-		if (!rc && seq > f->warmup)
-			f->lat[seq - 1 - f->warmup] = (uint64_t)(now_ns() - t0);
-	}
-	atomic_store(&f->h.stop, true);
-	if ((wake(f->h.req_fd) || wake(f->h.stop_fd)) && !rc)
+	else if (!rc && f->engine_process)
+		rc = engine_fork(f);
+	else if (!rc)
+		rc = rooms(f);
+	atomic_store(&f->h->stop, true);
+	if ((wake(f->h->req_fd) || wake(f->h->stop_fd)) && !rc)
 		rc = -errno;
 	pthread_join(pre, NULL);
 	if (have_dcore)
@@ -549,22 +662,26 @@ run(struct floor *f, double *secs)
 static void
 usage(FILE *out)
 {
-	fprintf(out, "usage: " BENCH_PROG " [options]\n"
-		     "  --decode-dev NAME   decode's RDMA device (rxe1)\n"
-		     "  --prefill-dev NAME  prefill's RDMA device (rxe0)\n"
-		     "  --decode-gid N      decode's GID index (1)\n"
-		     "  --prefill-gid N     prefill's GID index (1)\n"
-		     "  --json              one line of JSON\n"
-		     "  --inflight N        rooms in flight, 1..1024 (1: latency; more: the rate)\n"
-		     "  --batch B           records per metadata WRITE, 1..64, at most N (1)\n"
-		     "  --mtu BYTES         path MTU: 256, 512, 1024, 2048 or 4096 (1024)\n"
-		     "  --size BYTES        the page, 16..1 MiB (4096)\n"
-		     "  --rooms N           rooms measured (2000), after --warmup N (200)\n"
-		     "  --threads 2|3       decode's engine in the polling core's thread (2) or "
-		     "its own (3)\n"
-		     "  --park all|engine|none  who blocks when idle instead of spinning: every "
-		     "thread,\n"
-		     "                      decode's engine alone (--threads 3), or none (none)\n");
+	fprintf(out,
+		"usage: " BENCH_PROG " [options]\n"
+		"  --decode-dev NAME   decode's RDMA device (rxe1)\n"
+		"  --prefill-dev NAME  prefill's RDMA device (rxe0)\n"
+		"  --decode-gid N      decode's GID index (1)\n"
+		"  --prefill-gid N     prefill's GID index (1)\n"
+		"  --json              one line of JSON\n"
+		"  --inflight N        rooms in flight, 1..1024 (1: latency; more: the rate)\n"
+		"  --batch B           records per metadata WRITE, 1..64, at most N (1)\n"
+		"  --mtu BYTES         path MTU: 256, 512, 1024, 2048 or 4096 (1024)\n"
+		"  --size BYTES        the page, 16..1 MiB (4096)\n"
+		"  --rooms N           rooms measured (2000), after --warmup N (200)\n"
+		"  --threads 2|3       decode's engine in the polling core's thread (2) or "
+		"its own (3)\n"
+		"  --engine-process    decode's engine (--threads 3) in a process of its own\n"
+		"  --prefill-engine    decode's engine (--threads 3) is prefill's too: it submits\n"
+		"                      each room's chunk once the record came\n"
+		"  --park all|engine|none  who blocks when idle instead of spinning: every "
+		"thread,\n"
+		"                      decode's engine alone (--threads 3), or none (none)\n");
 }
 
 int
@@ -581,6 +698,8 @@ main(int argc, char **argv)
 					     {"warmup", required_argument, NULL, 'w'},
 					     {"threads", required_argument, NULL, 't'},
 					     {"park", required_argument, NULL, 'P'},
+					     {"engine-process", no_argument, NULL, 'E'},
+					     {"prefill-engine", no_argument, NULL, 'R'},
 					     {"inflight", required_argument, NULL, 'i'},
 					     {"batch", required_argument, NULL, 'b'},
 					     {"help", no_argument, NULL, 'h'},
@@ -647,6 +766,12 @@ main(int argc, char **argv)
 				rc = -EINVAL;
 			}
 			break;
+		case 'E':
+			f.engine_process = true;
+			break;
+		case 'R':
+			f.prefill_engine = true;
+			break;
 		case 'i':
 			rc = parse_u32("inflight", optarg, 1, INFLIGHT_MAX, &f.inflight);
 			break;
@@ -673,14 +798,28 @@ main(int argc, char **argv)
 					   "goes with --threads 2\n");
 		return 2;
 	}
+	if ((f.engine_process || f.prefill_engine) && (f.threads != 3 || f.inflight > 1)) {
+		fprintf(stderr, BENCH_PROG ": --engine-process and --prefill-engine go with "
+					   "--threads 3 and one room in flight\n");
+		return 2;
+	}
 	f.slots = 2 * f.inflight;
 	f.depth = f.inflight + 16;
-	f.lat = calloc(f.inflight > 1 ? 1 : f.rooms, sizeof(*f.lat));
-	f.h.req_fd = eventfd(0, EFD_CLOEXEC);
-	f.h.done_fd = eventfd(0, EFD_CLOEXEC);
-	f.h.stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (!f.lat || f.h.req_fd < 0 || f.h.done_fd < 0 || f.h.stop_fd < 0) {
-		fprintf(stderr, BENCH_PROG ": out of memory or descriptors\n");
+	/* shared with the engine's process (--engine-process), zeroed */
+	f.h = shared_alloc(sizeof(*f.h));
+	f.lat = shared_alloc(sizeof(*f.lat) * (f.inflight > 1 ? 1 : f.rooms));
+	if (!f.lat || !f.h) {
+		fprintf(stderr, BENCH_PROG ": out of memory\n");
+		return 1;
+	}
+	f.h->req_fd = eventfd(0, EFD_CLOEXEC);
+	f.h->done_fd = eventfd(0, EFD_CLOEXEC);
+	f.h->stop_fd = eventfd(0, EFD_CLOEXEC);
+	f.h->meta_fd = eventfd(0, EFD_CLOEXEC);
+	f.h->chunk_fd = eventfd(0, EFD_CLOEXEC);
+	if (f.h->req_fd < 0 || f.h->done_fd < 0 || f.h->stop_fd < 0 || f.h->meta_fd < 0 ||
+	    f.h->chunk_fd < 0) {
+		fprintf(stderr, BENCH_PROG ": out of descriptors\n");
 		return 1;
 	}
 	rc = side_open(&f, &f.dec, ddev, (uint8_t)dgid);
@@ -709,6 +848,9 @@ main(int argc, char **argv)
 			       f.inflight, f.batch, who, f.size, f.rooms, rate);
 	} else if (!rc) {
 		const char *who = f.park ? "all" : f.engine_park ? "engine" : "none";
+		const char *engine = f.engine_process
+					     ? (f.prefill_engine ? "process,prefill" : "process")
+					     : (f.prefill_engine ? "thread,prefill" : "thread");
 		double p50, p99, min;
 
 		qsort(f.lat, f.rooms, sizeof(*f.lat), cmp_u64);
@@ -719,21 +861,26 @@ main(int argc, char **argv)
 			/* kvx-bench's keys where they mean the same (scripts/bench.sh reads them)
 			 */
 			printf("{\"tool\": \"kvx-floor\", \"threads\": %u, \"park\": \"%s\", "
-			       "\"size\": %u, \"rooms\": %u, \"window_lat_p50_us\": %.1f, "
+			       "\"engine\": \"%s\", \"size\": %u, \"rooms\": %u, "
+			       "\"window_lat_p50_us\": %.1f, "
 			       "\"window_lat_p99_us\": %.1f, \"lat_min_us\": %.1f, "
 			       "\"verified\": \"ok\"}\n",
-			       f.threads, who, f.size, f.rooms, p50, p99, min);
+			       f.threads, who, engine, f.size, f.rooms, p50, p99, min);
 		else
-			printf("floor: threads=%u park=%s size=%u rooms=%u p50_us=%.1f p99_us=%.1f "
+			printf("floor: threads=%u park=%s engine=%s size=%u rooms=%u p50_us=%.1f "
+			       "p99_us=%.1f "
 			       "min_us=%.1f\n",
-			       f.threads, who, f.size, f.rooms, p50, p99, min);
+			       f.threads, who, engine, f.size, f.rooms, p50, p99, min);
 	} else
 		fprintf(stderr, BENCH_PROG ": %s\n", strerror(-rc));
 	side_close(&f.pre);
 	side_close(&f.dec);
-	close(f.h.req_fd);
-	close(f.h.done_fd);
-	close(f.h.stop_fd);
-	free(f.lat);
+	close(f.h->req_fd);
+	close(f.h->done_fd);
+	close(f.h->stop_fd);
+	close(f.h->meta_fd);
+	close(f.h->chunk_fd);
+	munmap(f.lat, sizeof(*f.lat) * (f.inflight > 1 ? 1 : f.rooms));
+	munmap(f.h, sizeof(*f.h));
 	return rc ? 1 : 0;
 }

@@ -60,6 +60,8 @@ lat-chunk    lat  4096     us_last --inflight 1 --pages 1 --bufs 1 --last-chunk-
 floor        lat  4096     us      floor: --threads 3 --park engine
 floor-park   lat  4096     us      floor: --threads 3 --park all
 floor-any    lat  4096     us      floor: --threads 2 --park none
+floor-proc   lat  4096     us      floor: --threads 3 --park engine --engine-process
+floor-proc2  lat  4096     us      floor: --threads 3 --park engine --engine-process --prefill-engine
 floor-rate   bw   4096     per_s   floor: --park all --inflight 32 --rooms 20000 --warmup 2000
 floor-rate-8 bw   4096     per_s   floor: --park all --inflight 32 --batch 8 --rooms 20000 --warmup 2000
 '
@@ -71,6 +73,10 @@ floor-rate-8 bw   4096     per_s   floor: --park all --inflight 32 --batch 8 --r
 # thread, everything spinning (two busy threads, as ib_write_lat has: the floor of any design);
 # floor-rate: 32 one-page rooms in flight, each its own record and page, polling cores that
 # park (the floor of 1page's rate); floor-rate-8: the records of up to 8 rooms in one WRITE
+# floor-proc: floor's engine a process of its own, as an engine and kvxd are (on the VM's
+# emulated CPUs a switch between processes costs far more than one between threads); floor-proc2:
+# that engine plays prefill's too and submits each room's chunk when its record came (two
+# hand-offs to the engine's process per room, as kvx-bench's rooms have)
 # lat-spin: the nodes' polling cores never park (idle_park_us = 0, kvxd's default on a real
 # NIC); the VM's configs park them at once, since rxe's kernel work needs their CPU (README,
 # Parking), which costs a room at a time the wake-ups of its cores.  lat-chunk: the same

@@ -33,7 +33,8 @@ awk -v i="$iters" -v m="$mbs" 'BEGIN { exit !(i > 0 && m > 0) }' ||
 	fail "no data moved ($iters iterations, $mbs MB/s): packets dropped?"
 
 # kvx-floor (make bench's floor shapes) on the same devices: each room's page must land, stamped
-for args in "--threads 3 --park engine" "--threads 2 --park all" "--inflight 8 --batch 4"; do
+for args in "--threads 3 --park engine" "--threads 2 --park all" "--inflight 8 --batch 4" \
+	"--threads 3 --park engine --engine-process --prefill-engine" "--threads 3 --park all --engine-process"; do
 	# shellcheck disable=SC2086
 	out=$("$KVX_BUILD/kvx-floor" --decode-gid "$g1" --prefill-gid "$g0" --rooms 200 \
 		--warmup 20 $args 2>&1) || fail "kvx-floor $args: $out"
