@@ -132,7 +132,8 @@ struct opts {
 	bool survive_prefill_loss;
 	uint32_t drop_prefill_ms; /* --drop-prefill-engine-ms: close the prefill connection then */
 	uint32_t last_chunk_delay_ms; /* --last-chunk-delay-ms: hold each room's last chunk back */
-	bool single; /* --single: one request per call (no kvx_room_openv / closev batches) */
+	bool single;   /* --single: one request per call (no kvx_room_openv / closev batches) */
+	bool wake_all; /* --wake-all: woken for every state (no KVX_CONNECT_WAKE_ENDS) */
 	bool window_sampled; /* --window-check sampled: rooms filled inside the window */
 };
 
@@ -491,6 +492,8 @@ usage(FILE *f)
 		"                     submit each room's last chunk MS ms after the others\n"
 		"                     (and report window_last_chunk_lat_*: from its submission\n"
 		"                     to decode's SUCCESS)\n"
+		"  --wake-all         connect without KVX_CONNECT_WAKE_ENDS: woken for every\n"
+		"                     state of a room, not only for its end and for replies\n"
 		"  --single           one room per open and close call and one chunk per submit\n"
 		"                     call (default: the rooms ready at once go in one batch "
 		"call,\n"
@@ -565,6 +568,7 @@ enum {
 	OPT_WARMUP_MS,
 	OPT_COOLDOWN_MS,
 	OPT_SINGLE,
+	OPT_WAKE_ALL,
 	OPT_WINDOW_CHECK,
 	OPT_VERSION,
 };
@@ -598,6 +602,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"warmup-ms", required_argument, NULL, OPT_WARMUP_MS},
 		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
 		{"single", no_argument, NULL, OPT_SINGLE},
+		{"wake-all", no_argument, NULL, OPT_WAKE_ALL},
 		{"window-check", required_argument, NULL, OPT_WINDOW_CHECK},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -708,6 +713,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_SINGLE:
 			o->single = true;
 			break;
+		case OPT_WAKE_ALL:
+			o->wake_all = true;
+			break;
 		case OPT_WINDOW_CHECK:
 			if (!strcmp(optarg, "sampled") || !strcmp(optarg, "full")) {
 				o->window_sampled = optarg[0] == 's';
@@ -768,7 +776,8 @@ side_open(struct bench *b, struct side *sd)
 
 	sd->memfd = -1;
 	sd->base = MAP_FAILED;
-	sd->c = kvx_connect(sd->path);
+	/* the bench waits for its rooms' ends: a wake-up per room and side, not per state */
+	sd->c = kvx_connect_flags(sd->path, 0, b->o.wake_all ? 0 : KVX_CONNECT_WAKE_ENDS);
 	if (!sd->c) {
 		r = -errno;
 		fprintf(stderr, "kvx-bench: %s: %s\n", sd->path, strerror(errno));
@@ -1954,6 +1963,7 @@ report(struct bench *b, double secs)
 		       b->opened, b->failed_decode, b->failed_prefill, b->timed_out, b->bytes, secs,
 		       mbps, mbps / 1e3, rps, p50, p99, b->mismatched ? "FAIL" : "ok",
 		       b->mismatched, msg);
+		printf(", \"wake_ends\": %s", b->o.wake_all ? "false" : "true");
 		printf(", \"aborted\": %" PRIu64 ", \"abort_lost\": %" PRIu64
 		       ", \"abort_at_open\": %" PRIu64 ", \"abort_mid_chunks\": %" PRIu64
 		       ", \"abort_after_chunks\": %" PRIu64 ", \"released\": %" PRIu64

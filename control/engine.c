@@ -1591,7 +1591,7 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 		return;
 	}
 	memcpy(&m, buf, len);
-	if (m.flags & ~(KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM)) {
+	if (m.flags & ~(KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM | KVX_ENG_RINGS_WAKE_ENDS)) {
 		kvxd_engine_reply(d, e, seq, -EINVAL, 0, "unknown RINGS flags");
 		return;
 	}
@@ -1637,11 +1637,13 @@ rings_setup(struct kvxd *d, struct kvxd_engine *e, uint64_t seq, const uint8_t *
 	 * re-arms is woken once until it drained its wake end (KVX_ENG_RINGS_REARM) */
 	kvx_shring_park_prepare(&e->evt);
 	kvx_shring_set_oneshot(&e->evt, m.flags & KVX_ENG_RINGS_REARM);
+	e->wake_ends = m.flags & KVX_ENG_RINGS_WAKE_ENDS;
 	for (int c = 0; c < ncore; c++) {
 		kvx_shring_attach(&evq[c]->ring, (uint8_t *)map + (size_t)(2 + c) * one, one,
 				  RING_BYTES, evt[0], true);
 		kvx_shring_park_prepare(&evq[c]->ring);
 		kvx_shring_set_oneshot(&evq[c]->ring, m.flags & KVX_ENG_RINGS_REARM);
+		evq[c]->wake_ends = m.flags & KVX_ENG_RINGS_WAKE_ENDS;
 	}
 	rc = rings_reply(e, seq, fds); /* the memfd's size says how many core rings */
 	if (rc)

@@ -56,10 +56,15 @@ kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
 static ssize_t
 ring_send(struct kvxd_engine *e, const void *buf, uint32_t len)
 {
+	const struct kvx_eng_event *ev = buf;
 	int rc = kvx_shring_put(&e->evt, buf, len);
 
 	if (rc == 0) {
-		e->evt_dirty = true;
+		/* an engine that waits for ends is not woken for a state on the way (a REPLY, or
+		 * anything else, wakes it) */
+		if (!e->wake_ends || len != sizeof(*ev) || ev->hdr.type != KVX_ENG_EVENT ||
+		    kvx_eng_state_wakes(ev->ev.state))
+			e->evt_dirty = true;
 		return len;
 	}
 	return rc == -ENOBUFS ? -EAGAIN : rc;

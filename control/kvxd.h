@@ -386,6 +386,7 @@ struct kvxd_engine {
 	/* KVX_ENG_RINGS (core/engine_proto.h): the shared-memory rings, once set up */
 	bool rings;
 	bool evt_dirty;		    /* put into the event ring since the last notify */
+	bool wake_ends;		    /* KVX_ENG_RINGS_WAKE_ENDS: states on the way wake nobody */
 	struct kvx_shring sub, evt; /* kvxd consumes sub and produces evt */
 	void *ring_map;
 	size_t ring_map_len;

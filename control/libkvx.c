@@ -108,7 +108,8 @@ struct kvx_conn {
 	uint32_t q_len;
 	char node[KVX_NAME_MAX];
 	uint32_t rank;
-	bool batching; /* kvx_chunk_submitv: one ring wake-up at the end of the batch */
+	uint32_t flags; /* kvx_connect_flags()'s: KVX_CONNECT_WAKE_ENDS */
+	bool batching;	/* kvx_chunk_submitv: one ring wake-up at the end of the batch */
 	/* kvx_room_openv / kvx_room_closev: the requests of seq bfirst .. bfirst + bsent - 1 are
 	 * in flight; their replies land in brep (bgot of them so far), in whatever order and
 	 * whenever they are received, also while a send waits for room */
@@ -750,6 +751,8 @@ rings_setup(struct kvx_conn *c)
 	/* KVX_RINGS_REARM=0: a wake-up per batch, as before */
 	if (!aenv || strcmp(aenv, "0") != 0)
 		flags |= KVX_ENG_RINGS_REARM;
+	if (c->flags & KVX_CONNECT_WAKE_ENDS)
+		flags |= KVX_ENG_RINGS_WAKE_ENDS;
 	for (;;) {
 		m = tx_msg(c, sizeof(*m));
 		m->flags = flags;
@@ -758,14 +761,18 @@ rings_setup(struct kvx_conn *c)
 		/* without flags, the header alone (what the oldest kvxd takes) */
 		r = request(c, KVX_ENG_RINGS, m->flags ? sizeof(*m) : sizeof(m->hdr), -1, &rep);
 		c->want_fds = 0;
-		if (r < 0 || rep->status != -EINVAL || !(flags & KVX_ENG_RINGS_REARM))
+		if (r < 0 || rep->status != -EINVAL ||
+		    !(flags & (KVX_ENG_RINGS_REARM | KVX_ENG_RINGS_WAKE_ENDS)))
 			break;
-		/* a kvxd that does not know KVX_ENG_RINGS_REARM: asked again without it (what a
-		 * refusal carried is closed) */
+		/* a kvxd that does not know KVX_ENG_RINGS_WAKE_ENDS, or KVX_ENG_RINGS_REARM
+		 * either: asked again without the newest flag (what a refusal carried is closed).
+		 * Without the first, the engine is woken for every state; without the second, per
+		 * batch */
 		for (int i = 0; i < c->ngot_fds; i++)
 			close(c->got_fds[i]);
 		c->ngot_fds = 0;
-		flags &= ~KVX_ENG_RINGS_REARM;
+		flags &= (flags & KVX_ENG_RINGS_WAKE_ENDS) ? ~KVX_ENG_RINGS_WAKE_ENDS
+							   : ~KVX_ENG_RINGS_REARM;
 	}
 	if (r < 0)
 		goto out;
@@ -841,7 +848,7 @@ out:
 struct kvx_conn *
 kvx_connect(const char *path)
 {
-	return kvx_connect_rank(path, 0);
+	return kvx_connect_flags(path, 0, 0);
 }
 
 uint32_t
@@ -853,6 +860,12 @@ kvx_rank(const struct kvx_conn *c)
 struct kvx_conn *
 kvx_connect_rank(const char *path, uint32_t rank)
 {
+	return kvx_connect_flags(path, rank, 0);
+}
+
+struct kvx_conn *
+kvx_connect_flags(const char *path, uint32_t rank, uint32_t flags)
+{
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct epoll_event ee = {.events = EPOLLIN};
 	const struct kvx_eng_reply *rep = NULL;
@@ -860,7 +873,7 @@ kvx_connect_rank(const char *path, uint32_t rank)
 	struct kvx_conn *c;
 	int r;
 
-	if (!path || !*path || rank > KVX_RANK_MAX) {
+	if (!path || !*path || rank > KVX_RANK_MAX || (flags & ~KVX_CONNECT_WAKE_ENDS)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -875,6 +888,7 @@ kvx_connect_rank(const char *path, uint32_t rank)
 		return NULL;
 	c->sub_wake = c->evt_wake = -1;
 	c->rank = rank;
+	c->flags = flags;
 	c->q_max = EVQ_MAX;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {

@@ -26,6 +26,7 @@
 #ifndef KVX_CORE_ENGINE_PROTO_H
 #define KVX_CORE_ENGINE_PROTO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvx/kvx.h"
@@ -105,13 +106,32 @@ struct kvx_eng_hello {
  * oneshot): one wake-up for all its batches, from every producer, until the engine drained it,
  * where it would otherwise send one per batch per producer.  An older kvxd refuses the flag
  * (-EINVAL, unknown flags): the engine asks again without it.
+ *
+ * Wake-ups for ends: an engine that sets KVX_ENG_RINGS_WAKE_ENDS is woken (its wake end written)
+ * for REPLYs and for the EVENTs of kvx_eng_state_wakes() only: SUCCESS, FAILED and RELEASED.  An
+ * EVENT of a state on the way (BOOTSTRAPPING, WAITING_FOR_INPUT, TRANSFERRING, DRAINING) still
+ * goes into its ring, in order, and is read at the engine's next wake-up, which its room's end
+ * brings at the latest: for an engine that waits for its rooms' ends, one wake-up per room and
+ * side where it had one per state.  An older kvxd refuses the flag (-EINVAL): the engine asks
+ * again without it.
  */
 #define KVX_ENG_RINGS_CORE 1u
 #define KVX_ENG_RINGS_REARM 2u
+#define KVX_ENG_RINGS_WAKE_ENDS 4u
 #define KVX_ENG_CORE_RINGS_MAX 8 /* kvxd's KVX_MAX_CORES */
+
+/* The states whose EVENTs wake an engine that asked for KVX_ENG_RINGS_WAKE_ENDS: a room's end on
+ * either side (decode's FAILED comes before its RELEASED, and says why). */
+static inline bool
+kvx_eng_state_wakes(int32_t state)
+{
+	return state == KVX_STATE_SUCCESS || state == KVX_STATE_FAILED ||
+	       state == KVX_STATE_RELEASED;
+}
+
 struct kvx_eng_rings {
 	struct kvx_eng_hdr hdr;
-	uint32_t flags; /* KVX_ENG_RINGS_CORE, KVX_ENG_RINGS_REARM */
+	uint32_t flags; /* KVX_ENG_RINGS_CORE, KVX_ENG_RINGS_REARM, KVX_ENG_RINGS_WAKE_ENDS */
 	uint32_t pad;
 };
 

@@ -135,7 +135,9 @@ tell_core(struct kvxd_core *c, struct kvx_pcore_room *r)
 	rc = kvx_shring_put(&q->ring, &m, sizeof(m));
 	if (rc == 0) {
 		stat_add(&c->st.events_core, 1);
-		evq_dirty(c, q);
+		/* an engine that waits for ends is not woken for a state on the way */
+		if (!q->wake_ends || kvx_eng_state_wakes(m.ev.state))
+			evq_dirty(c, q);
 		return KVXD_TOLD_CORE;
 	}
 	/* full (the engine does not read), or broken (-EPROTO: the control core ends the

@@ -116,6 +116,7 @@ struct kvx_pcore_evq {
 	struct kvx_shring ring; /* core: the producer's side */
 	bool dirty;		/* core: put into since this iteration began (wake the engine) */
 	atomic_bool broken;	/* core sets it: the engine wrote an impossible head (-EPROTO) */
+	bool wake_ends;		/* KVX_ENG_RINGS_WAKE_ENDS (set before the core sees the ring) */
 };
 
 /* How a room's EVENT (KVXD_MSG_EVENT) was told to its engine. */

@@ -87,6 +87,22 @@ void kvx_disconnect(struct kvx_conn *c);
  * second open of a live id is refused with -EEXIST). */
 struct kvx_conn *kvx_connect_rank(const char *path, uint32_t rank);
 
+/* Flags of kvx_connect_flags(). */
+#define KVX_CONNECT_WAKE_ENDS 1u
+
+/* kvx_connect_rank() with flags.  KVX_CONNECT_WAKE_ENDS: kvx_conn_fd() turns readable for the
+ * replies to this engine's requests and for its rooms' ends (SUCCESS, FAILED, RELEASED) only.
+ * The states on the way (BOOTSTRAPPING, WAITING_FOR_INPUT, TRANSFERRING, DRAINING) still come,
+ * in order and before their room's end, but at the engine's next read, not when they happen:
+ * one wake-up of the engine per room and side instead of one per state.  For an engine that
+ * waits for its rooms' ends (a decode engine for SUCCESS or RELEASED, a prefill engine for its
+ * writes' end), which is every engine that submits its chunks as they are computed (a prefill
+ * room takes chunks before decode's metadata reached it); not for one that waits for
+ * WAITING_FOR_INPUT before it submits.  Takes effect on kvxd's shared-memory rings (the
+ * default), and is dropped quietly with a kvxd that does not know it (the engine is then woken
+ * for every state, as without it).  Unknown flags: NULL with errno EINVAL. */
+struct kvx_conn *kvx_connect_flags(const char *path, uint32_t rank, uint32_t flags);
+
 /* The rank this connection declared. */
 uint32_t kvx_rank(const struct kvx_conn *c);
 

@@ -256,12 +256,16 @@ def _chunk_tuple(ch: Chunk) -> tuple:
 
 
 class Conn:
-    """A connection to the local kvxd (kvx_connect_rank) as engine rank `rank` (the TP or PP
+    """A connection to the local kvxd (kvx_connect_flags) as engine rank `rank` (the TP or PP
     rank of this process: rooms are keyed by room id and rank, so every rank of an engine uses
-    the same room ids).  Close it (or use `with`)."""
+    the same room ids).  wake_ends=True (KVX_CONNECT_WAKE_ENDS): the connection's fd turns
+    readable for replies and rooms' ends only; the states on the way come at the next read (for
+    an engine that waits for its rooms' ends, not for WAITING_FOR_INPUT).  Close it (or use
+    `with`)."""
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], rank: int = 0):
-        self._c = _kvx.Conn(os.fsdecode(path), rank)
+    def __init__(self, path: Union[str, bytes, os.PathLike], rank: int = 0,
+                 wake_ends: bool = False):
+        self._c = _kvx.Conn(os.fsdecode(path), rank, bool(wake_ends))
         self.path = os.fsdecode(path)
 
     @property
@@ -377,6 +381,8 @@ class Conn:
                 return
 
 
-def connect(path: Union[str, bytes, os.PathLike], rank: int = 0) -> Conn:
-    """Connect to the kvxd whose engine socket is at path, as engine rank `rank`."""
-    return Conn(path, rank)
+def connect(path: Union[str, bytes, os.PathLike], rank: int = 0,
+            wake_ends: bool = False) -> Conn:
+    """Connect to the kvxd whose engine socket is at path, as engine rank `rank` (wake_ends:
+    see Conn)."""
+    return Conn(path, rank, wake_ends)

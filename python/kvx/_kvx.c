@@ -338,15 +338,16 @@ conn_leave(ConnObject *self)
 static int
 Conn_init(ConnObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"path", "rank", NULL};
+	static char *kwlist[] = {"path", "rank", "wake_ends", NULL};
 	PyObject *path_obj, *orank = NULL;
+	int wake_ends = 0;
 	const char *path;
 	struct kvx_conn *c;
 	int64_t rank = 0;
 	int e;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|O:Conn", kwlist, PyUnicode_FSConverter,
-					 &path_obj, &orank))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|Op:Conn", kwlist, PyUnicode_FSConverter,
+					 &path_obj, &orank, &wake_ends))
 		return -1;
 	if (orank && get_i64(orank, "rank", 0, KVX_RANK_MAX, &rank) < 0) {
 		Py_DECREF(path_obj);
@@ -365,7 +366,7 @@ Conn_init(ConnObject *self, PyObject *args, PyObject *kwds)
 		return -1;
 	}
 	Py_BEGIN_ALLOW_THREADS;
-	c = kvx_connect_rank(path, (uint32_t)rank);
+	c = kvx_connect_flags(path, (uint32_t)rank, wake_ends ? KVX_CONNECT_WAKE_ENDS : 0);
 	e = errno;
 	Py_END_ALLOW_THREADS;
 	if (!c) {

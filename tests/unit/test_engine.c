@@ -4676,6 +4676,75 @@ assert_events_in_order(const struct reng *r, uint64_t id, int end)
 	assert_true(seen_end);
 }
 
+/* KVX_ENG_RINGS_WAKE_ENDS: a decode room's WAITING_FOR_INPUT goes into the engine's core ring
+ * without waking it, its SUCCESS wakes it once, and the engine reads both, in order (mutant
+ * core_wake_ends_ignored: the polling core woke it for the state on the way too).  The flag is
+ * taken with the others (KVX_ENG_RINGS_REARM off here: one byte per wake-up). */
+static void
+test_core_ring_wake_ends(void **state)
+{
+	static struct reng ra;
+	const uint64_t id = 760;
+	const int k = (int)(id % A.ncores);
+	struct kvxd_core *c = &A.cores[k];
+	uint64_t w0 = atomic_load(&c->st.engine_wakes);
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_ring_and_socket_flags(&A, &ra, &pa, &eb, &pb,
+				   KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_WAKE_ENDS);
+	assert_true(rings_session(&A)->wake_ends);
+	assert_true(rings_session(&A)->evq[k]->wake_ends);
+	assert_int_equal(reng_room_open(&ra, id, pa, 4), 0);
+	PUMP_UNTIL(prefill_known(id));
+	assert_int_equal(reng_count(&ra, id, KVX_STATE_WAITING_FOR_INPUT, k), 1);
+	assert_int_equal(atomic_load(&c->st.engine_wakes), w0); /* in the ring, nobody woken */
+	kvx_shring_wake_drain(ra.evt_wake);			/* the open's reply */
+
+	eng_chunk(&eb, id, pb, 4, 0);
+	reng_pump_until_event(&ra, id, KVX_STATE_SUCCESS);
+	assert_int_equal(atomic_load(&c->st.engine_wakes), w0 + 1);
+	assert_int_equal(wake_bytes(ra.evt_wake), 1);
+	assert_int_equal(reng_count(&ra, id, KVX_STATE_SUCCESS, k), 1);
+	assert_events_in_order(&ra, id, KVX_STATE_SUCCESS);
+	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
+/* The same through the control core's event ring (a session without core rings): the open's
+ * reply wakes the engine, the room's WAITING_FOR_INPUT, put in a later iteration, does not, its
+ * SUCCESS does (mutant ctl_wake_ends_ignored: every EVENT woke it). */
+static void
+test_event_ring_wake_ends(void **state)
+{
+	static struct reng ra;
+	const uint64_t id = 761;
+	uint64_t w0, w1;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_ring_and_socket_flags(&A, &ra, &pa, &eb, &pb, KVX_ENG_RINGS_WAKE_ENDS);
+	w0 = A.ctr.engine_ring_wakes;
+	assert_int_equal(reng_room_open(&ra, id, pa, 4), 0);
+	w1 = A.ctr.engine_ring_wakes;
+	assert_int_equal(w1 - w0, 1); /* the reply */
+	PUMP_UNTIL(prefill_known(id));
+	assert_int_equal(reng_count(&ra, id, KVX_STATE_WAITING_FOR_INPUT, -1), 1);
+	assert_int_equal(A.ctr.engine_ring_wakes, w1);
+	kvx_shring_wake_drain(ra.evt_wake);
+
+	eng_chunk(&eb, id, pb, 4, 0);
+	reng_pump_until_event(&ra, id, KVX_STATE_SUCCESS);
+	assert_int_equal(A.ctr.engine_ring_wakes, w1 + 1);
+	assert_int_equal(wake_bytes(ra.evt_wake), 1);
+	assert_events_in_order(&ra, id, KVX_STATE_SUCCESS);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
 /* A prefill room whose engine claimed it (its first chunk) before its ROOM_META came: its events
  * come out of its core's ring too, in order, and its SUCCESS is told once (mutant
  * prefill_core_ring_off: a prefill room's events all go through the control core, as before).
@@ -5649,6 +5718,8 @@ main(void)
 		T(test_core_ring_success_wakes_no_control_core),
 		T(test_core_ring_failure_wakes_the_control_core),
 		T(test_core_ring_rearm_one_wake_per_drain),
+		T(test_core_ring_wake_ends),
+		T(test_event_ring_wake_ends),
 		T(test_core_ring_tells_prefill_events),
 		T(test_core_ring_prefill_meta_first_keeps_order),
 		T(test_prefill_state_from_before_the_end_is_not_told_after_it),

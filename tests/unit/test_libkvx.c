@@ -97,6 +97,7 @@ struct fake {
 	uint64_t ev_room;  /* room id of the next injected event (then incremented) */
 	bool rings_ok;	   /* accept RINGS (set before the connect) */
 	bool rearm_unknown;	  /* refuse KVX_ENG_RINGS_REARM as an older kvxd does (-EINVAL) */
+	bool wake_ends_unknown;	  /* refuse KVX_ENG_RINGS_WAKE_ENDS the same way */
 	bool no_pages;		  /* a kvxd without ADMIN_AT (replies -EOPNOTSUPP) */
 	int rings_bad;		  /* enum bad_rings, for the RINGS reply */
 	uint64_t ring_size;	  /* data bytes of each ring (0: kvxd's 512 KiB) */
@@ -802,7 +803,8 @@ fake_serve(void *arg)
 			pthread_mutex_lock(&f->mu);
 			f->rings_len = (size_t)n;
 			f->rings_flags = fl;
-			refuse = f->rearm_unknown && (fl & KVX_ENG_RINGS_REARM);
+			refuse = (f->rearm_unknown && (fl & KVX_ENG_RINGS_REARM)) ||
+				 (f->wake_ends_unknown && (fl & KVX_ENG_RINGS_WAKE_ENDS));
 			f->rings_refused += refuse;
 			pthread_mutex_unlock(&f->mu);
 			if (refuse) { /* as control/engine.c did before the flag */
@@ -2201,6 +2203,78 @@ test_rings_rearm_refused_by_an_older_kvxd(void **state)
 	expect_events(fx->c, 8, 0, 1, 101);
 }
 
+/* kvx_connect_flags(KVX_CONNECT_WAKE_ENDS) asks kvxd for wake-ups for ends only, with the other
+ * flags (mutant wake_ends_not_asked); unknown flags are refused.  (kvx_connect asks for
+ * KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM alone: test_core_rings_on_by_default.) */
+static void
+test_connect_flags_wake_ends(void **state)
+{
+	struct fixture *fx = *state;
+	uint32_t flags;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	pthread_mutex_unlock(&fx->f.mu);
+	errno = 0;
+	assert_null(kvx_connect_flags(fx->f.path, 0, 2));
+	assert_int_equal(errno, EINVAL);
+	fx->c = kvx_connect_flags(fx->f.path, 0, KVX_CONNECT_WAKE_ENDS);
+	assert_non_null(fx->c);
+	assert_true(fx->c->rings);
+	pthread_mutex_lock(&fx->f.mu);
+	flags = fx->f.rings_flags;
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(flags, KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM | KVX_ENG_RINGS_WAKE_ENDS);
+	assert_int_equal(kvx_room_close(fx->c, 11), 0);
+}
+
+/* Connect with KVX_CONNECT_WAKE_ENDS to a fake kvxd that refuses KVX_ENG_RINGS_WAKE_ENDS, and
+ * KVX_ENG_RINGS_REARM too when rearm_unknown, as older kvxd do (-EINVAL, unknown flags): the
+ * rings come after `asked` requests, `refused` of them refused, the last with `flags`. */
+static void
+connect_wake_ends_to_older(struct fixture *fx, bool rearm_unknown, int refused, int asked,
+			   uint32_t flags)
+{
+	int got_refused, got_asked;
+	uint32_t got_flags;
+
+	pthread_mutex_lock(&fx->f.mu);
+	fx->f.rings_ok = true;
+	fx->f.wake_ends_unknown = true;
+	fx->f.rearm_unknown = rearm_unknown;
+	pthread_mutex_unlock(&fx->f.mu);
+	fx->c = kvx_connect_flags(fx->f.path, 0, KVX_CONNECT_WAKE_ENDS);
+	assert_non_null(fx->c);
+	assert_true(fx->c->rings);
+	assert_int_equal(fx->c->rearm, !rearm_unknown);
+	pthread_mutex_lock(&fx->f.mu);
+	got_refused = fx->f.rings_refused;
+	got_flags = fx->f.rings_flags;
+	got_asked = fx->f.ntype_sock[KVX_ENG_RINGS];
+	pthread_mutex_unlock(&fx->f.mu);
+	assert_int_equal(got_refused, refused);
+	assert_int_equal(got_asked, asked);
+	assert_int_equal(got_flags, flags);
+	assert_int_equal(kvx_room_close(fx->c, 11), 0);
+}
+
+/* A kvxd that does not know KVX_ENG_RINGS_WAKE_ENDS refuses it: libkvx asks once more without it,
+ * keeping the others, and has its rings (mutant wake_ends_retry_drops_rearm: it dropped
+ * KVX_ENG_RINGS_REARM as well). */
+static void
+test_wake_ends_refused_by_an_older_kvxd(void **state)
+{
+	connect_wake_ends_to_older(*state, false, 1, 2, KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_REARM);
+}
+
+/* One that knows neither KVX_ENG_RINGS_WAKE_ENDS nor KVX_ENG_RINGS_REARM is asked three times,
+ * the third with core rings alone. */
+static void
+test_wake_ends_and_rearm_refused_by_an_older_kvxd(void **state)
+{
+	connect_wake_ends_to_older(*state, true, 2, 3, KVX_ENG_RINGS_CORE);
+}
+
 /* Wait until the fake has put and notified the events of n CHUNKs. */
 static void
 wait_chunk_flushes(struct fake *f, int n)
@@ -2727,6 +2801,11 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rings_rearm_off_by_environment, setup_fake,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rings_rearm_refused_by_an_older_kvxd,
+						setup_fake, teardown),
+		cmocka_unit_test_setup_teardown(test_connect_flags_wake_ends, setup_fake, teardown),
+		cmocka_unit_test_setup_teardown(test_wake_ends_refused_by_an_older_kvxd, setup_fake,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wake_ends_and_rearm_refused_by_an_older_kvxd,
 						setup_fake, teardown),
 		cmocka_unit_test_setup_teardown(test_rings_rearm_one_wake_until_drained,
 						setup_rings, teardown),

@@ -47,6 +47,14 @@ def test_node_name(conn, fake):
     assert conn.node_name == fake.node
 
 
+def test_connect_wake_ends(fake):
+    """wake_ends is taken (a kvxd without rings, as the fake is, serves it on the socket)."""
+    with kvx.connect(fake.path, wake_ends=True) as c:
+        assert c.node_name == fake.node
+    with kvx.Conn(fake.path, 0, False) as c:
+        assert c.node_name == fake.node
+
+
 @pytest.mark.parametrize("code", [errno.ENOENT, errno.EBUSY, errno.EDQUOT])
 def test_close_room_errno(conn, fake, code):
     fake.status[(ROOM_CLOSE, 11)] = -code

@@ -7,7 +7,7 @@ import errno
 import random
 
 import kvx
-from conftest import pattern
+from conftest import DECODE_SOCK, PREFILL_SOCK, pattern
 
 PAGE = 4096
 BUFS = 2
@@ -114,3 +114,44 @@ def test_events_through_asyncio(prefill, decode):
         else:
             raise AssertionError("prefill never told SUCCESS")
         prefill.close_room(room)
+
+
+def test_rooms_wake_ends():
+    """wake_ends=True (KVX_CONNECT_WAKE_ENDS): the connections are woken for replies and ends
+    only, and still read every room's states, in order: decode's WAITING_FOR_INPUT before its
+    SUCCESS, and one end per room and side."""
+    nrooms = 4
+    with kvx.connect(PREFILL_SOCK, wake_ends=True) as prefill, \
+            kvx.connect(DECODE_SOCK, wake_ends=True) as decode, \
+            prefill.pool(PAGE, ROOM_PAGES * nrooms, BUFS) as ppool, \
+            decode.pool(PAGE, ROOM_PAGES * nrooms, BUFS) as dpool:
+        rooms = {}
+        for k in range(nrooms):
+            room = 2000 + k
+            pages = list(range(k * ROOM_PAGES, (k + 1) * ROOM_PAGES))
+            fill_sources(ppool, room, pages)
+            decode.open_room(room, dpool, pages, ["prefill"])
+            submit_room(prefill, ppool, room, pages)
+            rooms[room] = pages
+        seen = {"prefill": {}, "decode": {}}
+        for side, conn in (("decode", decode), ("prefill", prefill)):
+            ends = 0
+            for ev in conn.events(timeout=30):
+                states = seen[side].setdefault(ev.room, [])
+                assert not states or states[-1] not in (
+                    kvx.State.SUCCESS, kvx.State.FAILED, kvx.State.RELEASED), \
+                    f"{side}: room {ev.room}: {ev.state} after its end {states}"
+                states.append(ev.state)
+                if ev.state in (kvx.State.SUCCESS, kvx.State.FAILED, kvx.State.RELEASED):
+                    ends += 1
+                if ends == nrooms:
+                    break
+        for side in seen:
+            assert {r: s[-1] for r, s in seen[side].items()} == \
+                {r: kvx.State.SUCCESS for r in rooms}, (side, seen[side])
+        for room in rooms:
+            assert kvx.State.WAITING_FOR_INPUT in seen["decode"][room], seen["decode"][room]
+        for room, dst in rooms.items():
+            assert check_room(dpool, room, dst) == 0, f"room {room}: pages differ"
+        assert decode.close_rooms(list(rooms)) == [0] * nrooms
+        assert prefill.close_rooms(list(rooms)) == [0] * nrooms
