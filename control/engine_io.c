@@ -51,19 +51,29 @@ kvxd_engine_doom(struct kvxd *d, struct kvxd_engine *e, const char *why)
 		 (unsigned)e->uid, why);
 }
 
+/* Whether the message of len bytes at buf is an EVENT of a state on the way for an engine that
+ * waits for ends (KVX_ENG_RINGS_WAKE_ENDS): put, but nobody woken for it.  A REPLY, or anything
+ * else, wakes it. */
+static bool
+quiet_event(const struct kvxd_engine *e, const void *buf, uint32_t len)
+{
+	struct kvx_eng_event ev;
+
+	if (!e->wake_ends || len != sizeof(ev))
+		return false;
+	memcpy(&ev, buf, sizeof(ev)); /* buf may be unaligned: a queued message's data */
+	return ev.hdr.type == KVX_ENG_EVENT && !kvx_eng_state_wakes(ev.ev.state);
+}
+
 /* One whole message into the session's event ring.  Returns its length, -EAGAIN (no room
  * now) or -errno (the ring is broken: the engine wrote an impossible head). */
 static ssize_t
 ring_send(struct kvxd_engine *e, const void *buf, uint32_t len)
 {
-	const struct kvx_eng_event *ev = buf;
 	int rc = kvx_shring_put(&e->evt, buf, len);
 
 	if (rc == 0) {
-		/* an engine that waits for ends is not woken for a state on the way (a REPLY, or
-		 * anything else, wakes it) */
-		if (!e->wake_ends || len != sizeof(*ev) || ev->hdr.type != KVX_ENG_EVENT ||
-		    kvx_eng_state_wakes(ev->ev.state))
+		if (!quiet_event(e, buf, len))
 			e->evt_dirty = true;
 		return len;
 	}
