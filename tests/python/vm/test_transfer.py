@@ -117,9 +117,10 @@ def test_events_through_asyncio(prefill, decode):
 
 
 def test_rooms_wake_ends():
-    """wake_ends=True (KVX_CONNECT_WAKE_ENDS): the connections are woken for replies and ends
-    only, and still read every room's states, in order: decode's WAITING_FOR_INPUT before its
-    SUCCESS, and one end per room and side."""
+    """wake_ends=True (KVX_CONNECT_WAKE_ENDS) on real kvxd: rooms still move byte-exact and every
+    room's states are still read, in order: decode's WAITING_FOR_INPUT before its SUCCESS, one end
+    per room and side, nothing after it.  (Which events wake the engine is checked in test_engine:
+    test_core_ring_wake_ends, test_event_ring_wake_ends.)"""
     nrooms = 4
     with kvx.connect(PREFILL_SOCK, wake_ends=True) as prefill, \
             kvx.connect(DECODE_SOCK, wake_ends=True) as decode, \
