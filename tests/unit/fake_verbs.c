@@ -50,6 +50,9 @@ struct kvx_vx_qp {
 };
 
 static struct fake_vx_live live;
+/* the MR table: registrations run on kvxd's verbs workers while polling cores post (and the
+ * fake executes) on theirs, as a device's table is read by the NIC while the host changes it */
+static pthread_mutex_t mr_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct kvx_vx_mr *mrs[FAKE_MAX_MR];
 static struct kvx_vx_qp *qps[FAKE_MAX_QP];
 static uint32_t next_key = 0x100, next_qpn = 0x11;
@@ -302,10 +305,13 @@ fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&mr_mu);
 	for (int i = 0; i < FAKE_MAX_MR; i++)
 		if (!mrs[i]) {
 			struct kvx_vx_mr *m = calloc(1, sizeof(*m));
 
+			if (!m)
+				break;
 			m->dev = d;
 			m->addr = addr;
 			m->len = len;
@@ -314,8 +320,10 @@ fmr_reg(struct kvx_vx_dev *d, void *addr, size_t len, struct kvx_vx_mr **out)
 			mrs[i] = m;
 			*out = m;
 			live.mr++;
+			pthread_mutex_unlock(&mr_mu);
 			return 0;
 		}
+	pthread_mutex_unlock(&mr_mu);
 	return -ENOMEM;
 }
 
@@ -330,11 +338,13 @@ fmr_dereg(struct kvx_vx_mr *m)
 
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&mr_mu);
 	for (int i = 0; i < FAKE_MAX_MR; i++)
 		if (mrs[i] == m)
 			mrs[i] = NULL;
 	free(m);
 	live.mr--;
+	pthread_mutex_unlock(&mr_mu);
 	return 0;
 }
 
@@ -527,6 +537,7 @@ fake_vx_deliver_late(void)
 	for (int i = 0; i < nlate; i++) {
 		struct kvx_vx_qp *r = qp_by_num(late[i].rqpn);
 
+		pthread_mutex_lock(&mr_mu);
 		for (int k = 0; r && r->state >= QPS_RTR && r->state != QPS_ERR && k < FAKE_MAX_MR;
 		     k++)
 			if (mrs[k] && mrs[k]->rkey == late[i].rkey && mrs[k]->dev == r->dev &&
@@ -537,6 +548,7 @@ fake_vx_deliver_late(void)
 				placed++;
 				break;
 			}
+		pthread_mutex_unlock(&mr_mu);
 		free(late[i].data);
 	}
 	nlate = 0;
@@ -651,7 +663,7 @@ fake_vx_qp_in_error(struct kvx_vx_qp *q)
  * the responder's receives.  Returns the completion status. */
 static uint64_t send_cqes; /* send completions generated (signalled or failed) */
 
-/* A local buffer lies inside an MR registered on the QP's device under its lkey. */
+/* A local buffer lies inside an MR registered on the QP's device under its lkey (mr_mu held). */
 static bool
 local_ok(const struct kvx_vx_qp *q, const struct kvx_vx_sge *sg)
 {
@@ -673,9 +685,13 @@ execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 
 	if (!r || r->state == QPS_ERR || r->state < QPS_RTR)
 		return KVX_VX_WC_RETRY_EXC_ERR;
+	/* held until the data landed: a deregistration waits for a write in progress */
+	pthread_mutex_lock(&mr_mu);
 	for (uint32_t k = 0; k < w->nsge; k++) {
-		if (!local_ok(q, &w->sg[k]))
+		if (!local_ok(q, &w->sg[k])) {
+			pthread_mutex_unlock(&mr_mu);
 			return KVX_VX_WC_OTHER_ERR; /* local protection */
+		}
 		len += w->sg[k].len;
 	}
 	for (int i = 0; i < FAKE_MAX_MR; i++)
@@ -683,15 +699,20 @@ execute(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
 		    w->raddr >= (uint64_t)(uintptr_t)mrs[i]->addr &&
 		    w->raddr + len <= (uint64_t)(uintptr_t)mrs[i]->addr + mrs[i]->len)
 			m = mrs[i];
-	if (!m)
+	if (!m) {
+		pthread_mutex_unlock(&mr_mu);
 		return KVX_VX_WC_REM_ACCESS_ERR;
-	if (w->with_imm && r->recv_head == r->recv_tail)
-		return KVX_VX_WC_OTHER_ERR;	 /* RNR */
+	}
+	if (w->with_imm && r->recv_head == r->recv_tail) {
+		pthread_mutex_unlock(&mr_mu);
+		return KVX_VX_WC_OTHER_ERR; /* RNR */
+	}
 	for (uint32_t k = 0; k < w->nsge; k++) { /* gathered in order */
 		memcpy((void *)(uintptr_t)(w->raddr + off), (void *)(uintptr_t)w->sg[k].addr,
 		       w->sg[k].len);
 		off += w->sg[k].len;
 	}
+	pthread_mutex_unlock(&mr_mu);
 	writes_executed++;
 	q->dev->writes++;
 	if (w->with_imm)
