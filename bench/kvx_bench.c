@@ -10,7 +10,9 @@
  *
  * Per room: fill the slot's source pages (every buffer) with a pattern derived from (room id,
  * page index in the room, buffer index); kvx_room_open on decode with sources = {prefill node};
- * kvx_chunk_submit the P pages as C chunks on prefill.  Destination pages are not cleared first:
+ * kvx_chunk_submit the P pages as C chunks on prefill (once decode answered the open; with
+ * --chunks-first before the open, neither waiting for an answer, as an engine whose KV is ready
+ * submits it without waiting for decode).  Destination pages are not cleared first:
  * what they hold (an earlier room's pattern, a canary, zeros at first) is not this room's
  * pattern (page_fill), so a page kvxd did not write fails the check as a poisoned one would.
  * The room's result is decided by decode SUCCESS (then every destination byte is verified) or
@@ -132,8 +134,9 @@ struct opts {
 	bool survive_prefill_loss;
 	uint32_t drop_prefill_ms; /* --drop-prefill-engine-ms: close the prefill connection then */
 	uint32_t last_chunk_delay_ms; /* --last-chunk-delay-ms: hold each room's last chunk back */
-	bool single;   /* --single: one request per call (no kvx_room_openv / closev batches) */
-	bool wake_all; /* --wake-all: woken for every state (no KVX_CONNECT_WAKE_ENDS) */
+	bool single;	   /* --single: one request per call (no kvx_room_openv / closev batches) */
+	bool wake_all;	   /* --wake-all: woken for every state (no KVX_CONNECT_WAKE_ENDS) */
+	bool chunks_first; /* --chunks-first: prefill's chunks go before decode's open */
 	bool window_sampled; /* --window-check sampled: rooms filled inside the window */
 };
 
@@ -494,6 +497,14 @@ usage(FILE *f)
 		"                     to decode's SUCCESS)\n"
 		"  --wake-all         connect without KVX_CONNECT_WAKE_ENDS: woken for every\n"
 		"                     state of a room, not only for its end and for replies\n"
+		"  --chunks-first     submit a room's chunks on prefill, then open it on decode,\n"
+		"                     both before either answer is awaited (the clock starts\n"
+		"                     before both): prefill's KV is ready at once and its\n"
+		"                     engine does not wait for decode.  Default: the chunks go\n"
+		"                     once decode's open was answered.  Not with --abort-ratio;\n"
+		"                     decode refusing such a room's open ends the run (its\n"
+		"                     prefill room waits for decode's metadata until [timeouts]\n"
+		"                     waiting_ms)\n"
 		"  --single           one room per open and close call and one chunk per submit\n"
 		"                     call (default: the rooms ready at once go in one batch "
 		"call,\n"
@@ -569,6 +580,7 @@ enum {
 	OPT_COOLDOWN_MS,
 	OPT_SINGLE,
 	OPT_WAKE_ALL,
+	OPT_CHUNKS_FIRST,
 	OPT_WINDOW_CHECK,
 	OPT_VERSION,
 };
@@ -603,6 +615,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"cooldown-ms", required_argument, NULL, OPT_COOLDOWN_MS},
 		{"single", no_argument, NULL, OPT_SINGLE},
 		{"wake-all", no_argument, NULL, OPT_WAKE_ALL},
+		{"chunks-first", no_argument, NULL, OPT_CHUNKS_FIRST},
 		{"window-check", required_argument, NULL, OPT_WINDOW_CHECK},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -716,6 +729,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_WAKE_ALL:
 			o->wake_all = true;
 			break;
+		case OPT_CHUNKS_FIRST:
+			o->chunks_first = true;
+			break;
 		case OPT_WINDOW_CHECK:
 			if (!strcmp(optarg, "sampled") || !strcmp(optarg, "full")) {
 				o->window_sampled = optarg[0] == 's';
@@ -751,6 +767,11 @@ parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->window_sampled && !(o->duration > 0)) {
 		fprintf(stderr, "kvx-bench: --window-check sampled needs --duration\n");
+		return -EINVAL;
+	}
+	if (o->chunks_first && o->abort_ratio > 0) {
+		fprintf(stderr, "kvx-bench: --chunks-first cannot abort rooms (--abort-ratio): "
+				"an abort is planned between decode's open and the chunks\n");
 		return -EINVAL;
 	}
 	if (o->chunks > o->pages) {
@@ -1104,8 +1125,9 @@ room_prepare(struct bench *b, uint32_t s)
 	b->opened++;
 }
 
-/* Slot s's room is open on decode: build its chunks for prefill (they go at
- * the next chunks_flush), aborting on decode where planned.  Returns 0 or -errno (fatal). */
+/* Slot s's room is open on decode (with --chunks-first: is about to be opened): build its
+ * chunks for prefill (they go at the next chunks_flush), aborting on decode where planned.  Returns
+ * 0 or -errno (fatal). */
 static int
 room_begin(struct bench *b, uint32_t s)
 {
@@ -1216,6 +1238,15 @@ rooms_open(struct bench *b, const uint32_t *idx, uint32_t n)
 	t = now_ns();
 	for (uint32_t k = 0; k < n; k++)
 		b->slots[idx[k]].t_open = t;
+	if (b->o.chunks_first) {
+		/* prefill's chunks, then decode's open at once: neither waits for the other's
+		 * answer (kvxd's prefill room waits for decode's metadata) */
+		for (uint32_t k = 0; k < n; k++)
+			if ((r = room_begin(b, idx[k])) < 0)
+				return r;
+		if ((r = chunks_flush(b)) < 0)
+			return r;
+	}
 	rv = kvx_room_openv(b->dec.c, q, n, gen);
 	if (rv < 0 && fatal_err(rv)) {
 		fprintf(stderr, "kvx-bench: %s: room open: %s\n", b->dec.path, strerror(-rv));
@@ -1232,10 +1263,20 @@ rooms_open(struct bench *b, const uint32_t *idx, uint32_t n)
 					strerror((int)-g));
 				return (int)g;
 			}
+			if (b->o.chunks_first) {
+				fprintf(stderr,
+					"kvx-bench: room %" PRIu64 ": decode refused its open (%s) "
+					"after its chunks went to prefill (--chunks-first): its "
+					"prefill room waits for metadata until waiting_ms\n",
+					sl->room, strerror((int)-g));
+				return (int)g;
+			}
 			b->failed_decode++;
 			fail_log(b, sl->room, "decode room open", NULL, (int)g);
 			continue;
 		}
+		if (b->o.chunks_first)
+			continue; /* begun above */
 		r = room_begin(b, idx[k]);
 		if (r < 0)
 			return r;
@@ -1964,6 +2005,7 @@ report(struct bench *b, double secs)
 		       mbps, mbps / 1e3, rps, p50, p99, b->mismatched ? "FAIL" : "ok",
 		       b->mismatched, msg);
 		printf(", \"wake_ends\": %s", b->o.wake_all ? "false" : "true");
+		printf(", \"chunks_first\": %s", b->o.chunks_first ? "true" : "false");
 		printf(", \"aborted\": %" PRIu64 ", \"abort_lost\": %" PRIu64
 		       ", \"abort_at_open\": %" PRIu64 ", \"abort_mid_chunks\": %" PRIu64
 		       ", \"abort_after_chunks\": %" PRIu64 ", \"released\": %" PRIu64

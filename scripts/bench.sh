@@ -56,6 +56,9 @@ SHAPES='
 1page-single bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --single
 lat          lat  4096     us      --inflight 1 --pages 1 --bufs 1
 lat-spin     lat  4096     us      --inflight 1 --pages 1 --bufs 1
+lat-first    lat  4096     us      --inflight 1 --pages 1 --bufs 1 --chunks-first
+lat-spin-first lat 4096    us      --inflight 1 --pages 1 --bufs 1 --chunks-first
+1page-first  bw   4096     per_s   --inflight 32 --pages 1 --bufs 1 --chunks-first
 lat-chunk    lat  4096     us_last --inflight 1 --pages 1 --bufs 1 --last-chunk-delay-ms 5
 floor        lat  4096     us      floor: --threads 3 --park engine
 floor-park   lat  4096     us      floor: --threads 3 --park all
@@ -83,6 +86,10 @@ floor-rate-8 bw   4096     per_s   floor: --park all --inflight 32 --batch 8 --r
 # nodes as lat-spin, each room's chunk held back 5 ms, so that decode's ROOM_META is at prefill
 # before it, as in serving, and timed from the chunk's submission to decode's SUCCESS (what
 # serving waits for once prefill has computed)
+# *-first: the same with kvx-bench --chunks-first: prefill's chunk goes at the open, neither
+# engine waiting for the other's answer (the clock starts before both), as a prefill engine
+# whose KV is ready submits it (the latency bar's "its chunk submitted at once"); without it
+# kvx-bench submits the chunk once decode's open was answered, a wake-up of its process later
 # METRIC: MBps  kvx window_MBps vs ib_write_bw's average (MiB/s -> 10^6 B/s)
 #         per_s kvx window_rooms_per_s vs ib_write_bw's messages/s (a 1-page room is one message)
 #         us    kvx window_lat_p50_us vs ib_write_lat's t_typical (its median)
@@ -160,7 +167,7 @@ if [ "${1:-}" = --vm ]; then
 			else
 				vm_log "$name: kvx run $i: kvx-bench $kargs"
 				park=
-				case $name in lat-spin | lat-chunk) park=0 ;; esac
+				case $name in lat-spin | lat-spin-first | lat-chunk) park=0 ;; esac
 				kvx_up "$name-$i" $park
 				before=$(cpu_mark)
 				rc=0

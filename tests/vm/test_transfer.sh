@@ -4,8 +4,10 @@
 # scattered (non-contiguous) destination pages and 4 chunks per room; then 64 with scattered
 # source pages and consecutive destination pages, which kvxd gathers into one WRITE per buffer
 # (scatter-gather entries on real verbs: exactly 4 WRs per room); then 64 with core rings, and 64
-# with kvx-bench's one call per room and chunk (--single) instead of its batches.  Afterwards no
-# room is left in either table and no WR is outstanding.
+# with kvx-bench's one call per room and chunk (--single) instead of its batches, and 64 of 4
+# chunks each submitted before decode's open (--chunks-first).  Afterwards no room is left in
+# either table and no WR is outstanding; then a decode open refused under --chunks-first ends
+# kvx-bench's run with an error that says so.
 . "$(dirname "$0")/lib.sh"
 
 kvxd_start prefill
@@ -51,6 +53,11 @@ ev=$(($(metric decode events_core_total) - ev0))
 # kvx-bench's other path: one call per room and per chunk (--single), instead of batches
 bench single.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096 --chunks 2 --single
 check "$KVX_LOGDIR/single.json" 64
+# --chunks-first: each room's 4 chunks reach prefill before decode's open is sent, so prefill's
+# room waits for decode's metadata with its chunks queued
+bench first.json --rooms 64 --inflight 8 --pages 16 --bufs 4 --page-size 4096 --chunks 4 --chunks-first
+check "$KVX_LOGDIR/first.json" 64
+[ "$(json_get "$KVX_LOGDIR/first.json" chunks_first)" = true ] || fail "first.json: not --chunks-first"
 
 for n in prefill decode; do
 	left=$(ctl $n rooms | awk '/^rooms / { print $2 }')
@@ -58,4 +65,22 @@ for n in prefill decode; do
 done
 [ "$(metric prefill core_wc_error_total)" = 0 ] || fail "error completions on prefill"
 vm_log "prefill posted $(metric prefill core_wr_posted_total) WRs, decode saw $(metric decode core_recv_imm_total) immediates"
+
+# a decode that refuses an open (max_rooms_per_engine = 2, 4 rooms opened in one batch) after
+# --chunks-first sent the room's chunks: kvx-bench stops and says why (its prefill room waits
+# for metadata that never comes), never counts it as a room that merely failed
+stop_bg decode
+mkdir -p /run/kvx/cap
+sed '/^\[engine\]/a max_rooms_per_engine = 2' "$KVX_SRC/configs/decode.ini" >/run/kvx/cap/decode.ini
+start_bg decode-cap "$KVXD" -c /run/kvx/cap/decode.ini
+wait_for_socket /run/kvx/decode.sock 20 || fail "decode (capped) did not open its engine socket"
+wait_peer decode prefill 20
+rc=0
+"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json --rooms 8 \
+	--inflight 4 --pages 1 --bufs 1 --chunks-first >"$KVX_LOGDIR/refused.json" \
+	2>"$KVX_LOGDIR/refused.err" || rc=$?
+cat "$KVX_LOGDIR/refused.err"
+[ "$rc" != 0 ] || fail "kvx-bench --chunks-first went on after decode refused an open"
+grep -q "decode refused its open (Disk quota exceeded) after its chunks went to prefill (--chunks-first)" \
+	"$KVX_LOGDIR/refused.err" || fail "kvx-bench did not say why it stopped"
 echo "PASS: transfer"
