@@ -82,6 +82,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1970,6 +1971,7 @@ report(struct bench *b, double secs)
 	double wmbps = wsecs > 0 ? (double)b->win_bytes / wsecs / 1e6 : 0;
 	double wrps = wsecs > 0 ? (double)b->win_rooms / wsecs : 0;
 	double wcheck = (double)b->check_ns / 1e9;
+	struct rusage ru;
 	double loss_us = b->prefill_lost && b->t_last_loss_release > b->t_loss
 				 ? (double)(b->t_last_loss_release - b->t_loss) / 1e3
 				 : 0;
@@ -2006,6 +2008,11 @@ report(struct bench *b, double secs)
 		       b->mismatched, msg);
 		printf(", \"wake_ends\": %s", b->o.wake_all ? "false" : "true");
 		printf(", \"chunks_first\": %s", b->o.chunks_first ? "true" : "false");
+		if (getrusage(RUSAGE_SELF, &ru) == 0)
+			/* the whole run: how often kvx-bench blocked (each a wake-up later) */
+			printf(", \"ctx_switches_voluntary\": %ld, \"ctx_switches_involuntary\": "
+			       "%ld",
+			       ru.ru_nvcsw, ru.ru_nivcsw);
 		printf(", \"aborted\": %" PRIu64 ", \"abort_lost\": %" PRIu64
 		       ", \"abort_at_open\": %" PRIu64 ", \"abort_mid_chunks\": %" PRIu64
 		       ", \"abort_after_chunks\": %" PRIu64 ", \"released\": %" PRIu64

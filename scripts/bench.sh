@@ -18,7 +18,11 @@
 # utime + stime of each kvxd (/proc/PID/stat, all threads) is read: CPU seconds per 10^9 B of
 # the run's verified rooms.
 #
-# Prints, per shape, `bench-cpu: shape=NAME prefill=X decode=Y unit=cpu_s/GB` (medians), then
+# Prints, per shape, `bench-cpu: shape=NAME prefill=X decode=Y unit=cpu_s/GB` (medians); per
+# kvx-bench shape `bench-blocks: shape=NAME prefill=X decode=Y kvx_bench=Z unit=blocks/room`
+# (medians of the whole run's voluntary context switches, /proc/PID/task/*/status and
+# kvx-bench's getrusage, over the rooms it opened: how often each process blocked and had to
+# be woken per room, a count the host's load moves far less than a time); then
 # one line per shape, last:
 #   bench: shape=NAME kvx=X ref=Y unit=U ratio=MIN/MEDIAN/MAX
 # kvx and ref are the medians of the runs; each ratio is kvx / ref of one interleaved pair.  For
@@ -141,13 +145,24 @@ if [ "${1:-}" = --vm ]; then
 		stop_bg "decode-$1"
 		stop_bg "prefill-$1"
 	}
-	cpu_mark() { echo "$(ticks "$pp") $(ticks "$dp")"; }
-	# cpu_write FILE BEFORE: kvxd ticks since BEFORE, and the kvx-bench exit code
+	# blocks PID: how often the threads of PID blocked (voluntary context switches: each a
+	# wake-up later), summed over its threads
+	blocks() {
+		local t v s=0
+		for t in /proc/"$1"/task/[0-9]*; do
+			v=$(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status" 2>/dev/null)
+			s=$((s + ${v:-0}))
+		done
+		echo "$s"
+	}
+	cpu_mark() { echo "$(ticks "$pp") $(ticks "$dp") $(blocks "$pp") $(blocks "$dp")"; }
+	# cpu_write FILE BEFORE: kvxd ticks and blocks since BEFORE, and the kvx-bench exit code
 	cpu_write() {
-		local a b c d
-		read -r a b <<<"$2"
-		read -r c d <<<"$(cpu_mark)"
-		echo "prefill_ticks=$((c - a)) decode_ticks=$((d - b)) clk_tck=$clk rc=$3" >"$1"
+		local a b e f c d g h
+		read -r a b e f <<<"$2"
+		read -r c d g h <<<"$(cpu_mark)"
+		echo "prefill_ticks=$((c - a)) decode_ticks=$((d - b)) clk_tck=$clk rc=$3" \
+			"prefill_blocks=$((g - e)) decode_blocks=$((h - f))" >"$1"
 	}
 	for shape in "$@"; do
 		read -r name ref bytes metric kargs <<<"$(shape_row "$shape")"
@@ -373,12 +388,13 @@ for k in "$logs"/*-kvx1.json; do
 done
 shapes_json=()
 cpu_lines=()
+blk_lines=()
 lines=()
 for s in "${shapes[@]}"; do
 	read -r name ref bytes metric kargs <<<"$(shape_row "$s")"
 	ktool=kvx-bench
 	[ "${kargs%% *}" != floor: ] || ktool=kvx-floor
-	kvx_vals=() ref_vals=() ratios=() pcpu=() dcpu=()
+	kvx_vals=() ref_vals=() ratios=() pcpu=() dcpu=() pblk=() dblk=() bblk=()
 	for i in $(seq 1 "$runs"); do
 		k=$logs/$name-kvx$i.json
 		kc=$logs/$name-kvx$i.cpu
@@ -407,7 +423,20 @@ for s in "${shapes[@]}"; do
 			pc=nan dc=nan
 		fi
 		pcpu+=("$pc") dcpu+=("$dc")
-		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$ktool\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
+		# blocks per room (kvx-bench's runs only): each kvxd's threads and kvx-bench, whole run
+		nrooms=$(jnum "$k" rooms)
+		blk_p=$(kv "$kc" prefill_blocks 2>/dev/null || true)
+		blk_d=$(kv "$kc" decode_blocks 2>/dev/null || true)
+		blk_b=$(jnum "$k" ctx_switches_voluntary)
+		if [ "$ktool" = kvx-bench ] && [ "${nrooms:-0}" -gt 0 ] 2>/dev/null &&
+			[ -n "$blk_p" ] && [ -n "$blk_d" ] && [ -n "$blk_b" ]; then
+			pb=$(calc 2 "$blk_p / $nrooms") db=$(calc 2 "$blk_d / $nrooms")
+			bb=$(calc 2 "$blk_b / $nrooms")
+		else
+			pb=nan db=nan bb=nan
+		fi
+		pblk+=("$pb") dblk+=("$db") bblk+=("$bb")
+		runs_json+=("{\"shape\": \"$name\", \"run\": $i, \"tool\": \"$ktool\", \"value\": ${kval/nan/null}, \"unit\": \"$unit\", \"prefill_cpu_s_per_GB\": ${pc/nan/null}, \"decode_cpu_s_per_GB\": ${dc/nan/null}, \"prefill_cpu_ticks\": $ticks_p, \"decode_cpu_ticks\": $ticks_d, \"clk_tck\": $clk, \"prefill_blocks_per_room\": ${pb/nan/null}, \"decode_blocks_per_room\": ${db/nan/null}, \"kvx_bench_blocks_per_room\": ${bb/nan/null}, \"kvx_bench\": $(cat "$k" 2>/dev/null || echo null)}")
 
 		r=$logs/$name-ref$i-cli.log
 		rc=$logs/$name-ref$i.rc
@@ -449,6 +478,12 @@ for s in "${shapes[@]}"; do
 	read -r _ pmed _ < <(printf '%s\n' "${pcpu[@]}" | grep -v nan | stats)
 	read -r _ dmed _ < <(printf '%s\n' "${dcpu[@]}" | grep -v nan | stats)
 	cpu_lines+=("bench-cpu: shape=$name prefill=$pmed decode=$dmed unit=cpu_s/GB")
+	if [ "$ktool" = kvx-bench ]; then
+		read -r _ pbm _ < <(printf '%s\n' "${pblk[@]}" | grep -v nan | stats)
+		read -r _ dbm _ < <(printf '%s\n' "${dblk[@]}" | grep -v nan | stats)
+		read -r _ bbm _ < <(printf '%s\n' "${bblk[@]}" | grep -v nan | stats)
+		blk_lines+=("bench-blocks: shape=$name prefill=$pbm decode=$dbm kvx_bench=$bbm unit=blocks/room")
+	fi
 	lines+=("bench: shape=$name kvx=$kmed ref=$rmed unit=$unit ratio=$rmin/$rmid/$rmax")
 	shapes_json+=("{\"shape\": \"$name\", \"unit\": \"$unit\", \"kvx_median\": ${kmed/nan/null}, \"ref_median\": ${rmed/nan/null}, \"ratio_min\": ${rmin/nan/null}, \"ratio_median\": ${rmid/nan/null}, \"ratio_max\": ${rmax/nan/null}, \"prefill_cpu_s_per_GB_median\": ${pmed/nan/null}, \"decode_cpu_s_per_GB_median\": ${dmed/nan/null}}")
 done
@@ -465,5 +500,5 @@ done
 } >"$json"
 
 echo "bench: every run in $json; logs in $logs"
-printf '%s\n' "${ceil_lines[@]}" "${cpu_lines[@]}" "${lines[@]}"
+printf '%s\n' "${ceil_lines[@]}" "${cpu_lines[@]}" "${blk_lines[@]}" "${lines[@]}"
 exit "$status"
