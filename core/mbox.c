@@ -85,6 +85,18 @@ wake(struct kvx_mbox *m)
 		KVX_WARN("eventfd write: %s", strerror(errno));
 }
 
+/* One wake-up per park: the first message after the consumer parked takes the flag (the
+ * consumer is woken and drains everything), the rest of a batch find it clear. */
+static void
+wake_parked(struct kvx_mbox *m)
+{
+	if (atomic_load_explicit(&m->parked, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&m->parked, 0, memory_order_seq_cst)) {
+		wake(m);
+		atomic_fetch_add_explicit(&m->wakes, 1, memory_order_relaxed);
+	}
+}
+
 /* Copy one message in; wake a parked consumer only when `loud`, or once the mailbox is half
  * full (a quiet message never waits behind a consumer that cannot drain in time). */
 static int
@@ -107,13 +119,7 @@ put(struct kvx_mbox *m, const void *msg, bool loud)
 		if (tail + 1 - m->head_cache < (m->mask + 1) / 2)
 			return 0;
 	}
-	/* one wake-up per park: the first message after the consumer parked takes the flag (the
-	 * consumer is woken and drains everything), the rest of a batch find it clear */
-	if (atomic_load_explicit(&m->parked, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&m->parked, 0, memory_order_seq_cst)) {
-		wake(m);
-		atomic_fetch_add_explicit(&m->wakes, 1, memory_order_relaxed);
-	}
+	wake_parked(m);
 	return 0;
 }
 
@@ -182,6 +188,12 @@ kvx_mbox_park_done(struct kvx_mbox *m, bool woken)
 	atomic_store_explicit(&m->parked, 0, memory_order_relaxed);
 	if (woken && read(m->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		KVX_WARN("eventfd read: %s", strerror(errno));
+}
+
+void
+kvx_mbox_nudge(struct kvx_mbox *m)
+{
+	wake_parked(m);
 }
 
 void

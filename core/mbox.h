@@ -51,7 +51,10 @@ void kvx_mbox_park_prepare(struct kvx_mbox *m);
 void kvx_mbox_park_done(struct kvx_mbox *m, bool woken);
 /* Any thread: wake the consumer if it is parked (e.g. to stop it). */
 void kvx_mbox_kick(struct kvx_mbox *m);
-/* Any thread: eventfd writes that woke the consumer from a put so far (not kicks). */
+/* Producer: wake a parked consumer without a message (it takes what was put quietly before),
+ * as a loud put would. */
+void kvx_mbox_nudge(struct kvx_mbox *m);
+/* Any thread: eventfd writes that woke the consumer from a put or a nudge so far (not kicks). */
 uint64_t kvx_mbox_wakes(const struct kvx_mbox *m);
 
 #endif /* KVX_CORE_MBOX_H */

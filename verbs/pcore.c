@@ -411,12 +411,33 @@ prefill_check_drained(struct kvxd_core *c, struct kvx_pcore_room *r)
 		drain_remove(c, r);
 		r->drained_sent = true;
 		r->nerr_qpc = 0; /* the QPs may be retired and freed from here on */
-		out_put(c, &m);
+		if (st == KVX_ROOM_SUCCESS) {
+			/* nobody waits on a SUCCESS's drain: the room's end went to its engine
+			 * already, and the control core takes this at its next wake-up (the
+			 * engine's close of the room brings one), where it was one more thread
+			 * switch per room.  An abort or failure that reaches the room later
+			 * wakes it (drained_nudge) */
+			r->drained_quiet = true;
+			quiet_put(c, &m);
+		} else {
+			out_put(c, &m);
+		}
 	} else if (!r->in_drain) {
 		r->in_drain = true;
 		r->drain_next = c->drain_head;
 		c->drain_head = r;
 	}
+}
+
+/* The control core acts on a room it told to abort or fail (its ABORT_ACK waits for the drain):
+ * a DRAINED that went quietly before is taken now. */
+static void
+drained_nudge(struct kvxd_core *c, struct kvx_pcore_room *r)
+{
+	if (!r->drained_quiet)
+		return;
+	r->drained_quiet = false;
+	kvx_mbox_nudge(c->outbox);
 }
 
 /* An errored QP became quiescent: the rooms waiting for it may drain now. */
@@ -1145,6 +1166,7 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 	case KVXD_MSG_ROOM_FAIL:
 		room_fail(c, r, m->error, "%s", m->reason);
 		prefill_check_drained(c, r);
+		drained_nudge(c, r);
 		break;
 	case KVXD_MSG_ROOM_ABORT:
 		if (r->role == KVX_ROOM_DECODE) {
@@ -1160,6 +1182,7 @@ on_msg(struct kvxd_core *c, struct kvxd_msg *m)
 			/* FAILED first (sticky), before anything else: a later chunk is skipped */
 			room_fail(c, r, m->error, "%s", m->reason);
 			prefill_check_drained(c, r);
+			drained_nudge(c, r);
 		}
 		break;
 	case KVXD_MSG_ROOM_RELEASE:

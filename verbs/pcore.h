@@ -192,6 +192,7 @@ struct kvx_pcore_room {
 	uint8_t nerr_qpc;
 	struct kvx_pcore_room *drain_next; /* prefill: in the core's drain-wait list */
 	bool in_drain, drained_sent;
+	bool drained_quiet; /* its DRAINED went without waking the control core (a SUCCESS) */
 	uint32_t post_d, post_b, post_i; /* prefill: where the chunk at pend_head continues
 					  * (destination, buffer, page): a chunk larger than
 					  * the send queue goes in parts */

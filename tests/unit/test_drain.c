@@ -33,6 +33,7 @@ static int put_hook(struct kvx_mbox *b, const void *msg);
 static bool poison_retired;
 static struct kvxd_qpc *poisoned, poisoned_was;
 static int put_failures; /* puts a full mailbox refused (the message was lost) */
+static int loud_drained; /* DRAINED put loudly (kvx_mbox_put: wakes a parked control core) */
 
 static int
 put_hook(struct kvx_mbox *b, const void *msg)
@@ -41,6 +42,7 @@ put_hook(struct kvx_mbox *b, const void *msg)
 	int rc = kvx_mbox_put(b, msg);
 
 	put_failures += rc != 0;
+	loud_drained += rc == 0 && m->type == KVXD_MSG_DRAINED;
 	if (rc == 0 && poison_retired && !poisoned && m->type == KVXD_MSG_QP_RETIRED) {
 		poisoned = m->qpc;
 		poisoned_was = *m->qpc;
@@ -451,6 +453,76 @@ test_abort_after_success_drains_at_once(void **state)
 	assert_int_equal(drained(p), 1);
 }
 
+/* A SUCCESS room's DRAINED does not wake the control core: nothing waits on it, the room's end
+ * went to its engine already, and the engine's close wakes the control core anyway (mutant
+ * drained_success_loud: one more thread switch per room).  A FAILED room's DRAINED does wake
+ * it: its ABORT_ACK waits on it (mutant drained_failed_quiet). */
+static void
+test_success_drain_is_quiet_failure_drain_is_not(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2}, dst2[1] = {3};
+	struct kvx_pcore_room *d = decode_room(27, dst, 1), *p = prefill_room(d, dst, 1);
+	struct kvx_pcore_room *d2 = decode_room(28, dst2, 1), *p2 = prefill_room(d2, dst2, 1);
+
+	(void)state;
+	loud_drained = 0;
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_non_null(find_event(p, KVX_ROOM_SUCCESS));
+	assert_int_equal(drained(p), 1);
+	assert_int_equal(loud_drained, 0);
+	assert_true(p->drained_quiet);
+
+	fake_vx_hold(true);
+	submit(p2, 0, src2, 1, 0, true);
+	run();
+	assert_int_equal(fake_vx_fail_next(E.pf.qpc->qp, KVX_VX_WC_REM_ACCESS_ERR), 0);
+	run(); /* the error, then its siblings' flush */
+	fake_vx_hold(false);
+	assert_non_null(find_event(p2, KVX_ROOM_FAILED));
+	assert_int_equal(drained(p2), 1);
+	assert_int_equal(loud_drained, 1);
+	assert_false(p2->drained_quiet);
+}
+
+/* The control core that aborts a room whose DRAINED went quietly (the room succeeded as the
+ * abort came: the control core parked before the DRAINED was put, and its ABORT_ACK waits on
+ * it) is woken when the room takes the abort (mutant drained_abort_no_nudge: it slept until
+ * its next tick, up to 20 ms more on decode's abort -> release).  The same for ROOM_FAIL. */
+static void
+test_abort_of_a_quietly_drained_room_wakes_the_control_core(void **state)
+{
+	uint32_t src[1] = {0}, dst[1] = {1}, src2[1] = {2}, dst2[1] = {3};
+	struct kvx_pcore_room *d = decode_room(29, dst, 1), *p = prefill_room(d, dst, 1);
+	struct kvx_pcore_room *d2 = decode_room(30, dst2, 1), *p2 = prefill_room(d2, dst2, 1);
+	struct kvxd_msg f = {.type = KVXD_MSG_ROOM_FAIL, .room = p2, .error = -ECONNRESET};
+	uint64_t wakes;
+
+	(void)state;
+	submit(p, 0, src, 1, 0, true);
+	submit(p2, 0, src2, 1, 0, true);
+	run();
+	assert_true(p->drained_quiet && p2->drained_quiet);
+	kvx_mbox_park_prepare(E.pf.core.outbox); /* the control core parks */
+	wakes = kvx_mbox_wakes(E.pf.core.outbox);
+	abort_prefill(p);
+	run();
+	assert_null(find_event(p, KVX_ROOM_FAILED)); /* SUCCESS is terminal: nothing new is put */
+	assert_int_equal(kvx_mbox_wakes(E.pf.core.outbox), wakes + 1);
+	assert_false(p->drained_quiet);
+	kvx_mbox_park_done(E.pf.core.outbox, true);
+
+	kvx_mbox_park_prepare(E.pf.core.outbox);
+	snprintf(f.reason, sizeof(f.reason), "its engine went away");
+	assert_int_equal(kvx_pcore_send(&E.pf.core, &f), 0);
+	run();
+	assert_int_equal(kvx_mbox_wakes(E.pf.core.outbox), wakes + 2);
+	assert_false(p2->drained_quiet);
+	kvx_mbox_park_done(E.pf.core.outbox, true);
+	assert_int_equal(drained(p), 1); /* once each */
+	assert_int_equal(drained(p2), 1);
+}
+
 /* A room's metadata is bound to the peer session it came on: after the connection is
  * replaced, nothing the prefill still holds for the room is written until decode re-issues it
  * (otherwise a room decode aborted and released could be written through the new session). */
@@ -512,6 +584,11 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_metadata_is_bound_to_its_session, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_success_drain_is_quiet_failure_drain_is_not,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_abort_of_a_quietly_drained_room_wakes_the_control_core, setup,
+			teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
