@@ -158,8 +158,9 @@ if [ "$check" != sampled ] && [ "$check" != full ]; then
 	echo "bench-rails: KVX_BENCH_CHECK must be sampled or full" >&2
 	exit 2
 fi
+# the timeout: kvx-vm stops the run 150 s before it, to describe a hang
 logs=$build/vm-logs/bench-rails
-"$here/scripts/kvx-vm" --build "$build" --rails 2 --timeout $((runs * (5 * secs + 60) + 60)) \
+"$here/scripts/kvx-vm" --build "$build" --rails 2 --timeout $((runs * (5 * secs + 60) + 210)) \
 	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight" "$check"
 
 jnum() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" 2>/dev/null | head -n 1; }
