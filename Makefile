@@ -27,7 +27,7 @@ BENCH_SECONDS    ?= 10
 BENCH_RUNS       ?= 3
 BENCH_LAT_ITERS  ?= 2000
 BENCH_SHAPES     ?=
-BENCH_VM_TIMEOUT ?= 1500
+BENCH_VM_TIMEOUT ?= 1800
 # BENCH_ONLY: ceiling (host only) or vm (VM only); empty: both.  BENCH_CEILING_SECONDS: seconds
 # per kvx-ceiling run (BENCH_RUNS runs of each of its shapes).
 BENCH_ONLY       ?=

@@ -42,9 +42,10 @@
 #
 # Env: KVX_BENCH_SECONDS (whole seconds per run, at least 4; 10), KVX_BENCH_RUNS (3),
 # KVX_BENCH_LAT_ITERS (ib_write_lat exchanges, 2000), KVX_BENCH_SHAPES (all, in table order),
-# KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1500), KVX_BENCH_ONLY (ceiling: only the
-# host part, no VM; vm: only the VM part; empty: both), KVX_BENCH_CEILING_SECONDS (seconds per
-# ceiling run, 2), KVX_BENCH_CEILING_PAGE_SIZE (bytes, 64), KVX_BENCH_CEILING_SHAPES (all three).
+# KVX_BENCH_VM_TIMEOUT (seconds for the whole boot, 1800; kvx-vm stops a run 150 s before it),
+# KVX_BENCH_ONLY (ceiling: only the host part, no VM; vm: only the VM part; empty: both),
+# KVX_BENCH_CEILING_SECONDS (seconds per ceiling run, 2), KVX_BENCH_CEILING_PAGE_SIZE (bytes,
+# 64), KVX_BENCH_CEILING_SHAPES (all three).
 # KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled).
 # Inside the VM it runs as `bench.sh --vm SECONDS MARGIN_MS RUNS LAT_ITERS CHECK SHAPE...`.
 set -euo pipefail
@@ -260,7 +261,7 @@ if [ "$check" != sampled ] && [ "$check" != full ]; then
 	echo "bench: KVX_BENCH_CHECK must be sampled or full" >&2
 	exit 2
 fi
-tmo=${KVX_BENCH_VM_TIMEOUT:-1500}
+tmo=${KVX_BENCH_VM_TIMEOUT:-1800}
 read -r -a shapes <<<"${KVX_BENCH_SHAPES:-$(awk 'NF { printf "%s ", $1 }' <<<"$SHAPES")}"
 for s in "${shapes[@]}"; do
 	[ -n "$(shape_row "$s")" ] || { echo "bench: unknown shape $s" >&2; exit 2; }
