@@ -20,6 +20,8 @@ PKGS="$PKGS dpkg-dev file systemd"
 # the test VM (scripts/kvx-vm): qemu, the guest kernel and its modules, the
 # initramfs tools, and the tools the guest runs from the shared host root
 PKGS="$PKGS qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 xz-utils zstd"
+# gdb: the guest's backtraces of a test that hangs (kvx-vm); procps: its ps and pkill
+PKGS="$PKGS gdb procps"
 # the VM test of the metrics endpoint parses its text with Prometheus' own Python parser
 PKGS="$PKGS python3-prometheus-client"
 # the Python package kvx (python/): its C extension builds against Debian's python3 (3.11); its
