@@ -973,7 +973,13 @@ kvxd_decode_room_open_shape(struct kvxd *d, int engine_id, uint64_t room, uint32
 		return -ENOMEM;
 	d->ctr.rooms_opened++;
 	msg.room = &r->pc;
-	kvx_pcore_send(&d->cores[r->pc.core], &msg);
+	if (e && e->wake_ends)
+		/* its core need not wake for it: the room's WAITING_FOR_INPUT wakes nobody (the
+		 * engine reads it before the room's end), and its first delivery sets it anyway
+		 * (on_recv_wc): one wake-up of a parked polling core less per room */
+		kvx_pcore_send_quiet(&d->cores[r->pc.core], &msg);
+	else
+		kvx_pcore_send(&d->cores[r->pc.core], &msg);
 	for (uint32_t i = 0; i < sh->nsrc; i++) {
 		struct kvxd_peer *p = &d->peers[src_peer[i]];
 

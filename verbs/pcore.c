@@ -1126,6 +1126,11 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		stat_add(&c->st.imm_not_owner, 1);
 		return;
 	}
+	if (r->fsm.state == KVX_ROOM_BOOTSTRAPPING)
+		/* its open, put quietly (kvx_pcore_send_quiet), still waits in the inbox, which
+		 * this iteration takes after the CQs: the room waits for its input since it was
+		 * opened, and its engine reads that state first, as it would have */
+		room_set(c, r, KVX_ROOM_WAITING_FOR_INPUT);
 	r->src_done_mask |= bit;
 	if (r->src_done_mask == (1u << r->nsrc) - 1)
 		room_set(c, r, KVX_ROOM_SUCCESS);
@@ -1563,6 +1568,16 @@ kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m)
 	if (c->ovf_len && kvx_pcore_flush(c))
 		return -ENOBUFS;
 	return kvx_mbox_put(c->inbox, m);
+}
+
+int
+kvx_pcore_send_quiet(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	if (c->ovf_len)
+		kvx_pcore_flush(c);
+	if (c->ovf_len == 0 && kvx_mbox_put_quiet(c->inbox, m) == 0)
+		return 0;
+	return kvx_pcore_send(c, m); /* behind what waits: queued in order */
 }
 
 int

@@ -382,6 +382,11 @@ void kvx_pcore_stop(struct kvxd_core *c);
  * messages still wait) it is queued in order on the overflow ring and delivered by
  * kvx_pcore_flush().  Returns 0, or -ENOMEM (the ring could not grow: logged).  Never blocks. */
 int kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m);
+/* Control core: kvx_pcore_send() for a message nothing waits on while the core is parked (a
+ * decode room's open, for an engine woken only for its rooms' ends): it does not wake a parked
+ * core (kvx_mbox_put_quiet), which takes it at its next wake-up (a completion, another message,
+ * or a park's bound).  Lossless and in order like kvx_pcore_send(). */
+int kvx_pcore_send_quiet(struct kvxd_core *c, const struct kvxd_msg *m);
 /* Control core: one that is not lossless, for back-pressure (engine chunks): 0 or -ENOBUFS when
  * the inbox is full or the overflow ring is not empty. */
 int kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m);

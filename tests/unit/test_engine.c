@@ -4745,6 +4745,99 @@ test_event_ring_wake_ends(void **state)
 	eng_close(&eb);
 }
 
+/* Every polling core of both nodes steps except a's core k (parked, as in its poll), and both
+ * control cores. */
+static void
+step_all_but_a_core(int k)
+{
+	for (int i = 0; i < nnodes; i++)
+		for (int c = 0; c < N[i].ncores; c++)
+			if (&N[i] != &A || c != k)
+				kvx_pcore_poll_once(&N[i].cores[c]);
+	for (int i = 0; i < nnodes; i++)
+		kvxd_loop_once(&N[i], 0);
+}
+
+/* A decode room opened by an engine woken only for its rooms' ends (KVX_ENG_RINGS_WAKE_ENDS)
+ * does not wake its parked polling core: the open waits in the core's inbox for the core's next
+ * wake-up (mutant open_loud: it woke the core, one wake-up more per room).  Here that wake-up
+ * is the room's delivery, which the core takes before its inbox: the room's WAITING_FOR_INPUT
+ * still comes before its SUCCESS, as the engine would have read them (mutant
+ * imm_skips_waiting: SUCCESS alone). */
+static void
+test_wake_ends_open_wakes_no_polling_core(void **state)
+{
+	static struct reng ra;
+	const uint64_t id = 762;
+	const int k = (int)(id % A.ncores);
+	struct kvxd_core *c = &A.cores[k];
+	uint64_t buf[ROOM_OPEN_BUF_WORDS], seq, wakes, imm0;
+	struct kvxd_room *pr = NULL;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_ring_and_socket_flags(&A, &ra, &pa, &eb, &pb,
+				   KVX_ENG_RINGS_CORE | KVX_ENG_RINGS_WAKE_ENDS);
+	kvx_mbox_park_prepare(c->inbox); /* the polling core parks */
+	wakes = kvx_mbox_wakes(c->inbox);
+	imm0 = atomic_load(&c->st.recv_imm);
+	seq = reng_send(&ra, KVX_ENG_ROOM_OPEN, buf, room_open_msg(buf, id, pa, 4));
+	assert_true(seq != 0);
+	eng_chunk(&eb, id, pb, 4, 0);
+	/* the room's whole transfer, a's core k never stepping: prefill's WRITE completed */
+	for (int step = 0; step < MAX_STEPS; step++) {
+		step_all_but_a_core(k);
+		pr = kvxd_room_find(&B, id, 0, KVX_ROOM_PREFILL);
+		if (pr && kvxd_room_state(pr) == KVX_ROOM_SUCCESS)
+			break;
+	}
+	assert_non_null(pr);
+	assert_int_equal(kvxd_room_state(pr), KVX_ROOM_SUCCESS);
+	assert_int_equal(kvx_mbox_wakes(c->inbox), wakes); /* the open did not wake it */
+	assert_false(kvx_mbox_empty(c->inbox));		   /* it waits there */
+	assert_int_equal(atomic_load(&c->st.recv_imm), imm0);
+	kvx_mbox_park_done(c->inbox, false);
+	kvx_pcore_poll_once(c); /* its wake-up: the delivery's completion, then the inbox */
+	assert_int_equal(atomic_load(&c->st.recv_imm), imm0 + 1);
+	reng_pump_until_event(&ra, id, KVX_STATE_SUCCESS);
+	assert_int_equal(reng_count(&ra, id, KVX_STATE_WAITING_FOR_INPUT, k), 1);
+	assert_int_equal(reng_count(&ra, id, KVX_STATE_SUCCESS, k), 1);
+	assert_events_in_order(&ra, id, KVX_STATE_SUCCESS);
+	assert_int_equal(A.ctr.engine_bad, 0);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
+/* An engine woken for every state still has its decode room's open wake the room's parked
+ * polling core, which puts the room's WAITING_FOR_INPUT at once (mutant open_quiet_all: every
+ * open is put quietly, and that state waits for the core's next wake-up). */
+static void
+test_open_wakes_the_polling_core(void **state)
+{
+	static struct reng ra;
+	const uint64_t id = 763;
+	const int k = (int)(id % A.ncores);
+	struct kvxd_core *c = &A.cores[k];
+	uint64_t buf[ROOM_OPEN_BUF_WORDS], wakes;
+	struct eng eb;
+	int pa, pb;
+
+	(void)state;
+	pair_ring_and_socket_flags(&A, &ra, &pa, &eb, &pb, KVX_ENG_RINGS_CORE);
+	kvx_mbox_park_prepare(c->inbox);
+	wakes = kvx_mbox_wakes(c->inbox);
+	assert_true(reng_send(&ra, KVX_ENG_ROOM_OPEN, buf, room_open_msg(buf, id, pa, 4)) != 0);
+	for (int step = 0; step < MAX_STEPS && kvx_mbox_empty(c->inbox); step++)
+		step_all_but_a_core(k);
+	assert_false(kvx_mbox_empty(c->inbox));
+	assert_int_equal(kvx_mbox_wakes(c->inbox), wakes + 1);
+	kvx_mbox_park_done(c->inbox, true);
+	reng_pump_until_event(&ra, id, KVX_STATE_WAITING_FOR_INPUT);
+	reng_close(&ra);
+	eng_close(&eb);
+}
+
 /* A prefill room whose engine claimed it (its first chunk) before its ROOM_META came: its events
  * come out of its core's ring too, in order, and its SUCCESS is told once (mutant
  * prefill_core_ring_off: a prefill room's events all go through the control core, as before).
@@ -5719,6 +5812,8 @@ main(void)
 		T(test_core_ring_failure_wakes_the_control_core),
 		T(test_core_ring_rearm_one_wake_per_drain),
 		T(test_core_ring_wake_ends),
+		T(test_wake_ends_open_wakes_no_polling_core),
+		T(test_open_wakes_the_polling_core),
 		T(test_event_ring_wake_ends),
 		T(test_core_ring_tells_prefill_events),
 		T(test_core_ring_prefill_meta_first_keeps_order),
