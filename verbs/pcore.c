@@ -1570,22 +1570,13 @@ kvx_pcore_try_send(struct kvxd_core *c, const struct kvxd_msg *m)
 	return kvx_mbox_put(c->inbox, m);
 }
 
-int
-kvx_pcore_send_quiet(struct kvxd_core *c, const struct kvxd_msg *m)
+static int
+pcore_send(struct kvxd_core *c, const struct kvxd_msg *m, bool quiet)
 {
 	if (c->ovf_len)
 		kvx_pcore_flush(c);
-	if (c->ovf_len == 0 && kvx_mbox_put_quiet(c->inbox, m) == 0)
-		return 0;
-	return kvx_pcore_send(c, m); /* behind what waits: queued in order */
-}
-
-int
-kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m)
-{
-	if (c->ovf_len)
-		kvx_pcore_flush(c);
-	if (c->ovf_len == 0 && kvx_mbox_put(c->inbox, m) == 0)
+	if (c->ovf_len == 0 &&
+	    (quiet ? kvx_mbox_put_quiet(c->inbox, m) : kvx_mbox_put(c->inbox, m)) == 0)
 		return 0;
 	if (c->ovf_len == c->ovf_cap) { /* grow, unrolling the ring */
 		uint32_t cap = c->ovf_cap ? 2 * c->ovf_cap : 1024;
@@ -1608,4 +1599,16 @@ kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m)
 	if (c->ovf_len > c->ovf_max)
 		c->ovf_max = c->ovf_len;
 	return 0;
+}
+
+int
+kvx_pcore_send(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	return pcore_send(c, m, false);
+}
+
+int
+kvx_pcore_send_quiet(struct kvxd_core *c, const struct kvxd_msg *m)
+{
+	return pcore_send(c, m, true); /* behind what waits, if anything does: in order */
 }

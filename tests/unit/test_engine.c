@@ -4676,6 +4676,16 @@ assert_events_in_order(const struct reng *r, uint64_t id, int end)
 	assert_true(seen_end);
 }
 
+/* The room's SUCCESS came out of core ring k once, after the room's other states in order, and
+ * nothing the engine sent was refused as malformed. */
+static void
+assert_success_told_in_order(struct reng *r, uint64_t id, int k)
+{
+	assert_int_equal(reng_count(r, id, KVX_STATE_SUCCESS, k), 1);
+	assert_events_in_order(r, id, KVX_STATE_SUCCESS);
+	assert_int_equal(A.ctr.engine_bad, 0);
+}
+
 /* KVX_ENG_RINGS_WAKE_ENDS: a decode room's WAITING_FOR_INPUT goes into the engine's core ring
  * without waking it, its SUCCESS wakes it once, and the engine reads both, in order (mutant
  * core_wake_ends_ignored: the polling core woke it for the state on the way too).  The flag is
@@ -4706,9 +4716,7 @@ test_core_ring_wake_ends(void **state)
 	reng_pump_until_event(&ra, id, KVX_STATE_SUCCESS);
 	assert_int_equal(atomic_load(&c->st.engine_wakes), w0 + 1);
 	assert_int_equal(wake_bytes(ra.evt_wake), 1);
-	assert_int_equal(reng_count(&ra, id, KVX_STATE_SUCCESS, k), 1);
-	assert_events_in_order(&ra, id, KVX_STATE_SUCCESS);
-	assert_int_equal(A.ctr.engine_bad, 0);
+	assert_success_told_in_order(&ra, id, k);
 	reng_close(&ra);
 	eng_close(&eb);
 }
@@ -4802,9 +4810,7 @@ test_wake_ends_open_wakes_no_polling_core(void **state)
 	assert_int_equal(atomic_load(&c->st.recv_imm), imm0 + 1);
 	reng_pump_until_event(&ra, id, KVX_STATE_SUCCESS);
 	assert_int_equal(reng_count(&ra, id, KVX_STATE_WAITING_FOR_INPUT, k), 1);
-	assert_int_equal(reng_count(&ra, id, KVX_STATE_SUCCESS, k), 1);
-	assert_events_in_order(&ra, id, KVX_STATE_SUCCESS);
-	assert_int_equal(A.ctr.engine_bad, 0);
+	assert_success_told_in_order(&ra, id, k);
 	reng_close(&ra);
 	eng_close(&eb);
 }
