@@ -402,7 +402,9 @@ kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r)
 	r->on_eng_list = true;
 	e->nrooms++;
 	/* a room's events go straight from its core into the engine's core ring: a decode
-	 * room's from the start (this is before ROOM_OPEN publishes it to its core); a prefill
+	 * room's from the start (this is before its ROOM_OPEN and its ROOM_META go out: its
+	 * first delivery, which may reach its core before a quiet ROOM_OPEN does, comes after
+	 * that metadata, whose session epoch on_recv_wc reads with acquire first); a prefill
 	 * room's from its engine's first chunk (a state its core put before that, its ROOM_META
 	 * having come first, is not told to this engine: see tell_core) */
 	if (r->pc.core < e->nevq)
