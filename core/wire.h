@@ -27,9 +27,10 @@
 
 #define KVX_WIRE_MAGIC 0x3158564bu /* "KVX1" little-endian */
 #define KVX_WIRE_VERSION                                                  \
-	5 /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices; \
+	6 /* 2: HELLO_ACK carries a MAC, AUTH; 3: ranks, regions, slices; \
 	   * 4: rails (QP_INFO per rail, ROOM_META an rkey per rail);     \
-	   * 5: ABORT names the generation its ROOM_META carried */
+	   * 5: ABORT names the generation its ROOM_META carried;         \
+	   * 6: a source ends its share with an immediate per rail */
 #define KVX_WIRE_HDR_LEN 12
 #define KVX_WIRE_FRAME_MAX (64 * 1024) /* header + payload */
 #define KVX_WIRE_NAME_MAX 63	       /* node names, bytes */

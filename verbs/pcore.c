@@ -658,6 +658,110 @@ stripe_qpc(struct kvxd_core *c, const struct kvxd_meta *m)
 	return NULL;
 }
 
+/* Whether rail k's QP to m's endpoint can carry what follows the share's WRITEs there: the
+ * QP they went on (same session), up. */
+static struct kvxd_qpc *
+imm_rail_qpc(struct kvxd_core *c, const struct kvx_pcore_room *r, const struct kvxd_meta *m,
+	     uint32_t k)
+{
+	struct kvxd_qpc *q = c->qpc_by_peer[m->peer][k];
+
+	if ((c->rails_down[m->peer] & (1u << k)) || !q || q->errored || q->closing ||
+	    q->epoch != r->used_epoch[r->post_d])
+		return NULL;
+	return q;
+}
+
+/* Append a zero-length WRITE_WITH_IMM to q's chain (it has room), signalled: the last WR of
+ * the part there. */
+static void
+imm_write(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_meta *m,
+	  struct kvxd_qpc *q, uint32_t imm)
+{
+	struct kvxd_wr *w = wr_get(q);
+	const struct kvxd_meta_region *g = &m->reg[0];
+
+	w->room = r;
+	q->chain[q->chain_n++] = (struct kvx_vx_write){
+		.wr_id = (uint64_t)(uintptr_t)w,
+		.raddr = g->addr + g->dst_off,
+		.rkey = g->rkey[q->rail],
+		.signaled = true,
+		.with_imm = true,
+		.imm = imm,
+	};
+	stat_add(&c->st.rail_wrs[q->rail], 1);
+	atomic_store_explicit(&r->wr_posted,
+			      atomic_load_explicit(&r->wr_posted, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/*
+ * End the share of destination post_d, whose last chunk is built: decode counts it whole once
+ * it took every immediate of it.  One WRITE_WITH_IMM per rail the share's WRITEs went on, each
+ * behind them on that rail's QP (an RC QP places its own WRITEs in order, not another rail's):
+ * the part's last WRITE on the rail carries it, or else a zero-length one follows.  Each says
+ * how many there are.  No rail waits for another, so the room's end costs no round trip.
+ * When the share's WRITEs went over a replaced connection too (imm_mixed), or a rail they went
+ * on is down, its immediates wait until every WRITE of the room completed (then they prove
+ * nothing about order) and go on any rail.  used, base: the QPs this part's WRs went on and
+ * their chains' lengths before it.  Returns whether the share is ended (false: a send queue is
+ * full, or the WRITEs are still in flight); *added counts the WRs it appended.
+ */
+static bool
+imm_end(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_meta *m,
+	struct kvxd_qpc *const used[], const int base[], int *added)
+{
+	uint32_t d = r->post_d, imm;
+	struct kvxd_qpc *q;
+
+	if (!r->imm_count) {
+		bool wait = (r->imm_mixed & (1u << d)) != 0;
+
+		r->imm_todo = r->rails_used[d];
+		for (uint32_t k = 0; k < (uint32_t)c->nrails; k++)
+			if ((r->imm_todo & (1u << k)) && !imm_rail_qpc(c, r, m, k))
+				wait = true;
+		if (wait)
+			r->imm_todo = 1; /* one, once the room's WRITEs completed */
+		r->imm_count = (uint8_t)__builtin_popcount(r->imm_todo);
+		r->imm_waited = wait;
+		if (wait)
+			stat_add(&c->st.imm_held, 1);
+		else if (r->imm_count > 1)
+			stat_add(&c->st.imm_split, 1);
+	}
+	imm = m->token | (uint32_t)(r->imm_count - 1) << KVXD_IMM_SRC_BITS | m->src_idx;
+	for (uint32_t k = 0; k < (uint32_t)c->nrails && !r->imm_waited; k++) {
+		if (!(r->imm_todo & (1u << k)))
+			continue;
+		if (used[k] && used[k]->chain_n > base[k]) {
+			struct kvx_vx_write *x = &used[k]->chain[used[k]->chain_n - 1];
+
+			x->with_imm = true;
+			x->imm = imm;
+		} else if (!(q = imm_rail_qpc(c, r, m, k))) {
+			r->imm_waited = true; /* the rail went down since: the rest wait */
+			break;
+		} else if (q->sq_used + (uint64_t)q->chain_n < q->sq_depth) {
+			imm_write(c, r, m, q, imm);
+			(*added)++;
+		} else {
+			continue; /* its send queue is full: at a later iteration */
+		}
+		r->imm_todo &= (uint8_t) ~(1u << k);
+	}
+	while (r->imm_waited && r->imm_todo) {
+		/* on any rail, once nothing of the room is in flight */
+		if (room_outstanding(r) > 0 || !(q = stripe_qpc(c, m)))
+			return false;
+		imm_write(c, r, m, q, imm);
+		(*added)++;
+		r->imm_todo &= (uint8_t)(r->imm_todo - 1);
+	}
+	return r->imm_todo == 0;
+}
+
 /*
  * Build as much of one chunk as the send queues have room for into the QPs' chains, from where
  * the room left off (post_b: the buffer, counted from the chunk's first; post_i: the page): a
@@ -666,10 +770,8 @@ stripe_qpc(struct kvxd_core *c, const struct kvxd_meta *m)
  * WRITE per buffer, split at KVXD_WR_MAX_BYTES, or with several rails at KVXD_STRIPE_BYTES, the
  * WRITEs going round robin over the rails' QPs (stripe_qpc); a sliced region writes each page's
  * slice on its own.  Every count and length is computed in 64 bits.  Only each QP's last WR of
- * the part is signalled (its completion retires the part there); the chunk's last WR carries
- * the room's immediate if it is the last chunk.  With several rails that WR waits until every
- * other WR of the room has completed: the immediate tells decode the room is whole, and an RC
- * QP orders only its own WRs, not another rail's.  Returns WRs added (0: nothing could go
+ * the part is signalled (its completion retires the part there).  The last chunk ends the
+ * destination's share with its immediates (imm_end).  Returns WRs added (0: nothing could go
  * now); *done: the whole chunk is built.
  */
 static int
@@ -691,7 +793,6 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 		corrupt = true;
 	refuse = kvx_fault_hit(KVX_FAULT_WR_REFUSED);
 	while (r->post_b < ch->nbufs) {
-		uint32_t cursor = c->stripe;
 		struct kvxd_qpc *q = stripe_qpc(c, m);
 		struct kvxd_wr *w;
 		struct kvx_vx_sge *sg;
@@ -705,16 +806,11 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 		w = wr_get(q);
 		sg = &q->sges[(size_t)(w - q->wrs) * q->max_sge];
 		run = wr_gather(q, ch, g, b, r->post_i, max_run, sg, &nsge);
-		if (ch->last && c->nrails > 1 && r->post_i + run >= ch->npages &&
-		    r->post_b + 1 >= ch->nbufs && room_outstanding(r) > 0) {
-			/* the room's last WR: it waits for the others, on every rail */
-			wr_put(q, w);
-			c->stripe = cursor;
-			if (!r->imm_waited)
-				stat_add(&c->st.imm_held, 1);
-			r->imm_waited = true;
-			break;
-		}
+		if (!r->rails_used[r->post_d])
+			r->used_epoch[r->post_d] = q->epoch;
+		else if (r->used_epoch[r->post_d] != q->epoch)
+			r->imm_mixed |= (uint8_t)(1u << r->post_d);
+		r->rails_used[r->post_d] |= (uint8_t)(1u << q->rail);
 		if (!used[q->rail]) {
 			used[q->rail] = q;
 			base[q->rail] = q->chain_n;
@@ -748,15 +844,11 @@ chunk_build(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_met
 			used[k]->chain[used[k]->chain_n - 1].signaled = true;
 	if (refuse && last_q) /* one entry beyond the QP's: the device refuses that WR */
 		last_q->chain[last_q->chain_n - 1].nsge = last_q->max_sge + 1;
-	if (r->post_b >= ch->nbufs) {
+	if (r->post_b >= ch->nbufs && (!ch->last || imm_end(c, r, m, used, base, &added))) {
 		*done = true;
 		r->post_b = r->post_i = 0;
-		if (ch->last) {
-			struct kvx_vx_write *x = &last_q->chain[last_q->chain_n - 1];
-
-			x->with_imm = true;
-			x->imm = m->token | m->src_idx;
-		}
+		r->imm_todo = r->imm_count = 0;
+		r->imm_waited = false;
 	} else if (added) {
 		stat_add(&c->st.chunk_parts, 1);
 	}
@@ -1087,7 +1179,7 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		caa_container_of((uint8_t *)(uintptr_t)wc->wr_id, struct kvxd_qpc, recv_tag);
 	struct kvx_room_table_node *n;
 	struct kvx_pcore_room *r;
-	uint32_t src, bit;
+	uint32_t src, bit, want;
 
 	q->rq_posted--;
 	if (wc->status != KVX_VX_WC_SUCCESS) {
@@ -1113,9 +1205,12 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		stat_add(&c->st.imm_not_owner, 1);
 		return;
 	}
-	src = wc->imm & ((1u << KVXD_TOKEN_SHIFT) - 1);
+	src = wc->imm & ((1u << KVXD_IMM_SRC_BITS) - 1);
+	want = ((wc->imm >> KVXD_IMM_SRC_BITS) & ((1u << KVXD_IMM_COUNT_BITS) - 1)) + 1;
 	bit = 1u << src;
-	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state)) {
+	if (src >= r->nsrc || (r->src_done_mask & bit) || kvx_room_state_terminal(r->fsm.state) ||
+	    want > (uint32_t)c->nrails || (r->imm_seen[src] && want != r->imm_want[src])) {
+		/* beyond the rails a session has, or not what the source's first said */
 		stat_add(&c->st.bad_imm, 1);
 		return;
 	}
@@ -1131,7 +1226,11 @@ on_recv_wc(struct kvxd_core *c, const struct kvx_vx_wc *wc)
 		 * this iteration takes after the CQs: the room waits for its input since it was
 		 * opened, and its engine reads that state first, as it would have */
 		room_set(c, r, KVX_ROOM_WAITING_FOR_INPUT);
-	r->src_done_mask |= bit;
+	/* one immediate per rail the source wrote on, each behind its rail's WRITEs: its share
+	 * is whole once it took them all */
+	r->imm_want[src] = (uint8_t)want;
+	if (++r->imm_seen[src] == want)
+		r->src_done_mask |= bit;
 	if (r->src_done_mask == (1u << r->nsrc) - 1)
 		room_set(c, r, KVX_ROOM_SUCCESS);
 	else if (r->fsm.state < KVX_ROOM_TRANSFERRING)

@@ -35,7 +35,14 @@
 
 #define KVXD_REASON_MAX 96
 #define KVXD_BATCH 32
-#define KVXD_TOKEN_SHIFT 4 /* imm = token base | source index (16 sources) */
+/* A room's WRITE_WITH_IMM carries token base | (immediates - 1) << KVXD_IMM_SRC_BITS | source
+ * index: the source ends its share with one immediate per rail it wrote on (each behind that
+ * rail's WRITEs, which its RC QP orders), and says in each how many there are */
+#define KVXD_IMM_SRC_BITS 4   /* source index (16 sources) */
+#define KVXD_IMM_COUNT_BITS 2 /* immediates of the source's share, less one (1..4) */
+#define KVXD_TOKEN_SHIFT (KVXD_IMM_SRC_BITS + KVXD_IMM_COUNT_BITS)
+_Static_assert((1u << KVXD_IMM_SRC_BITS) == KVX_MAX_SOURCES, "a source index per source");
+_Static_assert((1u << KVXD_IMM_COUNT_BITS) == KVX_MAX_RAILS, "an immediate per rail");
 #define KVXD_MAX_TARGETS 8 /* decode endpoints of one prefill room (fan-out) */
 _Static_assert(KVXD_MAX_TARGETS == KVX_MAX_DESTS, "one bound for the engine and the cores");
 #define KVXD_WR_MAX_BYTES (1u << 30) /* one RDMA WRITE moves at most this much */
@@ -178,10 +185,21 @@ struct kvx_pcore_room {
 	int32_t error;
 	char reason[KVXD_REASON_MAX];
 	uint32_t src_done_mask;
+	/* decode: each source's immediates taken, and how many its first said it sends */
+	uint8_t imm_seen[KVX_MAX_SOURCES], imm_want[KVX_MAX_SOURCES];
 	struct kvxd_chunk *pend_head, *pend_tail; /* prefill: not yet posted */
 	struct kvx_pcore_room *ready_next;	  /* prefill: in the core's ready list */
 	bool in_ready, last_posted;
-	bool imm_waited; /* prefill, several rails: its last WRITE waited for the other rails */
+	/* prefill, by destination: the rails its WRITEs went on, and the session of their QPs
+	 * (imm_mixed: of more than one session, a replaced connection) */
+	uint8_t rails_used[KVXD_MAX_TARGETS];
+	uint32_t used_epoch[KVXD_MAX_TARGETS];
+	uint8_t imm_mixed;
+	/* prefill, the destination whose last chunk is being ended (post_d): the rails whose
+	 * immediate has not gone yet, how many immediates its share ends with (0: not decided
+	 * yet), and whether they wait for every WRITE of the room to complete */
+	uint8_t imm_todo, imm_count;
+	bool imm_waited;
 	/* prefill: the ROOM_META of each decode endpoint it feeds (fan-out), in arrival order,
 	 * and how many its engine's chunks said it feeds (0: no chunk yet).  Its chunks are
 	 * posted once all ndest are known, to each of them in turn. */
@@ -303,7 +321,7 @@ struct kvxd_core_stats {
 	_Atomic uint64_t iterations, parks, wr_posted, wc_ok, wc_err, wc_flush, recv_imm, bad_imm,
 		bytes_posted, rooms_success, rooms_failed, outbox_full, chunks_skipped, recv_err,
 		imm_not_owner, chunks_too_big, wr_credited, chunk_parts, sge_posted,
-		chunks_deferred, imm_held, events_core, events_core_full, engine_wakes;
+		chunks_deferred, imm_held, imm_split, events_core, events_core_full, engine_wakes;
 	/* by rail: WRs and bytes posted on it */
 	_Atomic uint64_t rail_wrs[KVX_MAX_RAILS], rail_bytes[KVX_MAX_RAILS];
 };

@@ -785,9 +785,10 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 		return refuse_doorbell_err;
 	}
 	for (int i = 0; i < n; i++) {
-		if (w[i].nsge > fake_max_sge || (!w[i].nsge && (!w[i].signaled || w[i].with_imm)))
+		if (w[i].nsge > fake_max_sge || (!w[i].nsge && !w[i].signaled))
 			return -EINVAL; /* like a device: the bad WR and the rest are refused (no
-					 * entries: only a marker, signalled, without immediate) */
+					 * entries: only a marker, or the immediate that ends a
+					 * share on a rail, both signalled) */
 		if (refuse_wr_count && --refuse_wr_nth <= 0) {
 			refuse_wr_count--;
 			return refuse_wr_err;

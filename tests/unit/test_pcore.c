@@ -391,11 +391,11 @@ test_chunk_beyond_room_fails_cleanly(void **state)
 	assert_int_equal(count_msgs(KVXD_MSG_QP_QUIESCED), 0);
 }
 
+/* An unsignalled 8-byte WRITE_WITH_IMM from the prefill QP (peer 0, d's source) into d's
+ * pages, outside any prefill room: its completion, should it fail, lands on d. */
 static void
-test_stale_immediate_is_counted_not_applied(void **state)
+post_raw_imm(struct kvx_pcore_room *d, uint32_t imm)
 {
-	uint32_t dst[2] = {2, 3};
-	struct kvx_pcore_room *d = decode_room(14, dst, 2);
 	struct kvx_vx_sge sg = {
 		.addr = (uint64_t)(uintptr_t)E.pf.mem, .len = 8, .lkey = E.pf.pool.lkey[0]};
 	struct kvx_vx_write w = {.sg = &sg,
@@ -403,7 +403,7 @@ test_stale_immediate_is_counted_not_applied(void **state)
 				 .raddr = (uint64_t)(uintptr_t)E.dc.mem,
 				 .rkey = E.dc.pool.rkey[0],
 				 .with_imm = true,
-				 .imm = d->token | 3}; /* source 3 of a 1-source room */
+				 .imm = imm};
 	struct kvxd_wr *wr = &E.pf.qpc->wrs[E.pf.qpc->sq_depth - 1];
 	int posted;
 
@@ -411,9 +411,38 @@ test_stale_immediate_is_counted_not_applied(void **state)
 	wr->room = d;
 	kvx_vx->post_write_chain(E.pf.qpc->qp, &w, 1, &posted);
 	E.pf.qpc->sq_used++;
-	atomic_fetch_add(&d->wr_posted, 1); /* the send completion lands on this room */
+	atomic_fetch_add(&d->wr_posted, 1);
+}
+
+static void
+test_stale_immediate_is_counted_not_applied(void **state)
+{
+	uint32_t dst[2] = {2, 3};
+	struct kvx_pcore_room *d = decode_room(14, dst, 2);
+
+	post_raw_imm(d, d->token | 3); /* source 3 of a 1-source room */
 	run();
 	assert_null(find_event(d, KVX_ROOM_SUCCESS));
+	assert_int_equal(atomic_load(&E.dc.core.st.bad_imm), 1);
+}
+
+/* An immediate from the room's own source that says its share ends with more immediates than
+ * the session has rails (one here): counted as bad, not taken, so it does not spoil the count of
+ * the source's real immediate, which then completes the room. */
+static void
+test_immediate_beyond_the_rails_not_taken(void **state)
+{
+	uint32_t src[1] = {1}, dst[1] = {2};
+	struct kvx_pcore_room *d = decode_room(18, dst, 1), *p;
+
+	(void)state;
+	post_raw_imm(d, d->token | 1u << KVXD_IMM_SRC_BITS); /* "two" */
+	run();
+	assert_null(find_event(d, KVX_ROOM_SUCCESS));
+	p = prefill_room(d, dst, 1);
+	submit(p, 0, src, 1, 0, true);
+	run();
+	assert_non_null(find_event(d, KVX_ROOM_SUCCESS));
 	assert_int_equal(atomic_load(&E.dc.core.st.bad_imm), 1);
 }
 
@@ -614,6 +643,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_chunk_beyond_room_fails_cleanly, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_immediate_is_counted_not_applied, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_immediate_beyond_the_rails_not_taken, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_immediate_from_another_peer_not_credited,
 						setup, teardown),

@@ -96,29 +96,38 @@ prefill_room(uint64_t id)
 /* The polling core of the room b submitted last (its QPs and counters are that core's). */
 static int b_core;
 
-/* b writes room id's one chunk, its pages SRC..SRC+n-1 (filled with a pattern of id). */
+/* b writes room id's chunk of n pages from destination page first, its pages
+ * SRC+first..SRC+first+n-1 (filled with a pattern of id); last: the room's last chunk. */
 static void
-submit(uint64_t id, uint32_t n)
+submit_part(uint64_t id, uint32_t first, uint32_t n, bool last)
 {
 	struct kvxd_msg m = {.type = KVXD_MSG_CHUNK};
 	struct kvxd_chunk *ch;
 	struct kvxd_room *r;
 
 	for (uint64_t i = 0; i < (uint64_t)n * PS; i++)
-		mem[1][(uint64_t)SRC * PS + i] = (uint8_t)(id * 31 + i / 4093);
+		mem[1][(uint64_t)(SRC + first) * PS + i] = (uint8_t)(id * 31 + i / 4093 + first);
 	PUMP_UNTIL(prefill_room(id) &&
-		   kvxd_room_state(prefill_room(id)) == KVX_ROOM_WAITING_FOR_INPUT);
+		   kvxd_room_state(prefill_room(id)) >= KVX_ROOM_WAITING_FOR_INPUT);
 	r = prefill_room(id);
 	ch = kvxd_chunk_alloc(&B, n);
 	assert_non_null(ch);
-	*ch = (struct kvxd_chunk){.pool = &pool[1], .npages = n, .nbufs = 1, .last = true};
+	*ch = (struct kvxd_chunk){
+		.pool = &pool[1], .npages = n, .dst_offset = first, .nbufs = 1, .last = last};
 	for (uint32_t i = 0; i < n; i++)
-		ch->pages[i] = SRC + i;
+		ch->pages[i] = SRC + first + i;
 	atomic_fetch_add(&pool[1].refs, 1);
 	m.room = &r->pc;
 	m.ptr = ch;
 	b_core = r->pc.core;
 	assert_int_equal(kvx_pcore_send(&B.cores[r->pc.core], &m), 0);
+}
+
+/* b writes room id's one chunk, its pages SRC..SRC+n-1. */
+static void
+submit(uint64_t id, uint32_t n)
+{
+	submit_part(id, 0, n, true);
 }
 
 /* Both sides' engines close room id (r: a's decode room). */
@@ -184,38 +193,68 @@ test_room_striped_over_both_rails(void **state)
 	close_room(r, 1);
 }
 
-/* The WRITE with the immediate waits until every other WRITE of the room completed, on both
- * rails: decode never hears "whole" while a rail still carries the room's bytes. */
+/* Each rail ends the room on its own: b's last WRITE on each rail carries an immediate, each
+ * saying there are two, and neither waits for the other rail (all eight WRITEs go at once).  a
+ * counts the room whole only once both came, each behind its own rail's WRITEs: decode never
+ * hears "whole" while a rail still carries the room's bytes. */
 static void
-test_last_write_waits_for_every_rail(void **state)
+test_every_rail_ends_its_own_writes(void **state)
 {
+	struct kvxd_core_stats *st;
 	struct kvxd_room *r;
+	uint64_t imm0;
 	int held;
 
 	(void)state;
 	fake_vx_hold(true);
 	r = open_room(2, ROOM_PAGES);
 	submit(2, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
-	pump_ms(5);
-	/* seven in flight; the eighth, the one with the immediate, waits */
-	assert_int_equal(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)), 7);
-	assert_true(atomic_load(&B.cores[b_core].st.imm_held) > 0);
+	st = &B.cores[b_core].st;
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
+	imm0 = atomic_load(&A.cores[r->pc.core].st.recv_imm);
 	held = fake_vx_held(b_qp(0));
 	assert_int_equal(fake_vx_release(b_qp(0), held), held);
+	PUMP_UNTIL(atomic_load(&A.cores[r->pc.core].st.recv_imm) == imm0 + 1);
 	pump_ms(5);
-	assert_int_equal(fake_vx_held(b_qp(0)), 0); /* rail 1 still has the room's WRITEs */
-	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+	/* rail 0's immediate came: rail 1 still has the room's WRITEs */
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_TRANSFERRING);
 	held = fake_vx_held(b_qp(1));
 	assert_int_equal(fake_vx_release(b_qp(1), held), held);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 1);
-	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
-	fake_vx_release(b_qp(0), 1);
-	fake_vx_release(b_qp(1), 1);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	assert_int_equal(atomic_load(&A.cores[r->pc.core].st.bad_imm), 0);
+	assert_int_equal(atomic_load(&st->imm_held), 0);
+	assert_int_equal(atomic_load(&st->imm_split), 1);
 	fake_vx_hold(false);
 	close_room(r, 2);
+}
+
+/* The room's last chunk goes on one rail, its earlier chunk went on both: the other rail's
+ * WRITEs are ended by a zero-length WRITE_WITH_IMM behind them, and the room is whole. */
+static void
+test_last_chunk_on_one_rail_ends_both(void **state)
+{
+	struct kvxd_room *r, *p;
+	uint64_t w0, w1, imm0;
+
+	(void)state;
+	r = open_room(11, ROOM_PAGES);
+	submit_part(11, 0, ROOM_PAGES - 1, false); /* 8 WRITEs, four on each rail */
+	p = prefill_room(11);
+	PUMP_UNTIL(atomic_load(&p->pc.wr_done) == 8);
+	assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
+	w0 = fake_vx_dev_writes(B.rails[0].dev);
+	w1 = fake_vx_dev_writes(B.rails[1].dev);
+	imm0 = atomic_load(&A.cores[r->pc.core].st.recv_imm);
+	submit_part(11, ROOM_PAGES - 1, 1, true);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	/* one page on one rail, a zero-length WRITE on the other: two immediates */
+	assert_int_equal(fake_vx_dev_writes(B.rails[0].dev) - w0, 1);
+	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 1);
+	assert_int_equal(atomic_load(&A.cores[r->pc.core].st.recv_imm), imm0 + 2);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.imm_split), 1);
+	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	close_room(r, 11);
 }
 
 /* An error on one rail: the room fails on both sides, and b reports it drained (nothing of it
@@ -232,7 +271,7 @@ test_rail_error_drains_every_rail(void **state)
 	fake_vx_defer_flush(true);
 	r = open_room(3, ROOM_PAGES);
 	submit(3, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
 	q0 = b_qp(0);
 	q1 = b_qp(1);
 	p = prefill_room(3);
@@ -269,7 +308,7 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	fake_vx_hold(true);
 	r = open_room(5, ROOM_PAGES);
 	submit(5, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
 	p = prefill_room(5);
 	assert_int_equal(fake_vx_fail_next(b_qp(1), KVX_VX_WC_RETRY_EXC_ERR), 0);
 	held = fake_vx_held(b_qp(0));
@@ -303,11 +342,11 @@ test_failed_rail_fenced_others_carry_on(void **state)
 	fake_vx_hold(true);
 	r = open_room(10, ROOM_PAGES);
 	submit(10, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 7);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 8);
 	pump_ms(5100);
 	assert_int_equal(B.ctr.rail_retries, 0);
 	assert_int_equal(pb->epoch, epoch);
-	fake_vx_release(b_qp(0), 7);
+	fake_vx_release(b_qp(0), 8);
 	fake_vx_hold(false);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
@@ -344,7 +383,7 @@ test_failed_lane_fenced_at_the_peer_before_release(void **state)
 	fake_vx_keep_late(true);
 	r = open_room(12, ROOM_PAGES);
 	submit(12, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
 	p = prefill_room(12);
 	lane = kvxd_lane(&B, b_core, 1);
 	assert_false(fake_vx_qp_in_error(pa->qpc[lane]->qp));
@@ -381,7 +420,7 @@ fence_with_writes_held(struct kvxd *n, struct kvxd_peer *p, uint64_t id)
 	fake_vx_hold(true);
 	r = open_room(id, ROOM_PAGES);
 	submit(id, ROOM_PAGES);
-	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 7);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
 	pump_ms(5100);
 	return r;
 }
@@ -610,7 +649,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_session_has_a_qp_on_every_rail, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_room_striped_over_both_rails, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_last_write_waits_for_every_rail, setup,
+		cmocka_unit_test_setup_teardown(test_every_rail_ends_its_own_writes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_last_chunk_on_one_rail_ends_both, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rail_error_drains_every_rail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_lane_fenced_at_the_peer_before_release,

@@ -498,7 +498,7 @@ test_little_endian_layout(void **state)
 {
 	static const uint8_t want[] = {
 		'K',  'V',  'X',  '1',				/* magic */
-		0x05, 0x00,					/* version */
+		0x06, 0x00,					/* version */
 		0x08, 0x00,					/* type ABORT_ACK */
 		0x16, 0x00, 0x00, 0x00,				/* payload length 22 */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* room */
@@ -703,8 +703,10 @@ test_bad_header(void **state)
 	expect_decode(f.b, n, -EPROTO, "version 3");
 	le_put(f.b + 4, 4, 2); /* before ABORT named its ROOM_META's generation */
 	expect_decode(f.b, n, -EPROTO, "version 4");
-	le_put(f.b + 4, 6, 2);
-	expect_decode(f.b, n, -EPROTO, "version 6");
+	le_put(f.b + 4, 5, 2); /* before a source ended its share with an immediate per rail */
+	expect_decode(f.b, n, -EPROTO, "version 5");
+	le_put(f.b + 4, 7, 2);
+	expect_decode(f.b, n, -EPROTO, "version 7");
 	le_put(f.b + 4, 0, 2);
 	expect_decode(f.b, KVX_WIRE_HDR_LEN, -EPROTO, "version 0");
 	le_put(f.b + 4, KVX_WIRE_VERSION, 2);

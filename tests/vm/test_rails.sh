@@ -4,7 +4,7 @@
 # decode on rxe1 + rxe3, each pair on its own veth.  The session has QPs on both devices of each
 # node; 64 KiB rooms (16 x 4 KiB pages, 4 buffers) and 1 MiB rooms move with every byte
 # verified, their WRITEs striped over both rails (each rail carries a fair share: the per-rail
-# counters), no error completion on either; afterwards no room is left and both sessions' QPs are
+# counters) and each rail's ended by its own immediate, no error completion on either; afterwards no room is left and both sessions' QPs are
 # still up on both devices.
 . "$(dirname "$0")/lib.sh"
 
@@ -40,9 +40,18 @@ bench r64k.json --rooms 128 --inflight 8 --pages 16 --bufs 4 --page-size 4096
 share "64 KiB rooms"
 bench r1m.json --rooms 16 --inflight 4 --pages 256 --bufs 4 --page-size 4096
 share "64 KiB and 1 MiB rooms"
+# rooms of two chunks: the first (17 pages, two WRITEs) goes on both rails, the last (16 pages,
+# one WRITE) on one, and a zero-length WRITE_WITH_IMM ends the other rail's: two immediates a room
+imm0=$(metric decode core_recv_imm_total)
+bench rsplit.json --rooms 64 --inflight 4 --pages 33 --bufs 1 --chunks 2 --page-size 4096
+imm1=$(metric decode core_recv_imm_total)
+[ $((imm1 - imm0)) = 128 ] || fail "64 rooms of two chunks: decode took $((imm1 - imm0)) immediates, not 128"
 [ "$(metric prefill core_wc_error_total)" = 0 ] || fail "error completions on prefill"
-[ "$(metric prefill core_imm_held_total)" -gt 0 ] ||
-	fail "no room's last WRITE ever waited for the other rail (1 MiB rooms span both)"
+[ "$(metric prefill core_imm_split_total)" -gt 0 ] ||
+	fail "no room's share was ended by an immediate on each rail (1 MiB rooms span both)"
+[ "$(metric prefill core_imm_held_total)" = 0 ] ||
+	fail "immediates waited for the room's other WRITEs with both rails up and one session"
+[ "$(metric decode core_bad_imm_total)" = 0 ] || fail "decode refused immediates"
 for n in prefill decode; do
 	left=$(ctl $n rooms | awk '/^rooms / { print $2 }')
 	[ "$left" = 0 ] || fail "$n still holds $left rooms"
@@ -50,5 +59,5 @@ done
 for d in rxe0 rxe1 rxe2 rxe3; do
 	[ "$(qps $d)" -gt "${q0[$d]}" ] || fail "a session lost its QP on $d"
 done
-echo "rails: prefill posted rail 0 $(rail_metric prefill rail_wr_posted_total 0) WRs / $(rail_metric prefill rail_bytes_posted_total 0) B, rail 1 $(rail_metric prefill rail_wr_posted_total 1) WRs / $(rail_metric prefill rail_bytes_posted_total 1) B; rooms whose last WRITE waited for the other rail: $(metric prefill core_imm_held_total)"
+echo "rails: prefill posted rail 0 $(rail_metric prefill rail_wr_posted_total 0) WRs / $(rail_metric prefill rail_bytes_posted_total 0) B, rail 1 $(rail_metric prefill rail_wr_posted_total 1) WRs / $(rail_metric prefill rail_bytes_posted_total 1) B; room shares ended on both rails: $(metric prefill core_imm_split_total)"
 echo "PASS: rails"
