@@ -726,10 +726,6 @@ imm_end(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_meta *m
 			r->imm_todo = 1; /* one, once the room's WRITEs completed */
 		r->imm_count = (uint8_t)__builtin_popcount(r->imm_todo);
 		r->imm_waited = wait;
-		if (wait)
-			stat_add(&c->st.imm_held, 1);
-		else if (r->imm_count > 1)
-			stat_add(&c->st.imm_split, 1);
 	}
 	imm = m->token | (uint32_t)(r->imm_count - 1) << KVXD_IMM_SRC_BITS | m->src_idx;
 	for (uint32_t k = 0; k < (uint32_t)c->nrails && !r->imm_waited; k++) {
@@ -751,15 +747,20 @@ imm_end(struct kvxd_core *c, struct kvx_pcore_room *r, const struct kvxd_meta *m
 		}
 		r->imm_todo &= (uint8_t) ~(1u << k);
 	}
-	while (r->imm_waited && r->imm_todo) {
-		/* on any rail, once nothing of the room is in flight */
-		if (room_outstanding(r) > 0 || !(q = stripe_qpc(c, m)))
-			return false;
-		imm_write(c, r, m, q, imm);
-		(*added)++;
-		r->imm_todo &= (uint8_t)(r->imm_todo - 1);
-	}
-	return r->imm_todo == 0;
+	if (r->imm_waited && room_outstanding(r) == 0)
+		/* on any rail, all at once, once nothing of the room is in flight */
+		while (r->imm_todo && (q = stripe_qpc(c, m))) {
+			imm_write(c, r, m, q, imm);
+			(*added)++;
+			r->imm_todo &= (uint8_t)(r->imm_todo - 1);
+		}
+	if (r->imm_todo)
+		return false;
+	if (r->imm_waited)
+		stat_add(&c->st.imm_held, 1);
+	else if (r->imm_count > 1)
+		stat_add(&c->st.imm_split, 1);
+	return true;
 }
 
 /*

@@ -392,7 +392,8 @@ test_chunk_beyond_room_fails_cleanly(void **state)
 }
 
 /* An unsignalled 8-byte WRITE_WITH_IMM from the prefill QP (peer 0, d's source) into d's
- * pages, outside any prefill room: its completion, should it fail, lands on d. */
+ * pages, outside the core's books: it borrows the QP's last WR slot (no test here fills the
+ * send queue), and only a failure would complete it, on d. */
 static void
 post_raw_imm(struct kvx_pcore_room *d, uint32_t imm)
 {

@@ -143,11 +143,14 @@ close_room(struct kvxd_room *d, uint64_t id)
 	pump_ms(2);
 }
 
-/* b's QP to a on rail k (one polling core: lane k). */
+/* b's QP to a on rail k (one polling core: lane k); the test fails if the session is gone. */
 static struct kvx_vx_qp *
 b_qp(int k)
 {
-	return peer_of(&B, "a")->qpc[kvxd_lane(&B, b_core, k)]->qp;
+	struct kvxd_qpc *q = peer_of(&B, "a")->qpc[kvxd_lane(&B, b_core, k)];
+
+	assert_non_null(q);
+	return q->qp;
 }
 
 static void
@@ -216,10 +219,15 @@ test_every_rail_ends_its_own_writes(void **state)
 	assert_int_equal(fake_vx_release(b_qp(0), held), held);
 	PUMP_UNTIL(atomic_load(&A.cores[r->pc.core].st.recv_imm) == imm0 + 1);
 	pump_ms(5);
-	/* rail 0's immediate came: rail 1 still has the room's WRITEs */
+	/* rail 0's immediate came: rail 1 still has the room's WRITEs, and its immediate is on
+	 * the last of them */
 	assert_int_equal(kvxd_room_state(r), KVX_ROOM_TRANSFERRING);
-	held = fake_vx_held(b_qp(1));
-	assert_int_equal(fake_vx_release(b_qp(1), held), held);
+	for (held = fake_vx_held(b_qp(1)); held > 1; held--) {
+		assert_int_equal(fake_vx_release(b_qp(1), 1), 1);
+		pump_ms(2);
+		assert_int_equal(kvxd_room_state(r), KVX_ROOM_TRANSFERRING);
+	}
+	assert_int_equal(fake_vx_release(b_qp(1), 1), 1);
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
 	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
 	assert_int_equal(atomic_load(&A.cores[r->pc.core].st.bad_imm), 0);
@@ -230,31 +238,85 @@ test_every_rail_ends_its_own_writes(void **state)
 }
 
 /* The room's last chunk goes on one rail, its earlier chunk went on both: the other rail's
- * WRITEs are ended by a zero-length WRITE_WITH_IMM behind them, and the room is whole. */
+ * WRITEs are ended by a zero-length WRITE_WITH_IMM behind them, and the room is whole only once
+ * the WRITEs of both rails landed (rail 1's are held while the last chunk goes). */
 static void
 test_last_chunk_on_one_rail_ends_both(void **state)
 {
-	struct kvxd_room *r, *p;
+	struct kvxd_room *r;
 	uint64_t w0, w1, imm0;
 
 	(void)state;
+	fake_vx_hold(true);
 	r = open_room(11, ROOM_PAGES);
 	submit_part(11, 0, ROOM_PAGES - 1, false); /* 8 WRITEs, four on each rail */
-	p = prefill_room(11);
-	PUMP_UNTIL(atomic_load(&p->pc.wr_done) == 8);
-	assert_int_equal(kvxd_room_state(r), KVX_ROOM_WAITING_FOR_INPUT);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
+	assert_int_equal(fake_vx_release(b_qp(0), 4), 4);
 	w0 = fake_vx_dev_writes(B.rails[0].dev);
 	w1 = fake_vx_dev_writes(B.rails[1].dev);
 	imm0 = atomic_load(&A.cores[r->pc.core].st.recv_imm);
 	submit_part(11, ROOM_PAGES - 1, 1, true);
+	/* one WRITE of one page on one rail, a zero-length one on the other: two immediates */
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 6);
+	fake_vx_release(b_qp(0), fake_vx_held(b_qp(0)));
+	pump_ms(5);
+	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS); /* rail 1's are held */
+	fake_vx_release(b_qp(1), fake_vx_held(b_qp(1)));
 	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
-	/* one page on one rail, a zero-length WRITE on the other: two immediates */
 	assert_int_equal(fake_vx_dev_writes(B.rails[0].dev) - w0, 1);
-	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 1);
+	assert_int_equal(fake_vx_dev_writes(B.rails[1].dev) - w1, 5);
 	assert_int_equal(atomic_load(&A.cores[r->pc.core].st.recv_imm), imm0 + 2);
 	assert_int_equal(atomic_load(&B.cores[b_core].st.imm_split), 1);
 	assert_memory_equal(mem[0], mem[1] + (uint64_t)SRC * PS, (size_t)ROOM_PAGES * PS);
+	fake_vx_hold(false);
 	close_room(r, 11);
+}
+
+/* Rail 1 goes down after the room's WRITEs on it completed, before its last chunk (another
+ * room's WRITE fails there): the last chunk goes on rail 0, and the share's one immediate waits
+ * until every WRITE of the room completed, then goes on a rail that is up. */
+static void
+test_share_of_a_rail_gone_down_waits(void **state)
+{
+	struct kvxd_room *r, *y, *py;
+	uint64_t imm0;
+
+	(void)state;
+	fake_vx_hold(true);
+	r = open_room(12, ROOM_PAGES);
+	submit_part(12, 0, ROOM_PAGES - 1, false); /* four WRITEs on each rail */
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) + fake_vx_held(b_qp(1)) == 8);
+	assert_int_equal(fake_vx_release(b_qp(1), 4), 4); /* rail 1's complete */
+	pump_ms(2);
+	y = open_room(13, 4); /* another room: a WRITE on each rail */
+	submit(13, 4);
+	py = prefill_room(13);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 5 && fake_vx_held(b_qp(1)) == 1);
+	assert_int_equal(fake_vx_fail_next(b_qp(1), KVX_VX_WC_RETRY_EXC_ERR), 0);
+	PUMP_UNTIL(kvxd_room_state(py) == KVX_ROOM_FAILED && peer_of(&B, "a")->rails_down == 2);
+	imm0 = atomic_load(&A.cores[r->pc.core].st.recv_imm);
+	submit_part(12, ROOM_PAGES - 1, 1, true);
+	/* rail 0: the room's four earlier WRITEs, the other room's, then the room's last; no
+	 * immediate while they are held */
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 6);
+	pump_ms(5);
+	assert_int_equal(fake_vx_held(b_qp(0)), 6);
+	fake_vx_release(b_qp(0), 6);
+	PUMP_UNTIL(fake_vx_held(b_qp(0)) == 1); /* now the immediate, zero-length */
+	assert_int_not_equal(kvxd_room_state(r), KVX_ROOM_SUCCESS);
+	fake_vx_release(b_qp(0), 1);
+	PUMP_UNTIL(kvxd_room_state(r) == KVX_ROOM_SUCCESS);
+	/* the other room's rail-0 immediate, and the share's one */
+	assert_int_equal(atomic_load(&A.cores[r->pc.core].st.recv_imm), imm0 + 2);
+	assert_int_equal(atomic_load(&B.cores[b_core].st.imm_held), 1);
+	/* the pages the other room (same source and destination pages 0..3) did not write */
+	assert_memory_equal(mem[0] + 4 * PS, mem[1] + (uint64_t)(SRC + 4) * PS,
+			    (size_t)(ROOM_PAGES - 4) * PS);
+	fake_vx_hold(false);
+	PUMP_UNTIL(kvxd_room_state(y) == KVX_ROOM_RELEASED);
+	kvxd_room_remove(&A, y);
+	kvxd_room_remove(&B, py);
+	close_room(r, 12);
 }
 
 /* An error on one rail: the room fails on both sides, and b reports it drained (nothing of it
@@ -652,6 +714,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_every_rail_ends_its_own_writes, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_last_chunk_on_one_rail_ends_both, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_share_of_a_rail_gone_down_waits, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rail_error_drains_every_rail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_lane_fenced_at_the_peer_before_release,

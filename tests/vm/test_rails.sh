@@ -45,7 +45,10 @@ share "64 KiB and 1 MiB rooms"
 imm0=$(metric decode core_recv_imm_total)
 bench rsplit.json --rooms 64 --inflight 4 --pages 33 --bufs 1 --chunks 2 --page-size 4096
 imm1=$(metric decode core_recv_imm_total)
-[ $((imm1 - imm0)) = 128 ] || fail "64 rooms of two chunks: decode took $((imm1 - imm0)) immediates, not 128"
+# (a room whose two first WRITEs met a full send queue on one rail may use one rail only)
+[ $((imm1 - imm0)) -gt 64 ] ||
+	fail "64 rooms of two chunks: decode took $((imm1 - imm0)) immediates, one a room"
+vm_log "64 rooms of two chunks: $((imm1 - imm0)) immediates"
 [ "$(metric prefill core_wc_error_total)" = 0 ] || fail "error completions on prefill"
 [ "$(metric prefill core_imm_split_total)" -gt 0 ] ||
 	fail "no room's share was ended by an immediate on each rail (1 MiB rooms span both)"
