@@ -658,8 +658,8 @@ stripe_qpc(struct kvxd_core *c, const struct kvxd_meta *m)
 	return NULL;
 }
 
-/* Whether rail k's QP to m's endpoint can carry what follows the share's WRITEs there: the
- * QP they went on (same session), up. */
+/* Rail k's QP to m's endpoint if it can carry what follows the share's WRITEs there (the QP
+ * they went on, same session, up), else NULL. */
 static struct kvxd_qpc *
 imm_rail_qpc(struct kvxd_core *c, const struct kvx_pcore_room *r, const struct kvxd_meta *m,
 	     uint32_t k)
@@ -934,8 +934,9 @@ ready_drain(struct kvxd_core *c)
 				if (n > 0 && r->fsm.state < KVX_ROOM_TRANSFERRING)
 					room_set(c, r, KVX_ROOM_TRANSFERRING);
 				if (!done) {
-					blocked = true; /* send queues full, or the last WR
-							 * held: continue after completions */
+					blocked = true; /* send queues full, or the share's
+							 * immediates wait for its WRITEs:
+							 * continue after completions */
 					break;
 				}
 				r->post_d++;
