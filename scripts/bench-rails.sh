@@ -4,8 +4,9 @@
 #
 # Interleaved, RUNS times each: kvx, ref, kvx, ref, ...
 #   kvx  two fresh kvxd (prefill on rxe0 + rxe2, decode on rxe1 + rxe3: tests/vm/lib.sh
-#        rails_configs), kvx-bench with 64 KiB messages (rooms of 16 x 4 KiB pages x 4 buffers,
-#        INFLIGHT in flight) for SECONDS, counted over the steady-state window (--warmup-ms and
+#        rails_configs), kvx-bench with 64 KiB messages (rooms of PAGES x 4 KiB pages x 4
+#        buffers, INFLIGHT in flight; each buffer's run of pages goes as WRITEs of 64 KiB, the
+#        rails' stripe) for SECONDS, counted over the steady-state window (--warmup-ms and
 #        --cooldown-ms of SECONDS/4), every room verified (those filled inside the window with
 #        the sampled check, KVX_BENCH_CHECK: see scripts/bench.sh); the kvxd are stopped before
 #        the ref;
@@ -15,6 +16,7 @@
 # Units: 10^6 B/s on both sides (perftest's "MB/sec" is MiB/s and is converted).  Prints one line
 # per run pair and, last:
 #   bench: shape=64k-2rails inflight=N kvx=X ref=Y unit=MBps ratio=MIN/MEDIAN/MAX
+# (shape=64k-2rails-pPAGES when PAGES is not 16)
 # After each pair, where the guest's CPU went in the middle of each run (cpu_window), in shares of
 # its two vCPUs: busy, softirq, and the threads of prefill's kvxd (polling cores: on rxe their
 # system time is the emulated NIC's send work; other threads), decode's, kvx-bench and
@@ -24,11 +26,13 @@
 # Env: KVX_BENCH_SECONDS (whole seconds, at least 4; 10), KVX_BENCH_RUNS (3), KVX_BENCH_INFLIGHT
 # (kvx rooms in flight; 64: each room is 4 WRITEs of 64 KiB, so 64 rooms keep 256 WRITEs
 # outstanding, as the two ib_write_bw do with their default send queue depth of 128 each),
-# KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled).
+# KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled), KVX_BENCH_PAGES (pages
+# of 4 KiB per buffer, a multiple of 16 from 16 to 1024; 16: rooms of 256 KiB, 4 WRITEs; 64: rooms
+# of 1 MiB, 16 WRITEs, the same WRITEs with a quarter of the rooms per byte).
 set -euo pipefail
 
 if [ "${1:-}" = --vm ]; then
-	secs=$2 margin=$3 runs=$4 inflight=$5 check=$6
+	secs=$2 margin=$3 runs=$4 inflight=$5 check=$6 pages=$7
 	set +e +o pipefail
 	. "$KVX_SRC/tests/vm/lib.sh"
 	[ "$KVX_RAILS" = 2 ] || fail "the VM has $KVX_RAILS rail(s), not 2"
@@ -90,7 +94,7 @@ if [ "${1:-}" = --vm ]; then
 		"$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock --json \
 			--duration "$secs" --warmup-ms "$margin" --cooldown-ms "$margin" \
 			--window-check "$check" \
-			--inflight "$inflight" --pages 16 --bufs 4 --page-size 4096 \
+			--inflight "$inflight" --pages "$pages" --bufs 4 --page-size 4096 \
 			>"$KVX_LOGDIR/kvx$i.json" 2>"$KVX_LOGDIR/kvx$i.err" &
 		bench_pid=$!
 		cpu_window "$KVX_LOGDIR/kvx$i.cpu" "$win_at" "$win_len" "$(bg_pid "prefill-$i")" \
@@ -153,6 +157,13 @@ if ! [[ "$inflight" =~ ^[1-9][0-9]*$ ]]; then
 	echo "bench-rails: KVX_BENCH_INFLIGHT must be a whole number of rooms, at least 1" >&2
 	exit 2
 fi
+pages=${KVX_BENCH_PAGES:-16}
+if ! [[ "$pages" =~ ^[1-9][0-9]*$ ]] || [ $((pages % 16)) != 0 ] || [ "$pages" -gt 1024 ]; then
+	echo "bench-rails: KVX_BENCH_PAGES must be a multiple of 16 from 16 to 1024" >&2
+	exit 2
+fi
+shape=64k-2rails
+[ "$pages" = 16 ] || shape=64k-2rails-p$pages
 check=${KVX_BENCH_CHECK:-sampled}
 if [ "$check" != sampled ] && [ "$check" != full ]; then
 	echo "bench-rails: KVX_BENCH_CHECK must be sampled or full" >&2
@@ -161,7 +172,7 @@ fi
 # the timeout: kvx-vm stops the run 150 s before it, to describe a hang
 logs=$build/vm-logs/bench-rails
 "$here/scripts/kvx-vm" --build "$build" --rails 2 --timeout $((runs * (5 * secs + 60) + 210)) \
-	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight" "$check"
+	"$here/scripts/bench-rails.sh" --vm "$secs" "$margin" "$runs" "$inflight" "$check" "$pages"
 
 jnum() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^,\"}]*\)\"\{0,1\}.*/\1/p" "$1" 2>/dev/null | head -n 1; }
 mibs() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1" 2>/dev/null; }
@@ -200,5 +211,5 @@ done
 read -r _ kmed _ < <(tr ' ' '\n' <<<"$kvxs" | grep . | stats)
 read -r _ rmed _ < <(tr ' ' '\n' <<<"$refs" | grep . | stats)
 read -r rmin rmedr rmax < <(tr ' ' '\n' <<<"$ratios" | grep . | stats)
-echo "bench: shape=64k-2rails inflight=$inflight kvx=$kmed ref=$rmed unit=MBps ratio=$rmin/$rmedr/$rmax"
+echo "bench: shape=$shape inflight=$inflight kvx=$kmed ref=$rmed unit=MBps ratio=$rmin/$rmedr/$rmax"
 exit $status
