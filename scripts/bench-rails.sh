@@ -28,7 +28,8 @@
 # outstanding, as the two ib_write_bw do with their default send queue depth of 128 each),
 # KVX_BENCH_CHECK (sampled or full: kvx-bench's --window-check; sampled), KVX_BENCH_PAGES (pages
 # of 4 KiB per buffer, a multiple of 16 from 16 to 1024; 16: rooms of 256 KiB, 4 WRITEs; 64: rooms
-# of 1 MiB, 16 WRITEs, the same WRITEs with a quarter of the rooms per byte).
+# of 1 MiB, 16 WRITEs, the same WRITEs with a quarter of the rooms per byte; PAGES x INFLIGHT at
+# most 8192, so that each node's pool stays within 512 MiB of the guest's 2 GiB).
 set -euo pipefail
 
 if [ "${1:-}" = --vm ]; then
@@ -160,6 +161,11 @@ fi
 pages=${KVX_BENCH_PAGES:-16}
 if ! [[ "$pages" =~ ^[1-9][0-9]*$ ]] || [ $((pages % 16)) != 0 ] || [ "$pages" -gt 1024 ]; then
 	echo "bench-rails: KVX_BENCH_PAGES must be a multiple of 16 from 16 to 1024" >&2
+	exit 2
+fi
+# each node's pool is INFLIGHT x PAGES x 4 buffers x 4 KiB, in a guest of 2 GiB
+if [ $((pages * inflight)) -gt 8192 ]; then
+	echo "bench-rails: KVX_BENCH_PAGES x KVX_BENCH_INFLIGHT must be at most 8192 (each node's pool at most 512 MiB of the VM's 2 GiB)" >&2
 	exit 2
 fi
 shape=64k-2rails
