@@ -5715,6 +5715,275 @@ test_fan_out_abort_from_one_fails_all(void **state)
 	eng_close(&eb);
 }
 
+/* ---- every order of one room's requests ---------------------------------------------------- */
+
+enum order_op { OP_OPEN, OP_CHUNK0, OP_CHUNK1, OP_ABORT, OP_PCLOSE, OP_FLUSH, OP_COUNT };
+
+static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "chunk1(last)",
+						    "abort", "prefill-close", "flush"};
+
+static int order_cases; /* order_case calls that ran (not skipped) */
+
+/* The state of one order_case run. */
+struct order_run {
+	struct eng *ea, *eb;
+	uint64_t id, open_seq;
+	struct eng_reply open_r;
+	struct kvxd_pool *dp;
+	bool released; /* decode's engine was told RELEASED: its pages then hold a canary */
+};
+
+/* One step of both nodes; what the engines' sockets hold is read.  Once decode's engine is told
+ * RELEASED, its pages are its own again: they get a canary that no write may change after. */
+static void
+order_step(struct order_run *o)
+{
+	pump_once();
+	if (o->open_seq && eng_read(o->ea, o->open_seq, &o->open_r) == 1)
+		o->open_seq = 0;
+	eng_read(o->ea, 0, NULL);
+	eng_read(o->eb, 0, NULL);
+	if (o->released || !count_events(o->ea, o->id, KVX_STATE_RELEASED))
+		return;
+	o->released = true;
+	memset(o->dp->base, 0xee, (size_t)4 * o->dp->page_size);
+}
+
+/* Prefill's writes to "a" that hold mode kept: run now, and not held from here on. */
+static void
+order_flush(void)
+{
+	struct kvxd_peer *p = peer_of(&B, "a");
+
+	fake_vx_hold(false);
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		if (p->qpc[l])
+			fake_vx_release(p->qpc[l]->qp, 1000);
+}
+
+/* Whether engine e was told an end of room id: SUCCESS, or other_end. */
+static bool
+order_ended(const struct eng *e, uint64_t id, int other_end)
+{
+	return count_events(e, id, KVX_STATE_SUCCESS) || count_events(e, id, other_end);
+}
+
+/* The ends (SUCCESS, or RELEASED at decode, FAILED at prefill) engine e was told of room id;
+ * fails when it heard of the room again after the first, unless again. */
+static int
+order_ends(const struct eng *e, uint64_t id, int other_end, bool again, const char *who,
+	   const char *what, int *end)
+{
+	int n = 0;
+
+	for (int i = 0; i < e->nev; i++) {
+		if (e->ev[i].room != id)
+			continue;
+		if (n && !again)
+			fail_msg("%s: %s's engine heard state %u after the room's end", what, who,
+				 (unsigned)e->ev[i].state);
+		if (e->ev[i].state == KVX_STATE_SUCCESS || e->ev[i].state == other_end) {
+			n++;
+			*end = e->ev[i].state;
+		}
+	}
+	return n;
+}
+
+/* How order_case sends a room's steps. */
+enum order_mode {
+	ORDER_BETWEEN,	  /* the nodes step until each is answered before the next goes */
+	ORDER_AT_ONCE,	  /* all at once */
+	ORDER_LATE_FLUSH, /* as ORDER_BETWEEN, but the held writes run only after the time ran */
+};
+
+/* One room through six steps in the order ord: decode's engine opens it (4 pages from "b") and
+ * aborts it; prefill's engine submits it as two chunks (pages 0-1, then 2-3, the last) and
+ * closes it; and prefill's writes, held in flight from the start, run (flush; in
+ * ORDER_LATE_FLUSH, only after the time ran).  Then time runs past every timeout (waiting,
+ * release, fence).  Whatever the order:
+ *  - the open is taken, and decode's engine is told its end exactly once (SUCCESS or RELEASED),
+ *    nothing about the room after it;
+ *  - once it was told RELEASED, no write changes its pages;
+ *  - prefill's engine is told exactly one end (SUCCESS or FAILED), nothing after it, unless it
+ *    closed the room between its two chunks (the last chunk is then a new attempt, told on its
+ *    own);
+ *  - SUCCESS at decode means every destination page holds its source page (no holes), and
+ *    SUCCESS at prefill means decode did not fail it for missing data (it is SUCCESS there
+ *    too, or decode aborted it). */
+static void
+order_case(struct eng *ea, struct eng *eb, int pa, int pb, uint64_t id, const int *ord,
+	   enum order_mode mode)
+{
+	static const char *const mode_name[] = {" (one at a time)", " (at once)",
+						" (one at a time, writes held past the timeouts)"};
+	bool between = mode != ORDER_AT_ONCE;
+	struct order_run o = {.ea = ea, .eb = eb, .id = id, .open_r.status = 1};
+	struct kvxd_pool *sp = pool_by_id(&B, pb);
+	uint64_t buf[ROOM_OPEN_BUF_WORDS];
+	struct kvx_eng_room_close m = {.room = id};
+	bool closed_mid = false, first_sent = false, last_sent = false, aborted = false;
+	int dec_end = -1, pre_end = -1, dec_ends, pre_ends;
+	struct eng_reply sync;
+	char what[160];
+	size_t off = 0;
+
+	for (int i = 0; i < OP_COUNT; i++)
+		if (ord[i] == OP_CHUNK1)
+			return; /* an engine's chunks come in its order: the last one last */
+		else if (ord[i] == OP_CHUNK0)
+			break;
+	if (mode == ORDER_LATE_FLUSH && ord[OP_COUNT - 1] != OP_FLUSH)
+		return; /* the flush's place does not matter: once per order of the others */
+	order_cases++;
+	for (int i = 0; i < OP_COUNT; i++)
+		off += (size_t)snprintf(what + off, sizeof(what) - off, "%s%s", i ? "," : "",
+					order_op_name[ord[i]]);
+	snprintf(what + off, sizeof(what) - off, "%s", mode_name[mode]);
+	/* a fence in the case before replaced the session */
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	o.dp = pool_by_id(&A, pa);
+	memset(o.dp->base, 0, o.dp->len);
+	fill_pool(sp, (uint8_t)id);
+	ea->nev = eb->nev = 0;
+	fake_vx_hold(true);
+	for (int i = 0; i < OP_COUNT; i++) {
+		uint64_t seq = 1;
+
+		switch (ord[i]) {
+		case OP_OPEN:
+			seq = o.open_seq = eng_send(ea, KVX_ENG_ROOM_OPEN, buf,
+						    room_open_msg(buf, id, pa, 4), -1);
+			break;
+		case OP_CHUNK0:
+			eng_chunk_x(eb, id, pb, 2, 0, false);
+			first_sent = true;
+			break;
+		case OP_CHUNK1:
+			eng_chunk_full(eb, id, 0, pb, 0, 2, 2, 0, 0, 0, true);
+			last_sent = true;
+			break;
+		case OP_ABORT:
+			seq = eng_send(ea, KVX_ENG_ROOM_ABORT, &m, sizeof(m), -1);
+			aborted = o.open_seq != 0 || o.open_r.status == 0;
+			break;
+		case OP_PCLOSE:
+			seq = eng_send(eb, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+			closed_mid = first_sent && !last_sent;
+			break;
+		case OP_FLUSH:
+			if (mode != ORDER_LATE_FLUSH)
+				order_flush();
+			break;
+		}
+		assert_true(seq != 0);
+		for (int k = 0; between && k < 20; k++)
+			order_step(&o);
+	}
+	/* time runs past waiting_ms (60 s) and the release timeout, until both engines heard
+	 * the room's end (prefill's, unless it closed the room mid-way) and 10 s more */
+	for (int k = 0, after = 0; k < 200 && after < 10; k++) {
+		order_step(&o);
+		if (k < 40)
+			continue;
+		fake_ms += 1000;
+		if (after || (order_ended(ea, id, KVX_STATE_RELEASED) &&
+			      (closed_mid || order_ended(eb, id, KVX_STATE_FAILED))))
+			after++;
+	}
+	if (mode == ORDER_LATE_FLUSH) {
+		order_flush();
+		for (int k = 0; k < 20; k++) {
+			order_step(&o);
+			fake_ms += 1000;
+		}
+	}
+	/* a round trip each: every earlier event is in */
+	assert_int_equal(eng_admin(ea, "peers", &sync), 0);
+	assert_int_equal(eng_admin(eb, "peers", &sync), 0);
+	order_step(&o);
+	if (getenv("KVX_TEST_ORDER_TRACE")) {
+		fprintf(stderr, "%s:", what);
+		for (int i = 0; i < ea->nev; i++)
+			if (ea->ev[i].room == id)
+				fprintf(stderr, " d:%u", (unsigned)ea->ev[i].state);
+		for (int i = 0; i < eb->nev; i++)
+			if (eb->ev[i].room == id)
+				fprintf(stderr, " p:%u(%s)", (unsigned)eb->ev[i].state,
+					eb->ev[i].reason);
+		fprintf(stderr, "\n");
+	}
+	if (o.open_seq != 0 || o.open_r.status != 0)
+		fail_msg("%s: the open was not taken (%d: %s)", what, o.open_r.status,
+			 o.open_r.text);
+	dec_ends = order_ends(ea, id, KVX_STATE_RELEASED, false, "decode", what, &dec_end);
+	pre_ends = order_ends(eb, id, KVX_STATE_FAILED, closed_mid, "prefill", what, &pre_end);
+	if (dec_ends != 1)
+		fail_msg("%s: decode's engine heard %d ends", what, dec_ends);
+	if (!closed_mid && pre_ends != 1)
+		fail_msg("%s: prefill's engine heard %d ends", what, pre_ends);
+	for (size_t k = 0; o.released && k < (size_t)4 * o.dp->page_size; k++)
+		if (o.dp->base[k] != 0xee)
+			fail_msg("%s: byte %zu of decode's pages written after RELEASED", what, k);
+	if (dec_end == KVX_STATE_SUCCESS)
+		for (uint32_t p = 0; p < 4; p++)
+			if (memcmp(page_at(o.dp, 0, p), page_at(sp, 0, p % 2), o.dp->page_size))
+				fail_msg("%s: SUCCESS with destination page %u not written", what,
+					 p);
+	if (pre_end == KVX_STATE_SUCCESS && dec_end != KVX_STATE_SUCCESS && !aborted)
+		fail_msg("%s: SUCCESS at prefill, %d at decode, which did not abort", what,
+			 dec_end);
+	/* both engines let the id go before the next case */
+	eng_send(ea, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+	eng_send(eb, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+	for (int k = 0; k < 20; k++) {
+		order_step(&o);
+		fake_ms += 1000;
+	}
+}
+
+/* DESIGN.md section 6: every engine is told how every room it touched ended, exactly once, in
+ * every order of metadata, aborts and chunks; and section 5: no write lands in pages decode
+ * released.  Every order of one room's six steps (decode's open and abort, prefill's two chunks
+ * and close, its held writes run) that keeps prefill's chunks in its order, each with the nodes
+ * stepped between requests and with the requests sent at once, and with the writes held past
+ * every timeout (order_case). */
+static void
+test_every_order_of_a_rooms_requests(void **state)
+{
+	int ord[OP_COUNT], c[OP_COUNT] = {0}, i = 0, pa, pb;
+	struct eng ea, eb;
+	uint64_t id = 9000;
+
+	order_cases = 0;
+	pair_with_engines(&ea, &eb, &pa, &pb);
+	/* Heap's algorithm: every permutation of ord */
+	for (int k = 0; k < OP_COUNT; k++)
+		ord[k] = k;
+	for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
+		order_case(&ea, &eb, pa, pb, id++, ord, mode);
+	while (i < OP_COUNT) {
+		if (c[i] < i) {
+			int j = i % 2 ? c[i] : 0, t = ord[j];
+
+			ord[j] = ord[i];
+			ord[i] = t;
+			for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
+				order_case(&ea, &eb, pa, pb, id++, ord, mode);
+			c[i]++;
+			i = 0;
+		} else {
+			c[i++] = 0;
+		}
+	}
+	assert_int_equal(id - 9000, 3 * 720);
+	/* prefill's chunks in its order: half of them; with the flush last, a sixth of those */
+	assert_int_equal(order_cases, 2 * 360 + 60);
+	fake_vx_hold(false);
+	eng_close(&ea);
+	eng_close(&eb);
+}
+
 int
 main(void)
 {
@@ -5853,8 +6122,12 @@ main(void)
 		T(test_fan_out_to_two_decode_ranks),
 		T(test_fan_out_abort_from_one_fails_all),
 		T(test_fan_out_parked_endpoint_told_when_the_room_fails),
+		T(test_every_order_of_a_rooms_requests),
 	};
 #undef T
 
+	/* KVX_TEST_ONLY=NAME runs the tests whose names match (cmocka's filter: * and ?) */
+	if (getenv("KVX_TEST_ONLY"))
+		cmocka_set_test_filter(getenv("KVX_TEST_ONLY"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
