@@ -337,7 +337,8 @@ kvxd_on_abort(struct kvxd *d, struct kvxd_peer *p, const struct kvx_wire_abort *
 		 * acknowledged at once and the room is left alone; if the room has no metadata
 		 * yet, that endpoint's ROOM_META of this generation will be refused */
 		d->ctr.aborts_not_owner++;
-		kvxd_room_meta_drop_parked(d, r, p->idx, a->dst_rank); /* never taken now */
+		/* its parked metadata of that generation is never taken now */
+		kvxd_room_meta_abort_parked(r, p->idx, a->dst_rank, a->open_gen);
 		if (r->nowners == 0) {
 			r->tomb_peer = p->idx + 1;
 			r->tomb_rank = a->dst_rank;

@@ -318,8 +318,12 @@ parked_refuse(struct kvxd *d, struct kvxd_room *r, struct kvxd_meta *m, int erro
 					  .dst_rank = m->dst_rank,
 					  .src_rank = r->pc.rank};
 
-	d->ctr.meta_refused_owner++;
 	parked_uncharge(d, m);
+	if (m->aborted) { /* its endpoint aborted: it was told (ABORT_ACK) and wants no more */
+		free(m);
+		return;
+	}
+	d->ctr.meta_refused_owner++;
 	snprintf(st.reason, sizeof(st.reason), "ROOM_META refused by %s: %s", d->cfg.name, why);
 	if (d->peers[m->peer].epoch == m->epoch)
 		kvxd_peer_push_status(d, &d->peers[m->peer], &st);
@@ -354,6 +358,29 @@ kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 		struct kvxd_meta *m = r->parked[i];
 		struct kvxd_msg msg = {.type = KVXD_MSG_ROOM_META, .room = &r->pc, .ptr = m};
 
+		if (r->nowners < r->ndest && d->peers[m->peer].epoch == m->epoch && m->aborted) {
+			/* one of the room's destinations aborted while it waited: as an owner's
+			 * abort, it fails the room for every endpoint (those taken before it are
+			 * told by its core's failure push, those after it refused below) */
+			struct kvxd_msg ab = {
+				.type = KVXD_MSG_ROOM_ABORT, .room = &r->pc, .error = -ECANCELED};
+
+			snprintf(ab.reason, sizeof(ab.reason),
+				 "aborted by %s (rank %u) while its ROOM_META waited",
+				 d->peers[m->peer].name, m->dst_rank);
+			parked_refuse(d, r, m, 0, NULL);
+			for (int k = i + 1; k < r->nparked; k++)
+				parked_refuse(d, r, r->parked[k], -ECANCELED, ab.reason);
+			r->nparked = 0;
+			if (!r->abort_sent) {
+				r->abort_sent = true; /* later ABORTs only retarget (abort.c) */
+				if (kvx_pcore_send(&d->cores[r->pc.core], &ab))
+					KVX_ERR("core %d: no memory to queue: room %llu abort not "
+						"applied",
+						r->pc.core, (unsigned long long)r->pc.id);
+			}
+			return;
+		}
 		if (r->nowners < r->ndest && d->peers[m->peer].epoch == m->epoch) {
 			parked_uncharge(d, m); /* an owner's now, as the room's endpoints are */
 			kvxd_room_set_owner(d, r, m->peer, m->dst_rank, m->gen);
@@ -372,17 +399,12 @@ kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r)
 }
 
 void
-kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank)
+kvxd_room_meta_abort_parked(struct kvxd_room *r, int peer, uint32_t rank, uint32_t gen)
 {
 	for (int i = 0; i < r->nparked; i++)
-		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank) {
-			parked_uncharge(d, r->parked[i]);
-			free(r->parked[i]);
-			memmove(&r->parked[i], &r->parked[i + 1],
-				sizeof(r->parked[0]) * (size_t)(r->nparked - i - 1));
-			r->nparked--;
-			return;
-		}
+		if (r->parked[i]->peer == peer && r->parked[i]->dst_rank == rank &&
+		    r->parked[i]->gen == gen)
+			r->parked[i]->aborted = true;
 }
 
 int

@@ -244,8 +244,12 @@ void kvxd_room_meta_unpark(struct kvxd *d, struct kvxd_room *r);
 /* Prefill: the room ended (SUCCESS or FAILED) with metadata parked: each of those endpoints is
  * refused and told at once (a failure push), never left to its waiting timeout. */
 void kvxd_room_meta_refuse_parked(struct kvxd *d, struct kvxd_room *r);
-/* Prefill: endpoint (peer, rank) aborted: its parked metadata is never taken. */
-void kvxd_room_meta_drop_parked(struct kvxd *d, struct kvxd_room *r, int peer, uint32_t rank);
+/* Prefill: endpoint (peer, rank) aborted generation gen while that generation's metadata is
+ * parked on r (its ABORT is acknowledged at once: nothing was written to it).  The metadata
+ * keeps its place: if the engine's ndest makes it one of the room's destinations, the room fails
+ * for every endpoint (as an owner's abort does); if not, it goes without a word.  Either way it
+ * is never taken. */
+void kvxd_room_meta_abort_parked(struct kvxd_room *r, int peer, uint32_t rank, uint32_t gen);
 /* r becomes e's room (counted against max_rooms_per_engine, on e's list). */
 void kvxd_room_attach_engine(struct kvxd_engine *e, struct kvxd_room *r);
 /* r leaves its engine's list (its engine's room count drops). */

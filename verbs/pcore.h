@@ -105,6 +105,9 @@ struct kvxd_meta {
 	uint16_t src_idx, nsrc;
 	uint32_t dst_rank; /* the decode endpoint's rank on its node */
 	uint32_t nreg;
+	/* the control core's, while the metadata is parked: its endpoint aborted the room (the
+	 * ABORT was acknowledged at once: nothing was written to it) */
+	bool aborted;
 	struct kvxd_meta_region reg[KVX_MAX_REGIONS];
 	uint32_t pages[]; /* every region's pages, region by region */
 };
