@@ -5868,38 +5868,53 @@ test_fan_out_abort_from_one_fails_all(void **state)
 	eng_close(&eb);
 }
 
-/* ---- every order of one room's requests ---------------------------------------------------- */
+/* ---- every order of a room's requests ------------------------------------------------------ */
 
-enum order_op { OP_OPEN, OP_CHUNK0, OP_CHUNK1, OP_ABORT, OP_PCLOSE, OP_FLUSH, OP_COUNT };
-
-static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "chunk1(last)",
-						    "abort", "prefill-close", "flush"};
-
-static int order_cases; /* order_case calls that ran (not skipped) */
-
-/* The state of one order_case run. */
-struct order_run {
-	struct eng *ea, *eb;
-	uint64_t id, open_seq;
-	struct eng_reply open_r;
-	struct kvxd_pool *dp;
-	bool released; /* decode's engine was told RELEASED: its pages then hold a canary */
+/* How an order test sends a room's steps. */
+enum order_mode {
+	ORDER_BETWEEN,	  /* the nodes step until each is answered before the next goes */
+	ORDER_AT_ONCE,	  /* all at once */
+	ORDER_LATE_FLUSH, /* as ORDER_BETWEEN, but the held writes run only after the time ran */
 };
 
-/* One step of both nodes; what the engines' sockets hold is read.  Once decode's engine is told
- * RELEASED, its pages are its own again: they get a canary that no write may change after. */
+static int order_cases; /* orders that ran (not skipped) */
+
+/* One run of an order test: one room id, decode engines dec[0 .. ndec) on "a" (each with its
+ * pool dp[k], which the room's open names), prefill engines pre[0 .. npre) on "b". */
+struct order_run {
+	uint64_t id;
+	char what[160]; /* the order and its mode: the run's name in failures and traces */
+	int ndec, npre;
+	struct eng *dec[2], *pre[2];
+	struct kvxd_pool *dp[2];
+	uint64_t open_seq[2];	    /* decode engine k's open, until its reply is read */
+	struct eng_reply open_r[2]; /* ... that reply */
+	bool released[2];	    /* decode engine k was told RELEASED: its pool holds a canary */
+	bool closed_mid[2];	    /* prefill engine k closed the room between its chunks */
+	int dec_end[2], pre_end[2]; /* the end each engine was told (-1: none) */
+	uint64_t timeouts;	    /* order_timeouts() when the run began */
+	int abort_op, flush_op;	    /* the steps every order test has (order_steps) */
+	bool aborted;		    /* decode 0 aborted the room after its open went */
+};
+
+/* One step of both nodes; what the engines' sockets hold is read.  Once a decode engine is told
+ * RELEASED, its pool is its own again: it gets a canary that no write may change after. */
 static void
 order_step(struct order_run *o)
 {
 	pump_once();
-	if (o->open_seq && eng_read(o->ea, o->open_seq, &o->open_r) == 1)
-		o->open_seq = 0;
-	eng_read(o->ea, 0, NULL);
-	eng_read(o->eb, 0, NULL);
-	if (o->released || !count_events(o->ea, o->id, KVX_STATE_RELEASED))
-		return;
-	o->released = true;
-	memset(o->dp->base, 0xee, (size_t)4 * o->dp->page_size);
+	for (int k = 0; k < o->ndec; k++) {
+		if (o->open_seq[k] && eng_read(o->dec[k], o->open_seq[k], &o->open_r[k]) == 1)
+			o->open_seq[k] = 0;
+		eng_read(o->dec[k], 0, NULL);
+	}
+	for (int k = 0; k < o->npre; k++)
+		eng_read(o->pre[k], 0, NULL);
+	for (int k = 0; k < o->ndec; k++)
+		if (!o->released[k] && count_events(o->dec[k], o->id, KVX_STATE_RELEASED)) {
+			o->released[k] = true;
+			memset(o->dp[k]->base, 0xee, o->dp[k]->len);
+		}
 }
 
 /* Prefill's writes to "a" that hold mode kept: run now, and not held from here on. */
@@ -5952,158 +5967,335 @@ order_ends(const struct eng *e, uint64_t id, int other_end, bool again, const ch
 	return n;
 }
 
-/* How order_case sends a room's steps. */
-enum order_mode {
-	ORDER_BETWEEN,	  /* the nodes step until each is answered before the next goes */
-	ORDER_AT_ONCE,	  /* all at once */
-	ORDER_LATE_FLUSH, /* as ORDER_BETWEEN, but the held writes run only after the time ran */
-};
-
-/* One room through six steps in the order ord: decode's engine opens it (4 pages from "b") and
- * aborts it; prefill's engine submits it as two chunks (pages 0-1, then 2-3, the last) and
- * closes it; and prefill's writes, held in flight from the start, run (flush; in
- * ORDER_LATE_FLUSH, only after the time ran).  Then time runs past every timeout (waiting,
- * release, fence).  Whatever the order:
- *  - the open is taken, and decode's engine is told its end exactly once (SUCCESS or RELEASED),
- *    nothing about the room after it;
- *  - once it was told RELEASED, no write changes its pages;
- *  - prefill's engine is told exactly one end (SUCCESS or FAILED), nothing after it, unless it
- *    closed the room between its two chunks (the last chunk is then a new attempt, told on its
- *    own);
- *  - SUCCESS at decode means every destination page holds its source page (no holes), and
- *    SUCCESS at prefill means decode did not fail it for missing data (it is SUCCESS there
- *    too, or decode aborted it). */
-static void
-order_case(struct eng *ea, struct eng *eb, int pa, int pb, uint64_t id, const int *ord,
-	   enum order_mode mode)
+/* Whether order ord of nops steps (named names) runs in mode: step first (an engine's first
+ * chunk) comes before step last (its last chunk: an engine's chunks come in its order), and with
+ * ORDER_LATE_FLUSH step o->flush_op is last (its place does not matter then: once per order of
+ * the others).  Its name goes to o->what; KVX_TEST_ORDER_CASE runs only the order of that name. */
+static bool
+order_take(struct order_run *o, const int *ord, int nops, const char *const *names, int first,
+	   int last, enum order_mode mode)
 {
 	static const char *const mode_name[] = {" (one at a time)", " (at once)",
 						" (one at a time, writes held past the timeouts)"};
-	bool between = mode != ORDER_AT_ONCE;
-	struct order_run o = {.ea = ea, .eb = eb, .id = id, .open_r.status = 1};
-	struct kvxd_pool *sp = pool_by_id(&B, pb);
-	uint64_t buf[ROOM_OPEN_BUF_WORDS];
-	struct kvx_eng_room_close m = {.room = id};
-	bool closed_mid = false, first_sent = false, last_sent = false, aborted = false;
-	int dec_end = -1, pre_end = -1, dec_ends, pre_ends;
-	struct eng_reply sync;
-	char what[160];
+	const char *only = getenv("KVX_TEST_ORDER_CASE");
 	size_t off = 0;
 
-	for (int i = 0; i < OP_COUNT; i++)
-		if (ord[i] == OP_CHUNK1)
-			return; /* an engine's chunks come in its order: the last one last */
-		else if (ord[i] == OP_CHUNK0)
+	for (int i = 0; i < nops; i++)
+		if (ord[i] == last)
+			return false;
+		else if (ord[i] == first)
 			break;
-	if (mode == ORDER_LATE_FLUSH && ord[OP_COUNT - 1] != OP_FLUSH)
-		return; /* the flush's place does not matter: once per order of the others */
+	if (mode == ORDER_LATE_FLUSH && ord[nops - 1] != o->flush_op)
+		return false;
 	order_cases++;
-	for (int i = 0; i < OP_COUNT; i++)
-		off += (size_t)snprintf(what + off, sizeof(what) - off, "%s%s", i ? "," : "",
-					order_op_name[ord[i]]);
-	snprintf(what + off, sizeof(what) - off, "%s", mode_name[mode]);
-	if (getenv("KVX_TEST_ORDER_CASE") && strcmp(getenv("KVX_TEST_ORDER_CASE"), what))
-		return; /* one case alone (its name as the failure or the trace prints it) */
-	/* a fence in the case before replaced the session */
-	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
-	o.dp = pool_by_id(&A, pa);
-	memset(o.dp->base, 0, o.dp->len);
-	fill_pool(sp, (uint8_t)id);
-	ea->nev = eb->nev = 0;
-	fake_vx_hold(true);
-	for (int i = 0; i < OP_COUNT; i++) {
-		uint64_t seq = 1;
+	for (int i = 0; i < nops; i++)
+		off += (size_t)snprintf(o->what + off, sizeof(o->what) - off, "%s%s", i ? "," : "",
+					names[ord[i]]);
+	snprintf(o->what + off, sizeof(o->what) - off, "%s", mode_name[mode]);
+	return !only || !strcmp(only, o->what);
+}
 
-		switch (ord[i]) {
-		case OP_OPEN:
-			seq = o.open_seq = eng_send(ea, KVX_ENG_ROOM_OPEN, buf,
-						    room_open_msg(buf, id, pa, 4), -1);
-			break;
-		case OP_CHUNK0:
-			eng_chunk_x(eb, id, pb, 2, 0, false);
-			first_sent = true;
-			break;
-		case OP_CHUNK1:
-			eng_chunk_full(eb, id, 0, pb, 0, 2, 2, 0, 0, 0, true);
-			last_sent = true;
-			break;
-		case OP_ABORT:
-			seq = eng_send(ea, KVX_ENG_ROOM_ABORT, &m, sizeof(m), -1);
-			aborted = o.open_seq != 0 || o.open_r.status == 0;
-			break;
-		case OP_PCLOSE:
-			seq = eng_send(eb, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
-			closed_mid = first_sent && !last_sent;
-			break;
-		case OP_FLUSH:
-			if (mode != ORDER_LATE_FLUSH)
-				order_flush();
-			break;
-		}
-		assert_true(seq != 0);
-		for (int k = 0; between && k < 20; k++)
-			order_step(&o);
+/* Before the steps: both sessions are ready (a fence in the run before replaced them), decode's
+ * pools are zeroed, the engines' events forgotten, and prefill's writes held in flight. */
+static void
+order_begin(struct order_run *o)
+{
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	for (int k = 0; k < o->ndec; k++) {
+		memset(o->dp[k]->base, 0, o->dp[k]->len);
+		o->dec[k]->nev = 0;
+		o->open_r[k].status = 1;
+		o->dec_end[k] = -1;
 	}
-	/* time runs past waiting_ms (60 s) and the release timeout, until both engines heard
-	 * the room's end (prefill's, unless it closed the room mid-way) and 10 s more */
-	for (int k = 0, after = 0; k < 200 && after < 10; k++) {
-		order_step(&o);
-		if (k < 40)
+	for (int k = 0; k < o->npre; k++) {
+		o->pre[k]->nev = 0;
+		o->pre_end[k] = -1;
+	}
+	o->timeouts = order_timeouts();
+	fake_vx_hold(true);
+}
+
+/* Whether every engine was told the room's end (a prefill engine that closed the room between
+ * its chunks excepted). */
+static bool
+order_all_ended(const struct order_run *o)
+{
+	for (int k = 0; k < o->ndec; k++)
+		if (!order_ended(o->dec[k], o->id, KVX_STATE_RELEASED))
+			return false;
+	for (int k = 0; k < o->npre; k++)
+		if (!o->closed_mid[k] && !order_ended(o->pre[k], o->id, KVX_STATE_FAILED))
+			return false;
+	return true;
+}
+
+static void
+order_trace(const struct order_run *o)
+{
+	fprintf(stderr, "%s:", o->what);
+	for (int k = 0; k < o->ndec; k++)
+		for (int i = 0; i < o->dec[k]->nev; i++)
+			if (o->dec[k]->ev[i].room == o->id)
+				fprintf(stderr, " d%d:%u", k, (unsigned)o->dec[k]->ev[i].state);
+	for (int k = 0; k < o->npre; k++)
+		for (int i = 0; i < o->pre[k]->nev; i++)
+			if (o->pre[k]->ev[i].room == o->id)
+				fprintf(stderr, " p%d:%u(%s)", k, (unsigned)o->pre[k]->ev[i].state,
+					o->pre[k]->ev[i].reason);
+	fprintf(stderr, "\n");
+}
+
+/* After the steps.  Time runs past waiting_ms (60 s) and the release timeout, until every
+ * engine heard the room's end, and 10 s more; with ORDER_LATE_FLUSH, the held writes run then.
+ * A round trip to each engine brings every earlier event in, and what every order must give is
+ * checked:
+ *  - each decode engine's open was taken, and it is told its end exactly once (SUCCESS or
+ *    RELEASED), nothing about the room after it;
+ *  - once it was told RELEASED, no write changes its pool;
+ *  - each prefill engine is told exactly one end (SUCCESS or FAILED), nothing after it, unless
+ *    it closed the room between its chunks (its later chunks are a new attempt, told on its
+ *    own).
+ * The ends are left in o->dec_end and o->pre_end for the test's own checks. */
+static void
+order_end(struct order_run *o, enum order_mode mode)
+{
+	struct eng_reply sync;
+	char who[32];
+	int n;
+
+	for (int s = 0, after = 0; s < 200 && after < 10; s++) {
+		order_step(o);
+		if (s < 40)
 			continue;
 		fake_ms += 1000;
-		if (after || (order_ended(ea, id, KVX_STATE_RELEASED) &&
-			      (closed_mid || order_ended(eb, id, KVX_STATE_FAILED))))
+		if (after || order_all_ended(o))
 			after++;
 	}
 	if (mode == ORDER_LATE_FLUSH) {
 		order_flush();
-		for (int k = 0; k < 20; k++) {
-			order_step(&o);
+		for (int s = 0; s < 20; s++) {
+			order_step(o);
 			fake_ms += 1000;
 		}
 	}
-	/* a round trip each: every earlier event is in */
-	assert_int_equal(eng_admin(ea, "peers", &sync), 0);
-	assert_int_equal(eng_admin(eb, "peers", &sync), 0);
-	order_step(&o);
-	if (getenv("KVX_TEST_ORDER_TRACE")) {
-		fprintf(stderr, "%s:", what);
-		for (int i = 0; i < ea->nev; i++)
-			if (ea->ev[i].room == id)
-				fprintf(stderr, " d:%u", (unsigned)ea->ev[i].state);
-		for (int i = 0; i < eb->nev; i++)
-			if (eb->ev[i].room == id)
-				fprintf(stderr, " p:%u(%s)", (unsigned)eb->ev[i].state,
-					eb->ev[i].reason);
-		fprintf(stderr, "\n");
+	for (int k = 0; k < o->ndec; k++)
+		assert_int_equal(eng_admin(o->dec[k], "peers", &sync), 0);
+	for (int k = 0; k < o->npre; k++)
+		assert_int_equal(eng_admin(o->pre[k], "peers", &sync), 0);
+	order_step(o);
+	if (getenv("KVX_TEST_ORDER_TRACE"))
+		order_trace(o);
+	for (int k = 0; k < o->ndec; k++) {
+		snprintf(who, sizeof(who), "decode %d", k);
+		if (o->open_seq[k] != 0 || o->open_r[k].status != 0)
+			fail_msg("%s: %s's open was not taken (%d: %s)", o->what, who,
+				 o->open_r[k].status, o->open_r[k].text);
+		n = order_ends(o->dec[k], o->id, KVX_STATE_RELEASED, false, who, o->what,
+			       &o->dec_end[k]);
+		if (n != 1)
+			fail_msg("%s: %s's engine heard %d ends", o->what, who, n);
+		for (size_t b = 0; o->released[k] && b < o->dp[k]->len; b++)
+			if (o->dp[k]->base[b] != 0xee)
+				fail_msg("%s: byte %zu of %s's pool written after RELEASED",
+					 o->what, b, who);
 	}
-	if (o.open_seq != 0 || o.open_r.status != 0)
-		fail_msg("%s: the open was not taken (%d: %s)", what, o.open_r.status,
-			 o.open_r.text);
-	dec_ends = order_ends(ea, id, KVX_STATE_RELEASED, false, "decode", what, &dec_end);
-	pre_ends = order_ends(eb, id, KVX_STATE_FAILED, closed_mid, "prefill", what, &pre_end);
-	if (dec_ends != 1)
-		fail_msg("%s: decode's engine heard %d ends", what, dec_ends);
-	if (!closed_mid && pre_ends != 1)
-		fail_msg("%s: prefill's engine heard %d ends", what, pre_ends);
-	for (size_t k = 0; o.released && k < (size_t)4 * o.dp->page_size; k++)
-		if (o.dp->base[k] != 0xee)
-			fail_msg("%s: byte %zu of decode's pages written after RELEASED", what, k);
-	if (dec_end == KVX_STATE_SUCCESS)
-		for (uint32_t p = 0; p < 4; p++)
-			if (memcmp(page_at(o.dp, 0, p), page_at(sp, 0, p % 2), o.dp->page_size))
-				fail_msg("%s: SUCCESS with destination page %u not written", what,
-					 p);
-	if (pre_end == KVX_STATE_SUCCESS && dec_end != KVX_STATE_SUCCESS && !aborted)
-		fail_msg("%s: SUCCESS at prefill, %d at decode, which did not abort", what,
-			 dec_end);
-	/* both engines let the id go before the next case */
-	eng_send(ea, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
-	eng_send(eb, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
-	for (int k = 0; k < 20; k++) {
-		order_step(&o);
+	for (int k = 0; k < o->npre; k++) {
+		snprintf(who, sizeof(who), "prefill %d", k);
+		n = order_ends(o->pre[k], o->id, KVX_STATE_FAILED, o->closed_mid[k], who, o->what,
+			       &o->pre_end[k]);
+		if (!o->closed_mid[k] && n != 1)
+			fail_msg("%s: %s's engine heard %d ends", o->what, who, n);
+	}
+}
+
+/* The liveness every order must also give when nothing delays it: with the writes run in time
+ * (not ORDER_LATE_FLUSH) and no abort of an open room, the room succeeds at every engine; and
+ * with the writes run in time, no end is left to a timeout (a failure is told at once: a
+ * failure push, a refused ROOM_META, an ABORT_ACK). */
+static void
+order_check_live(const struct order_run *o, enum order_mode mode)
+{
+	bool aborted = o->aborted;
+
+	if (mode == ORDER_LATE_FLUSH)
+		return;
+	for (int k = 0; !aborted && k < o->ndec; k++)
+		if (o->dec_end[k] != KVX_STATE_SUCCESS)
+			fail_msg("%s: no abort, and decode %d's room ended %d", o->what, k,
+				 o->dec_end[k]);
+	for (int k = 0; !aborted && k < o->npre; k++)
+		if (o->pre_end[k] != KVX_STATE_SUCCESS)
+			fail_msg("%s: no abort, and prefill %d's room ended %d", o->what, k,
+				 o->pre_end[k]);
+	if (order_timeouts() != o->timeouts)
+		fail_msg(
+			"%s: an end was left to a timeout (now: waiting %llu and %llu, fences %llu "
+			"and %llu, sessions fenced %llu and %llu; %llu more than before)",
+			o->what, (unsigned long long)A.ctr.waiting_timeouts,
+			(unsigned long long)B.ctr.waiting_timeouts,
+			(unsigned long long)A.ctr.fences, (unsigned long long)B.ctr.fences,
+			(unsigned long long)A.ctr.session_fences,
+			(unsigned long long)B.ctr.session_fences,
+			(unsigned long long)(order_timeouts() - o->timeouts));
+}
+
+/* The steps of run o in the order ord, then order_end.  The two every order test has are
+ * taken here: o->abort_op, decode 0's abort (an abort of a room whose open went counts in
+ * o->aborted; before it, it is refused and changes nothing), and o->flush_op, the held writes
+ * run (at once; with ORDER_LATE_FLUSH, after the time ran).  step(o, op, arg) sends any other
+ * and returns its request's seq (0: the socket was full).  With ORDER_BETWEEN, the nodes step
+ * until each is answered before the next goes. */
+static void
+order_steps(struct order_run *o, const int *ord, int nops, enum order_mode mode,
+	    uint64_t (*step)(struct order_run *o, int op, void *arg), void *arg)
+{
+	struct kvx_eng_room_close m = {.room = o->id};
+
+	for (int i = 0; i < nops; i++) {
+		uint64_t seq = 1;
+
+		if (ord[i] == o->abort_op) {
+			seq = eng_send(o->dec[0], KVX_ENG_ROOM_ABORT, &m, sizeof(m), -1);
+			o->aborted = o->open_seq[0] != 0 || o->open_r[0].status == 0;
+		} else if (ord[i] == o->flush_op) {
+			if (mode != ORDER_LATE_FLUSH)
+				order_flush();
+		} else {
+			seq = step(o, ord[i], arg);
+		}
+		assert_true(seq != 0);
+		for (int s = 0; mode != ORDER_AT_ONCE && s < 20; s++)
+			order_step(o);
+	}
+	order_end(o, mode);
+}
+
+/* Every engine lets the room's id go before the next run. */
+static void
+order_close(struct order_run *o)
+{
+	struct kvx_eng_room_close m = {.room = o->id};
+
+	for (int k = 0; k < o->ndec; k++)
+		eng_send(o->dec[k], KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+	for (int k = 0; k < o->npre; k++)
+		eng_send(o->pre[k], KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+	for (int s = 0; s < 20; s++) {
+		order_step(o);
 		fake_ms += 1000;
 	}
+}
+
+/* run(arg, ord, mode, id) for every order ord of nops steps (Heap's algorithm) and every mode,
+ * each with a room id of its own from id0 on; expect: the runs order_take lets go. */
+static void
+order_every(int nops, void (*run)(void *arg, const int *ord, enum order_mode mode, uint64_t id),
+	    void *arg, uint64_t id0, int expect)
+{
+	int ord[8], c[8] = {0}, i = 0, perms = 1;
+	uint64_t id = id0;
+
+	assert_true(nops <= 8);
+	order_cases = 0;
+	for (int k = 0; k < nops; k++) {
+		ord[k] = k;
+		perms *= k + 1;
+	}
+	for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
+		run(arg, ord, mode, id++);
+	while (i < nops) {
+		if (c[i] < i) {
+			int j = i % 2 ? c[i] : 0, t = ord[j];
+
+			ord[j] = ord[i];
+			ord[i] = t;
+			for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
+				run(arg, ord, mode, id++);
+			c[i]++;
+			i = 0;
+		} else {
+			c[i++] = 0;
+		}
+	}
+	assert_int_equal(id - id0, 3 * (uint64_t)perms);
+	assert_int_equal(order_cases, expect);
+	fake_vx_hold(false);
+}
+
+/* The engines and pools of an order test. */
+struct order_set {
+	struct eng *ea, *eb;
+	int pa[2], pb[2];
+	bool first_sent, last_sent; /* order_case: prefill's first and last chunks went */
+};
+
+enum order_op { OP_OPEN, OP_CHUNK0, OP_CHUNK1, OP_ABORT, OP_PCLOSE, OP_FLUSH, OP_COUNT };
+
+static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "chunk1(last)",
+						    "abort", "prefill-close", "flush"};
+
+/* One room through six steps in the order ord: decode's engine opens it (4 pages from "b") and
+ * aborts it; prefill's engine submits it as two chunks (pages 0-1, then 2-3, the last) and
+ * closes it; and prefill's writes, held in flight from the start, run (flush; in
+ * ORDER_LATE_FLUSH, only after the time ran).  Besides order_end's rules: SUCCESS at decode
+ * means every destination page holds its source page (no holes), and SUCCESS at prefill means
+ * decode did not fail it for missing data (it is SUCCESS there too, or decode aborted it). */
+/* The steps of order_case other than the abort and the flush. */
+static uint64_t
+order_case_step(struct order_run *o, int op, void *arg)
+{
+	struct order_set *set = arg;
+	struct kvx_eng_room_close m = {.room = o->id};
+	uint64_t buf[ROOM_OPEN_BUF_WORDS];
+
+	switch (op) {
+	case OP_OPEN:
+		return o->open_seq[0] = eng_send(o->dec[0], KVX_ENG_ROOM_OPEN, buf,
+						 room_open_msg(buf, o->id, set->pa[0], 4), -1);
+	case OP_CHUNK0:
+		eng_chunk_x(o->pre[0], o->id, set->pb[0], 2, 0, false);
+		set->first_sent = true;
+		return 1;
+	case OP_CHUNK1:
+		eng_chunk_full(o->pre[0], o->id, 0, set->pb[0], 0, 2, 2, 0, 0, 0, true);
+		set->last_sent = true;
+		return 1;
+	default: /* OP_PCLOSE */
+		o->closed_mid[0] = set->first_sent && !set->last_sent;
+		return eng_send(o->pre[0], KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
+	}
+}
+
+static void
+order_case(void *arg, const int *ord, enum order_mode mode, uint64_t id)
+{
+	struct order_set *set = arg;
+	struct order_run o = {.id = id,
+			      .ndec = 1,
+			      .npre = 1,
+			      .dec = {set->ea},
+			      .pre = {set->eb},
+			      .abort_op = OP_ABORT,
+			      .flush_op = OP_FLUSH};
+	struct kvxd_pool *sp = pool_by_id(&B, set->pb[0]);
+
+	if (!order_take(&o, ord, OP_COUNT, order_op_name, OP_CHUNK0, OP_CHUNK1, mode))
+		return;
+	o.dp[0] = pool_by_id(&A, set->pa[0]);
+	fill_pool(sp, (uint8_t)id);
+	set->first_sent = set->last_sent = false;
+	order_begin(&o);
+	order_steps(&o, ord, OP_COUNT, mode, order_case_step, set);
+	if (o.dec_end[0] == KVX_STATE_SUCCESS)
+		for (uint32_t p = 0; p < 4; p++)
+			if (memcmp(page_at(o.dp[0], 0, p), page_at(sp, 0, p % 2),
+				   o.dp[0]->page_size))
+				fail_msg("%s: SUCCESS with destination page %u not written", o.what,
+					 p);
+	if (o.pre_end[0] == KVX_STATE_SUCCESS && o.dec_end[0] != KVX_STATE_SUCCESS && !o.aborted)
+		fail_msg("%s: SUCCESS at prefill, %d at decode, which did not abort", o.what,
+			 o.dec_end[0]);
+	order_close(&o);
 }
 
 /* DESIGN.md section 6: every engine is told how every room it touched ended, exactly once, in
@@ -6115,35 +6307,12 @@ order_case(struct eng *ea, struct eng *eb, int pa, int pb, uint64_t id, const in
 static void
 test_every_order_of_a_rooms_requests(void **state)
 {
-	int ord[OP_COUNT], c[OP_COUNT] = {0}, i = 0, pa, pb;
 	struct eng ea, eb;
-	uint64_t id = 9000;
+	struct order_set set = {.ea = &ea, .eb = &eb};
 
-	order_cases = 0;
-	pair_with_engines(&ea, &eb, &pa, &pb);
-	/* Heap's algorithm: every permutation of ord */
-	for (int k = 0; k < OP_COUNT; k++)
-		ord[k] = k;
-	for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
-		order_case(&ea, &eb, pa, pb, id++, ord, mode);
-	while (i < OP_COUNT) {
-		if (c[i] < i) {
-			int j = i % 2 ? c[i] : 0, t = ord[j];
-
-			ord[j] = ord[i];
-			ord[i] = t;
-			for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
-				order_case(&ea, &eb, pa, pb, id++, ord, mode);
-			c[i]++;
-			i = 0;
-		} else {
-			c[i++] = 0;
-		}
-	}
-	assert_int_equal(id - 9000, 3 * 720);
-	/* prefill's chunks in its order: half of them; with the flush last, a sixth of those */
-	assert_int_equal(order_cases, 2 * 360 + 60);
-	fake_vx_hold(false);
+	pair_with_engines(&ea, &eb, &set.pa[0], &set.pb[0]);
+	/* prefill's chunks in its order: half of the 720; with the flush last, a sixth of those */
+	order_every(OP_COUNT, order_case, &set, 9000, 2 * 360 + 60);
 	eng_close(&ea);
 	eng_close(&eb);
 }
@@ -6155,43 +6324,15 @@ enum fan_op { FOP_OPEN0, FOP_OPEN1, FOP_CHUNK0, FOP_CHUNK1, FOP_ABORT0, FOP_FLUS
 static const char *const fan_op_name[FOP_COUNT] = {"open0",	   "open1",  "chunk0",
 						   "chunk1(last)", "abort0", "flush"};
 
-/* The state of one fan_case run: decode ranks 0 and 1 on "a" (ea[k], pool dp[k]) and prefill's
- * rank 0 on "b" (eb, pool sp). */
-struct fan_run {
-	struct eng *ea, *eb;
-	uint64_t id, open_seq[2];
-	struct eng_reply open_r[2];
-	struct kvxd_pool *dp[2], *sp;
-	bool released[2]; /* rank k was told RELEASED: its pool then holds a canary */
-};
-
-/* One step of both nodes, as order_step, for both decode ranks. */
-static void
-fan_step(struct fan_run *o)
-{
-	pump_once();
-	for (int k = 0; k < 2; k++)
-		if (o->open_seq[k] && eng_read(&o->ea[k], o->open_seq[k], &o->open_r[k]) == 1)
-			o->open_seq[k] = 0;
-	for (int k = 0; k < 2; k++)
-		eng_read(&o->ea[k], 0, NULL);
-	eng_read(o->eb, 0, NULL);
-	for (int k = 0; k < 2; k++)
-		if (!o->released[k] && count_events(&o->ea[k], o->id, KVX_STATE_RELEASED)) {
-			o->released[k] = true;
-			memset(o->dp[k]->base, 0xee, o->dp[k]->len);
-		}
-}
-
-/* Whether decode rank k's destination pages hold what the room delivers there: bytes
+/* Whether decode rank k's destination pages hold what the fan-out room delivers there: bytes
  * [128 k, 128 k + 128) of source pages 4..6, in both buffers. */
 static bool
-fan_delivered(const struct fan_run *o, uint32_t k)
+fan_delivered(const struct order_run *o, const struct kvxd_pool *sp, uint32_t k)
 {
 	for (uint32_t b = 0; b < 2; b++)
 		for (uint32_t i = 0; i < 3; i++)
-			if (memcmp(page_at(o->dp[k], b, fan_kv[i]),
-				   page_at(o->sp, b, 4 + i) + 128 * k, 128))
+			if (memcmp(page_at((struct kvxd_pool *)o->dp[k], b, fan_kv[i]),
+				   page_at((struct kvxd_pool *)sp, b, 4 + i) + 128 * k, 128))
 				return false;
 	return true;
 }
@@ -6199,213 +6340,202 @@ fan_delivered(const struct fan_run *o, uint32_t k)
 /* One fan-out room (one prefill rank feeding two decode ranks, each a half of every page)
  * through six steps in the order ord: decode's ranks open it, rank 0 aborts it, prefill's
  * engine submits it as two chunks (buffer 0, then buffer 1: the last, each to both
- * destinations), and prefill's writes, held in flight from the start, run.  Then time runs past
- * every timeout.  Whatever the order (an abort from one destination fails the room for both):
- *  - both opens are taken, and each decode rank is told its end exactly once (SUCCESS or
- *    RELEASED), nothing about the room after it;
- *  - once a rank was told RELEASED, no write changes its pages;
- *  - prefill's engine is told exactly one end, nothing after it;
- *  - SUCCESS at a decode rank means its pages hold their halves of the source pages;
- *  - SUCCESS at prefill means both ranks' SUCCESS, unless rank 0 aborted;
- *  - without an abort of an open room and with the writes run in time, the room succeeds at all
- *    three (the abort of a room not open yet is refused and changes nothing);
- *  - with the writes run in time, no end is left to a timeout: a rank whose room failed
- *    elsewhere is told by a failure push, a parked rank's metadata is refused at once, and
- *    the abort's ABORT_ACK comes. */
-static void
-fan_case(struct eng *ea, struct eng *eb, const int *pa, int pb, uint64_t id, const int *ord,
-	 enum order_mode mode)
+ * destinations), and prefill's writes, held in flight from the start, run.  Besides order_end's
+ * rules and order_check_live's (an abort from one destination fails the room for both): SUCCESS
+ * at a decode rank means its pages hold their halves of the source pages, and SUCCESS at
+ * prefill means both ranks' SUCCESS, unless rank 0 aborted. */
+/* The steps of fan_case other than the abort and the flush. */
+static uint64_t
+fan_case_step(struct order_run *o, int op, void *arg)
 {
-	static const char *const mode_name[] = {" (one at a time)", " (at once)",
-						" (one at a time, writes held past the timeouts)"};
+	struct order_set *set = arg;
 	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
-	bool between = mode != ORDER_AT_ONCE, aborted = false;
-	uint64_t timeouts;
-	struct fan_run o = {.ea = ea, .eb = eb, .id = id, .open_r = {{.status = 1}, {.status = 1}}};
-	struct kvx_eng_room_close m = {.room = id};
-	int dec_end[2] = {-1, -1}, pre_end = -1, n;
-	struct eng_reply sync;
-	char what[160];
-	size_t off = 0;
+	int k = op == FOP_OPEN1;
 
-	for (int i = 0; i < FOP_COUNT; i++)
-		if (ord[i] == FOP_CHUNK1)
-			return; /* an engine's chunks come in its order: the last one last */
-		else if (ord[i] == FOP_CHUNK0)
-			break;
-	if (mode == ORDER_LATE_FLUSH && ord[FOP_COUNT - 1] != FOP_FLUSH)
-		return; /* the flush's place does not matter: once per order of the others */
-	order_cases++;
-	for (int i = 0; i < FOP_COUNT; i++)
-		off += (size_t)snprintf(what + off, sizeof(what) - off, "%s%s", i ? "," : "",
-					fan_op_name[ord[i]]);
-	snprintf(what + off, sizeof(what) - off, "%s", mode_name[mode]);
-	if (getenv("KVX_TEST_ORDER_CASE") && strcmp(getenv("KVX_TEST_ORDER_CASE"), what))
-		return; /* one case alone (its name as the failure or the trace prints it) */
-	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
-	o.sp = pool_by_id(&B, pb);
-	fill_pool(o.sp, (uint8_t)id);
-	for (int k = 0; k < 2; k++) {
-		o.dp[k] = pool_by_id(&A, pa[k]);
-		memset(o.dp[k]->base, 0, o.dp[k]->len);
-		ea[k].nev = 0;
-	}
-	eb->nev = 0;
-	timeouts = order_timeouts();
-	fake_vx_hold(true);
-	for (int i = 0; i < FOP_COUNT; i++) {
-		uint64_t seq = 1;
-		int k = ord[i] == FOP_OPEN1;
-
-		switch (ord[i]) {
-		case FOP_OPEN0:
-		case FOP_OPEN1:
-			seq = o.open_seq[k] =
-				eng_send(&ea[k], KVX_ENG_ROOM_OPEN, buf,
-					 fan_open_msg(buf, id, pa[k], (uint32_t)k), -1);
-			break;
-		case FOP_CHUNK0:
-			eng_chunk_fan(eb, id, pb, 4, 3, 0, 2, false);
-			break;
-		case FOP_CHUNK1:
-			eng_chunk_fan(eb, id, pb, 4, 3, 1, 2, true);
-			break;
-		case FOP_ABORT0:
-			seq = eng_send(&ea[0], KVX_ENG_ROOM_ABORT, &m, sizeof(m), -1);
-			aborted = o.open_seq[0] != 0 || o.open_r[0].status == 0;
-			break;
-		case FOP_FLUSH:
-			if (mode != ORDER_LATE_FLUSH)
-				order_flush();
-			break;
-		}
-		assert_true(seq != 0);
-		for (int s = 0; between && s < 20; s++)
-			fan_step(&o);
-	}
-	/* time runs past waiting_ms and the release timeout, until all three engines heard the
-	 * room's end, and 10 s more */
-	for (int s = 0, after = 0; s < 200 && after < 10; s++) {
-		fan_step(&o);
-		if (s < 40)
-			continue;
-		fake_ms += 1000;
-		if (after || (order_ended(&ea[0], id, KVX_STATE_RELEASED) &&
-			      order_ended(&ea[1], id, KVX_STATE_RELEASED) &&
-			      order_ended(eb, id, KVX_STATE_FAILED)))
-			after++;
-	}
-	if (mode == ORDER_LATE_FLUSH) {
-		order_flush();
-		for (int s = 0; s < 20; s++) {
-			fan_step(&o);
-			fake_ms += 1000;
-		}
-	}
-	/* a round trip each: every earlier event is in */
-	for (int k = 0; k < 2; k++)
-		assert_int_equal(eng_admin(&ea[k], "peers", &sync), 0);
-	assert_int_equal(eng_admin(eb, "peers", &sync), 0);
-	fan_step(&o);
-	if (getenv("KVX_TEST_ORDER_TRACE")) {
-		fprintf(stderr, "%s:", what);
-		for (int k = 0; k < 2; k++)
-			for (int i = 0; i < ea[k].nev; i++)
-				if (ea[k].ev[i].room == id)
-					fprintf(stderr, " d%d:%u", k, (unsigned)ea[k].ev[i].state);
-		for (int i = 0; i < eb->nev; i++)
-			if (eb->ev[i].room == id)
-				fprintf(stderr, " p:%u(%s)", (unsigned)eb->ev[i].state,
-					eb->ev[i].reason);
-		fprintf(stderr, "\n");
-	}
-	for (int k = 0; k < 2; k++) {
-		char who[16];
-
-		if (o.open_seq[k] != 0 || o.open_r[k].status != 0)
-			fail_msg("%s: rank %d's open was not taken (%d: %s)", what, k,
-				 o.open_r[k].status, o.open_r[k].text);
-		snprintf(who, sizeof(who), "decode rank %d", k);
-		n = order_ends(&ea[k], id, KVX_STATE_RELEASED, false, who, what, &dec_end[k]);
-		if (n != 1)
-			fail_msg("%s: %s's engine heard %d ends", what, who, n);
-		for (size_t b = 0; o.released[k] && b < o.dp[k]->len; b++)
-			if (o.dp[k]->base[b] != 0xee)
-				fail_msg("%s: byte %zu of %s's pool written after RELEASED", what,
-					 b, who);
-		if (dec_end[k] == KVX_STATE_SUCCESS && !fan_delivered(&o, (uint32_t)k))
-			fail_msg("%s: SUCCESS at %s without its pages", what, who);
-	}
-	n = order_ends(eb, id, KVX_STATE_FAILED, false, "prefill", what, &pre_end);
-	if (n != 1)
-		fail_msg("%s: prefill's engine heard %d ends", what, n);
-	if (pre_end == KVX_STATE_SUCCESS && !aborted &&
-	    (dec_end[0] != KVX_STATE_SUCCESS || dec_end[1] != KVX_STATE_SUCCESS))
-		fail_msg("%s: SUCCESS at prefill, %d and %d at decode, which did not abort", what,
-			 dec_end[0], dec_end[1]);
-	if (!aborted && mode != ORDER_LATE_FLUSH &&
-	    (pre_end != KVX_STATE_SUCCESS || dec_end[0] != KVX_STATE_SUCCESS ||
-	     dec_end[1] != KVX_STATE_SUCCESS))
-		fail_msg("%s: no abort, and the room ended %d at prefill, %d and %d at decode",
-			 what, pre_end, dec_end[0], dec_end[1]);
-	if (mode != ORDER_LATE_FLUSH && order_timeouts() != timeouts)
-		fail_msg(
-			"%s: an end was left to a timeout (now: waiting %llu and %llu, fences %llu "
-			"and %llu, sessions fenced %llu and %llu; %llu more than before)",
-			what, (unsigned long long)A.ctr.waiting_timeouts,
-			(unsigned long long)B.ctr.waiting_timeouts,
-			(unsigned long long)A.ctr.fences, (unsigned long long)B.ctr.fences,
-			(unsigned long long)A.ctr.session_fences,
-			(unsigned long long)B.ctr.session_fences,
-			(unsigned long long)(order_timeouts() - timeouts));
-	/* the three engines let the id go before the next case */
-	for (int k = 0; k < 2; k++)
-		eng_send(&ea[k], KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
-	eng_send(eb, KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
-	for (int s = 0; s < 20; s++) {
-		fan_step(&o);
-		fake_ms += 1000;
+	switch (op) {
+	case FOP_OPEN0:
+	case FOP_OPEN1:
+		return o->open_seq[k] =
+			       eng_send(o->dec[k], KVX_ENG_ROOM_OPEN, buf,
+					fan_open_msg(buf, o->id, set->pa[k], (uint32_t)k), -1);
+	case FOP_CHUNK0:
+		eng_chunk_fan(o->pre[0], o->id, set->pb[0], 4, 3, 0, 2, false);
+		return 1;
+	default: /* FOP_CHUNK1 */
+		eng_chunk_fan(o->pre[0], o->id, set->pb[0], 4, 3, 1, 2, true);
+		return 1;
 	}
 }
 
+static void
+fan_case(void *arg, const int *ord, enum order_mode mode, uint64_t id)
+{
+	struct order_set *set = arg;
+	struct order_run o = {.id = id,
+			      .ndec = 2,
+			      .npre = 1,
+			      .dec = {&set->ea[0], &set->ea[1]},
+			      .pre = {set->eb},
+			      .abort_op = FOP_ABORT0,
+			      .flush_op = FOP_FLUSH};
+	struct kvxd_pool *sp = pool_by_id(&B, set->pb[0]);
+
+	if (!order_take(&o, ord, FOP_COUNT, fan_op_name, FOP_CHUNK0, FOP_CHUNK1, mode))
+		return;
+	fill_pool(sp, (uint8_t)id);
+	for (int k = 0; k < 2; k++)
+		o.dp[k] = pool_by_id(&A, set->pa[k]);
+	order_begin(&o);
+	order_steps(&o, ord, FOP_COUNT, mode, fan_case_step, set);
+	for (uint32_t k = 0; k < 2; k++)
+		if (o.dec_end[k] == KVX_STATE_SUCCESS && !fan_delivered(&o, sp, k))
+			fail_msg("%s: SUCCESS at decode %u without its pages", o.what, k);
+	if (o.pre_end[0] == KVX_STATE_SUCCESS && !o.aborted &&
+	    (o.dec_end[0] != KVX_STATE_SUCCESS || o.dec_end[1] != KVX_STATE_SUCCESS))
+		fail_msg("%s: SUCCESS at prefill, %d and %d at decode, which did not abort", o.what,
+			 o.dec_end[0], o.dec_end[1]);
+	order_check_live(&o, mode);
+	order_close(&o);
+}
+
 /* The same rules as test_every_order_of_a_rooms_requests for a room that one prefill rank
- * feeds to two decode ranks (DESIGN.md section 1: TP fan-out), where the second rank's
- * metadata waits (parked) until the engine's first chunk says how many destinations the room
- * has: every order of both opens, one rank's abort, prefill's two chunks (in order) and its
- * held writes run, one at a time, at once, and with the writes held past every timeout. */
+ * feeds to two decode ranks (TP fan-out), where the second rank's metadata waits (parked) until
+ * the engine's first chunk says how many destinations the room has: every order of both opens,
+ * one rank's abort, prefill's two chunks (in order) and its held writes run, one at a time, at
+ * once, and with the writes held past every timeout; and order_check_live's. */
 static void
 test_every_order_of_a_fan_out_rooms_requests(void **state)
 {
-	int ord[FOP_COUNT], c[FOP_COUNT] = {0}, i = 0, pa[2], pb;
 	struct eng ea[2], eb;
-	uint64_t id = 19000;
+	struct order_set set = {.ea = ea, .eb = &eb};
 
-	order_cases = 0;
-	fan_out_engines(ea, &eb, pa, &pb);
-	for (int k = 0; k < FOP_COUNT; k++)
-		ord[k] = k;
-	for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
-		fan_case(ea, &eb, pa, pb, id++, ord, mode);
-	while (i < FOP_COUNT) {
-		if (c[i] < i) {
-			int j = i % 2 ? c[i] : 0, t = ord[j];
-
-			ord[j] = ord[i];
-			ord[i] = t;
-			for (int mode = 0; mode <= ORDER_LATE_FLUSH; mode++)
-				fan_case(ea, &eb, pa, pb, id++, ord, mode);
-			c[i]++;
-			i = 0;
-		} else {
-			c[i++] = 0;
-		}
-	}
-	assert_int_equal(id - 19000, 3 * 720);
-	assert_int_equal(order_cases, 2 * 360 + 60);
-	fake_vx_hold(false);
+	fan_out_engines(ea, &eb, set.pa, &set.pb[0]);
+	order_every(FOP_COUNT, fan_case, &set, 19000, 2 * 360 + 60);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
+}
+
+/* ---- every order of a fan-in room's requests -------------------------------------------- */
+
+enum fin_op { IOP_OPEN, IOP_R0, IOP_R1_0, IOP_R1_1, IOP_ABORT, IOP_FLUSH, IOP_COUNT };
+
+static const char *const fin_op_name[IOP_COUNT] = {
+	"open", "r0(last)", "r1-chunk0", "r1-chunk1(last)", "abort", "flush"};
+
+static const uint32_t fin_kv[3] = {9, 2, 14};
+
+/* Decode's open of a fan-in room: pages fin_kv of pool (256-byte pages), fed by ranks 0 and 1
+ * of "b", each its 128-byte pages into its half of every page. */
+static size_t
+fin_open_msg(uint64_t buf[KVX_ENG_MSG_MAX / 8], uint64_t id, int pool)
+{
+	const uint32_t *pages[1] = {fin_kv}, np[1] = {3};
+	struct kvx_source src[2] = {
+		{.node = "b", .rank = 0, .slice = {{.dst_offset = 0, .length = 128}}},
+		{.node = "b", .rank = 1, .slice = {{.dst_offset = 128, .length = 128}}},
+	};
+
+	return open_shape_msg(buf, id, 1, &pool, np, pages, 2, src);
+}
+
+/* One fan-in room (prefill ranks 0 and 1 feeding one decode rank, each half of every page: TP
+ * fan-in) through six steps in the order ord: decode opens it and aborts it, rank 0 submits its
+ * part as one chunk (both buffers, its last), rank 1 as two (buffer 0, then buffer 1: its last),
+ * and prefill's writes, held in flight from the start, run.  Besides order_end's rules and
+ * order_check_live's: SUCCESS at decode means both halves of every page of both buffers hold
+ * their ranks' source pages, and SUCCESS at a prefill rank without decode's abort means SUCCESS at
+ * decode. */
+/* The steps of fin_case other than the abort and the flush. */
+static uint64_t
+fin_case_step(struct order_run *o, int op, void *arg)
+{
+	struct order_set *set = arg;
+	static uint64_t buf[KVX_ENG_MSG_MAX / 8];
+
+	switch (op) {
+	case IOP_OPEN:
+		return o->open_seq[0] = eng_send(o->dec[0], KVX_ENG_ROOM_OPEN, buf,
+						 fin_open_msg(buf, o->id, set->pa[0]), -1);
+	case IOP_R0:
+		eng_chunk_shape(o->pre[0], o->id, 0, set->pb[0], 4, 3, 0, 0, 2, true);
+		return 1;
+	case IOP_R1_0:
+		eng_chunk_shape(o->pre[1], o->id, 0, set->pb[1], 4, 3, 0, 0, 1, false);
+		return 1;
+	default: /* IOP_R1_1 */
+		eng_chunk_shape(o->pre[1], o->id, 0, set->pb[1], 4, 3, 0, 1, 1, true);
+		return 1;
+	}
+}
+
+static void
+fin_case(void *arg, const int *ord, enum order_mode mode, uint64_t id)
+{
+	struct order_set *set = arg;
+	struct order_run o = {.id = id,
+			      .ndec = 1,
+			      .npre = 2,
+			      .dec = {set->ea},
+			      .pre = {&set->eb[0], &set->eb[1]},
+			      .abort_op = IOP_ABORT,
+			      .flush_op = IOP_FLUSH};
+	struct kvxd_pool *sp[2];
+
+	if (!order_take(&o, ord, IOP_COUNT, fin_op_name, IOP_R1_0, IOP_R1_1, mode))
+		return;
+	for (int k = 0; k < 2; k++) {
+		sp[k] = pool_by_id(&B, set->pb[k]);
+		fill_pool(sp[k], (uint8_t)(id + (uint64_t)k));
+	}
+	o.dp[0] = pool_by_id(&A, set->pa[0]);
+	order_begin(&o);
+	order_steps(&o, ord, IOP_COUNT, mode, fin_case_step, set);
+	if (o.dec_end[0] == KVX_STATE_SUCCESS)
+		for (uint32_t b = 0; b < 2; b++)
+			for (uint32_t i = 0; i < 3; i++)
+				for (uint32_t k = 0; k < 2; k++)
+					if (memcmp(page_at(o.dp[0], b, fin_kv[i]) + 128 * k,
+						   page_at(sp[k], b, 4 + i), 128))
+						fail_msg("%s: SUCCESS with page %u of buffer %u "
+							 "missing rank %u's half",
+							 o.what, fin_kv[i], b, k);
+	for (int k = 0; k < 2; k++)
+		if (o.pre_end[k] == KVX_STATE_SUCCESS && o.dec_end[0] != KVX_STATE_SUCCESS &&
+		    !o.aborted)
+			fail_msg("%s: SUCCESS at prefill %d, %d at decode, which did not abort",
+				 o.what, k, o.dec_end[0]);
+	order_check_live(&o, mode);
+	order_close(&o);
+}
+
+/* The same rules for a room that two prefill ranks feed into one decode rank (TP fan-in: a
+ * room succeeds at decode only when every source delivered; an abort is acknowledged by each
+ * source after its drain): every order of decode's open and abort, rank 0's chunk, rank 1's two
+ * chunks (in order) and the held writes run, one at a time, at once, and with the writes held
+ * past every timeout. */
+static void
+test_every_order_of_a_fan_in_rooms_requests(void **state)
+{
+	struct eng ea, eb[2];
+	struct order_set set = {.ea = &ea, .eb = eb};
+
+	assert_int_equal(listen_on(&A), 0);
+	assert_int_equal(listen_on(&B), 0);
+	kvxd_peer_admin(&A, "b", "resume");
+	PUMP_UNTIL(A.peers[0].state == KVXD_PEER_READY && B.peers[0].state == KVXD_PEER_READY);
+	eng_connect(&ea, &A);
+	assert_int_equal(eng_hello_rank(&ea, 0), 0);
+	set.pa[0] = eng_pool_id(&ea, 256, 16, 2);
+	for (uint32_t k = 0; k < 2; k++) {
+		eng_connect(&eb[k], &B);
+		assert_int_equal(eng_hello_rank(&eb[k], k), 0);
+		set.pb[k] = eng_pool_id(&eb[k], 128, 16, 2);
+	}
+	order_every(IOP_COUNT, fin_case, &set, 29000, 2 * 360 + 60);
+	eng_close(&ea);
+	eng_close(&eb[0]);
+	eng_close(&eb[1]);
 }
 
 int
@@ -6551,6 +6681,7 @@ main(void)
 		T(test_fan_out_parked_endpoint_stale_abort_ignored),
 		T(test_every_order_of_a_rooms_requests),
 		T(test_every_order_of_a_fan_out_rooms_requests),
+		T(test_every_order_of_a_fan_in_rooms_requests),
 	};
 #undef T
 
