@@ -5638,6 +5638,33 @@ eng_chunk_fan(struct eng *e, uint64_t id, int pool, uint32_t src0, uint32_t n, u
 	eng_chunk_full(e, id, 0, pool, src0, n, 0, b0, 1, ndest, last);
 }
 
+/* Decode rank k's pool (pa[k]) holds its half of source pages 4..6 of prefill's pool pb in
+ * pages fan_kv, in both buffers. */
+static void
+fan_assert_delivered(const int *pa, int pb, uint32_t k)
+{
+	for (uint32_t b = 0; b < 2; b++)
+		for (uint32_t i = 0; i < 3; i++)
+			assert_memory_equal(page_at(pool_by_id(&A, pa[k]), b, fan_kv[i]),
+					    page_at(pool_by_id(&B, pb), b, 4 + i) + 128 * k, 128);
+}
+
+/* Nothing was written to decode rank k's pool (fan_out_setup filled it with 0xee). */
+static void
+fan_assert_untouched(const int *pa, uint32_t k)
+{
+	for (uint32_t i = 0; i < 128 * 16 * 2; i++)
+		assert_int_equal(pool_by_id(&A, pa[k])->base[i], 0xee);
+}
+
+/* e was told RELEASED of room id once, and nothing after it. */
+static void
+assert_released_last(const struct eng *e, uint64_t id)
+{
+	assert_int_equal(count_events(e, id, KVX_STATE_RELEASED), 1);
+	assert_int_equal(e->ev[e->nev - 1].state, KVX_STATE_RELEASED);
+}
+
 static void
 test_fan_out_to_two_decode_ranks(void **state)
 {
@@ -5679,11 +5706,7 @@ test_fan_out_to_two_decode_ranks(void **state)
 	assert_non_null(r);
 	assert_int_equal(r->nowners, 2);
 	for (uint32_t k = 0; k < 2; k++)
-		for (uint32_t b = 0; b < 2; b++)
-			for (uint32_t i = 0; i < 3; i++)
-				assert_memory_equal(page_at(pool_by_id(&A, pa[k]), b, kv[i]),
-						    page_at(pool_by_id(&B, pb), b, 4 + i) + 128 * k,
-						    128);
+		fan_assert_delivered(pa, pb, k);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
@@ -5711,8 +5734,7 @@ test_fan_out_parked_endpoint_told_when_the_room_fails(void **state)
 	pump_until_event(&eb, 732, KVX_STATE_FAILED);
 	assert_int_equal(count_events(&eb, 732, KVX_STATE_FAILED), 1);
 	for (uint32_t k = 0; k < 2; k++) /* nothing was written to either */
-		for (uint32_t i = 0; i < 128 * 16 * 2; i++)
-			assert_int_equal(pool_by_id(&A, pa[k])->base[i], 0xee);
+		fan_assert_untouched(pa, k);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
@@ -5724,8 +5746,8 @@ test_fan_out_parked_endpoint_told_when_the_room_fails(void **state)
  * as an abort from a destination that was not parked does (test_fan_out_abort_from_one_fails_all):
  * the first destination is told at once by a failure push, not left to its waiting timeout, the
  * engine hears FAILED once, and nothing is written to either.  Before, the aborted endpoint's
- * metadata was dropped, and the room waited for a second destination until waiting_ms (60 s) on
- * both nodes.  (parked_abort_dropped) */
+ * metadata was dropped, and the room waited for a second destination until waiting_ms (60 s here)
+ * on both nodes.  (parked_abort_dropped) */
 static void
 test_fan_out_parked_endpoint_abort_fails_all(void **state)
 {
@@ -5754,15 +5776,12 @@ test_fan_out_parked_endpoint_abort_fails_all(void **state)
 		pump_once();
 	assert_int_equal(count_events(&eb, 733, KVX_STATE_FAILED), 1);
 	assert_int_equal(count_events(&eb, 733, KVX_STATE_SUCCESS), 0);
-	/* RELEASED once, and nothing after it */
-	assert_int_equal(count_events(&ea[1], 733, KVX_STATE_RELEASED), 1);
-	assert_int_equal(ea[1].ev[ea[1].nev - 1].state, KVX_STATE_RELEASED);
+	assert_released_last(&ea[1], 733);
 	assert_int_equal(A.ctr.waiting_timeouts + B.ctr.waiting_timeouts, waiting);
 	assert_int_equal(A.ctr.fences + B.ctr.fences, 0);
 	assert_int_equal(peer_of(&B, "a")->parked_held, 0); /* its charge given back */
 	for (uint32_t k = 0; k < 2; k++)		    /* nothing was written to either */
-		for (uint32_t i = 0; i < 128 * 16 * 2; i++)
-			assert_int_equal(pool_by_id(&A, pa[k])->base[i], 0xee);
+		fan_assert_untouched(pa, k);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
@@ -5788,17 +5807,11 @@ test_fan_out_parked_endpoint_abort_beyond_ndest(void **state)
 	pump_until_event(&eb, 734, KVX_STATE_SUCCESS);
 	assert_int_equal(count_events(&eb, 734, KVX_STATE_FAILED), 0);
 	assert_int_equal(B.ctr.meta_refused_owner, refused); /* not refused: it went quietly */
-	/* RELEASED once, and nothing after it */
-	assert_int_equal(count_events(&ea[1], 734, KVX_STATE_RELEASED), 1);
-	assert_int_equal(ea[1].ev[ea[1].nev - 1].state, KVX_STATE_RELEASED);
+	assert_released_last(&ea[1], 734);
 	assert_int_equal(B.ctr.meta_parked, 1);
 	assert_int_equal(peer_of(&B, "a")->parked_held, 0); /* its charge given back */
-	for (uint32_t b = 0; b < 2; b++)
-		for (uint32_t i = 0; i < 3; i++)
-			assert_memory_equal(page_at(pool_by_id(&A, pa[0]), b, fan_kv[i]),
-					    page_at(pool_by_id(&B, pb), b, 4 + i), 128);
-	for (uint32_t i = 0; i < 128 * 16 * 2; i++) /* nothing was written to rank 1 */
-		assert_int_equal(pool_by_id(&A, pa[1])->base[i], 0xee);
+	fan_assert_delivered(pa, pb, 0);
+	fan_assert_untouched(pa, 1);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
@@ -5826,11 +5839,7 @@ test_fan_out_parked_endpoint_stale_abort_ignored(void **state)
 		pump_until_event(&ea[k], 735, KVX_STATE_SUCCESS);
 	pump_until_event(&eb, 735, KVX_STATE_SUCCESS);
 	for (uint32_t k = 0; k < 2; k++)
-		for (uint32_t b = 0; b < 2; b++)
-			for (uint32_t i = 0; i < 3; i++)
-				assert_memory_equal(page_at(pool_by_id(&A, pa[k]), b, fan_kv[i]),
-						    page_at(pool_by_id(&B, pb), b, 4 + i) + 128 * k,
-						    128);
+		fan_assert_delivered(pa, pb, k);
 	eng_close(&ea[0]);
 	eng_close(&ea[1]);
 	eng_close(&eb);
