@@ -61,7 +61,8 @@ static int refuse_doorbell_nth, refuse_doorbell_err;	  /* fake_vx_refuse_doorbel
 static int refuse_wr_nth, refuse_wr_count, refuse_wr_err; /* fake_vx_refuse_wr */
 static uint32_t fake_max_sge = KVX_VX_MAX_SGE;
 static uint64_t writes_executed;
-static uint64_t cq_arms; /* cq_arm calls */
+static uint32_t fail_write_status; /* fake_vx_fail_next_write */
+static uint64_t cq_arms;	   /* cq_arm calls */
 /* fake_vx_keep_late: writes that failed or flushed at their requester, still in the network */
 #define FAKE_MAX_LATE 64
 static bool keep_late;
@@ -103,6 +104,7 @@ fake_vx_install(void)
 	refuse_wr_nth = refuse_wr_count = refuse_wr_err = 0;
 	fake_max_sge = KVX_VX_MAX_SGE;
 	writes_executed = 0;
+	fail_write_status = 0;
 	cq_arms = 0;
 	keep_late = false;
 	for (int i = 0; i < nlate; i++)
@@ -736,6 +738,28 @@ complete(struct kvx_vx_qp *q, const struct kvx_vx_write *w, uint32_t status)
 	}
 }
 
+/* A write the fake runs now (posted outside hold mode, or released): executed, or failed with
+ * fake_vx_fail_next_write's status (kept as a late write, as fake_vx_fail_next's). */
+static void
+run_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w)
+{
+	uint32_t status = fail_write_status;
+
+	if (!status) {
+		complete(q, w, execute(q, w));
+		return;
+	}
+	fail_write_status = 0;
+	late_keep(q, w);
+	complete(q, w, status);
+}
+
+void
+fake_vx_fail_next_write(uint32_t status)
+{
+	fail_write_status = status;
+}
+
 void
 fake_vx_set_max_sge(uint32_t n)
 {
@@ -798,7 +822,7 @@ fpost_write(struct kvx_vx_qp *q, const struct kvx_vx_write *w, int n, int *poste
 		} else if (hold_mode) {
 			q->held[q->held_tail++ % FAKE_MAX_HELD] = w[i];
 		} else {
-			complete(q, &w[i], execute(q, &w[i]));
+			run_write(q, &w[i]);
 		}
 		(*posted)++;
 	}
@@ -846,7 +870,7 @@ fake_vx_release(struct kvx_vx_qp *q, int n)
 	while (done < n && q->held_head != q->held_tail && q->state != QPS_ERR) {
 		struct kvx_vx_write w = q->held[q->held_head++ % FAKE_MAX_HELD];
 
-		complete(q, &w, execute(q, &w));
+		run_write(q, &w);
 		done++;
 	}
 	return done;

@@ -56,6 +56,9 @@ int fake_vx_release(struct kvx_vx_qp *qp, int n);
  * its held writes flush). */
 int fake_vx_fail_next(struct kvx_vx_qp *qp, uint32_t status);
 int fake_vx_held(struct kvx_vx_qp *qp);
+/* The next write the fake runs, on any QP (posted outside hold mode, or released), completes
+ * with status instead, as fake_vx_fail_next's does; 0: none (reset by install). */
+void fake_vx_fail_next_write(uint32_t status);
 /* Stuck mode: a QP that goes to error keeps its held writes unflushed until fake_vx_flush(). */
 /* Send completions the fake generated so far (signalled WRs and failed ones). */
 uint64_t fake_vx_send_cqes(void);

@@ -5904,6 +5904,9 @@ struct order_run {
 	uint64_t timeouts;	    /* order_timeouts() when the run began */
 	int abort_op, flush_op;	    /* the steps every order test has (order_steps) */
 	bool aborted;		    /* decode 0 aborted the room after its open went */
+	bool late;     /* failed and flushed writes land: at decode's RELEASED, at the end */
+	bool qp_fails; /* a QP fails: sessions replaced are its doing, not a timeout's */
+	uint64_t session_fences; /* both nodes' session_fences when the run began */
 };
 
 /* One step of both nodes; what the engines' sockets hold is read.  Once a decode engine is told
@@ -5923,6 +5926,8 @@ order_step(struct order_run *o)
 		if (!o->released[k] && count_events(o->dec[k], o->id, KVX_STATE_RELEASED)) {
 			o->released[k] = true;
 			memset(o->dp[k]->base, 0xee, o->dp[k]->len);
+			if (o->late) /* the worst time for them to land */
+				fake_vx_deliver_late();
 		}
 }
 
@@ -6021,6 +6026,7 @@ order_begin(struct order_run *o)
 		o->pre_end[k] = -1;
 	}
 	o->timeouts = order_timeouts();
+	o->session_fences = A.ctr.session_fences + B.ctr.session_fences;
 	fake_vx_hold(true);
 }
 
@@ -6087,6 +6093,8 @@ order_end(struct order_run *o, enum order_mode mode)
 			fake_ms += 1000;
 		}
 	}
+	if (o->late) /* their packets were still in the network: they land now, where they can */
+		fake_vx_deliver_late();
 	for (int k = 0; k < o->ndec; k++)
 		assert_int_equal(eng_admin(o->dec[k], "peers", &sync), 0);
 	for (int k = 0; k < o->npre; k++)
@@ -6117,6 +6125,28 @@ order_end(struct order_run *o, enum order_mode mode)
 	}
 }
 
+/* With the writes run in time (not ORDER_LATE_FLUSH), no end of run o was left to a timeout.
+ * Where a QP fails (o->qp_fails), a room's source counted fenced when its failed session's QPs
+ * were destroyed is that failure's doing (session_fences), not a timeout's. */
+static void
+order_check_told_at_once(const struct order_run *o, enum order_mode mode)
+{
+	uint64_t after = order_timeouts();
+
+	if (o->qp_fails)
+		after -= A.ctr.session_fences + B.ctr.session_fences - o->session_fences;
+	if (mode != ORDER_LATE_FLUSH && after != o->timeouts)
+		fail_msg(
+			"%s: an end was left to a timeout (now: waiting %llu and %llu, fences %llu "
+			"and %llu, sessions fenced %llu and %llu; %llu more than before)",
+			o->what, (unsigned long long)A.ctr.waiting_timeouts,
+			(unsigned long long)B.ctr.waiting_timeouts,
+			(unsigned long long)A.ctr.fences, (unsigned long long)B.ctr.fences,
+			(unsigned long long)A.ctr.session_fences,
+			(unsigned long long)B.ctr.session_fences,
+			(unsigned long long)(after - o->timeouts));
+}
+
 /* The liveness every order must also give when nothing delays it: with the writes run in time
  * (not ORDER_LATE_FLUSH) and no abort of an open room, the room succeeds at every engine; and
  * with the writes run in time, no end is left to a timeout (a failure is told at once: a
@@ -6136,16 +6166,7 @@ order_check_live(const struct order_run *o, enum order_mode mode)
 		if (o->pre_end[k] != KVX_STATE_SUCCESS)
 			fail_msg("%s: no abort, and prefill %d's room ended %d", o->what, k,
 				 o->pre_end[k]);
-	if (order_timeouts() != o->timeouts)
-		fail_msg(
-			"%s: an end was left to a timeout (now: waiting %llu and %llu, fences %llu "
-			"and %llu, sessions fenced %llu and %llu; %llu more than before)",
-			o->what, (unsigned long long)A.ctr.waiting_timeouts,
-			(unsigned long long)B.ctr.waiting_timeouts,
-			(unsigned long long)A.ctr.fences, (unsigned long long)B.ctr.fences,
-			(unsigned long long)A.ctr.session_fences,
-			(unsigned long long)B.ctr.session_fences,
-			(unsigned long long)(order_timeouts() - o->timeouts));
+	order_check_told_at_once(o, mode);
 }
 
 /* The steps of run o in the order ord, then order_end.  The two every order test has are
@@ -6236,9 +6257,14 @@ struct order_set {
 	struct eng *ea, *eb;
 	int pa[2], pb[2];
 	bool first_sent, last_sent; /* order_case: prefill's first and last chunks went */
+	bool qp_fails; /* order_case: its fifth step fails prefill's QP instead of closing */
 };
 
 enum order_op { OP_OPEN, OP_CHUNK0, OP_CHUNK1, OP_ABORT, OP_PCLOSE, OP_FLUSH, OP_COUNT };
+#define OP_FAIL OP_PCLOSE /* with qp_fails */
+
+static const char *const order_fail_op_name[OP_COUNT] = {"open",  "chunk0", "chunk1(last)",
+							 "abort", "fail",   "flush"};
 
 static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "chunk1(last)",
 						    "abort", "prefill-close", "flush"};
@@ -6249,6 +6275,20 @@ static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "ch
  * ORDER_LATE_FLUSH, only after the time ran).  Besides order_end's rules: SUCCESS at decode
  * means every destination page holds its source page (no holes), and SUCCESS at prefill means
  * decode did not fail it for missing data (it is SUCCESS there too, or decode aborted it). */
+/* OP_FAIL: prefill's QP to "a" fails (transport retries ran out) on the write it holds in flight,
+ * or else on the next one. */
+static uint64_t
+order_fail_qp(void)
+{
+	struct kvxd_peer *p = peer_of(&B, "a");
+
+	for (int l = 0; l < B.ncores * B.nrails; l++)
+		if (p->qpc[l] && fake_vx_held(p->qpc[l]->qp))
+			return fake_vx_fail_next(p->qpc[l]->qp, KVX_VX_WC_RETRY_EXC_ERR) == 0;
+	fake_vx_fail_next_write(KVX_VX_WC_RETRY_EXC_ERR);
+	return 1;
+}
+
 /* The steps of order_case other than the abort and the flush. */
 static uint64_t
 order_case_step(struct order_run *o, int op, void *arg)
@@ -6269,7 +6309,10 @@ order_case_step(struct order_run *o, int op, void *arg)
 		eng_chunk_full(o->pre[0], o->id, 0, set->pb[0], 0, 2, 2, 0, 0, 0, true);
 		set->last_sent = true;
 		return 1;
-	default: /* OP_PCLOSE */
+	default:
+		if (set->qp_fails) /* OP_FAIL */
+			return order_fail_qp();
+		/* OP_PCLOSE */
 		o->closed_mid[0] = set->first_sent && !set->last_sent;
 		return eng_send(o->pre[0], KVX_ENG_ROOM_CLOSE, &m, sizeof(m), -1);
 	}
@@ -6285,16 +6328,24 @@ order_case(void *arg, const int *ord, enum order_mode mode, uint64_t id)
 			      .dec = {set->ea},
 			      .pre = {set->eb},
 			      .abort_op = OP_ABORT,
-			      .flush_op = OP_FLUSH};
+			      .flush_op = OP_FLUSH,
+			      .late = set->qp_fails,
+			      .qp_fails = set->qp_fails};
 	struct kvxd_pool *sp = pool_by_id(&B, set->pb[0]);
 
-	if (!order_take(&o, ord, OP_COUNT, order_op_name, OP_CHUNK0, OP_CHUNK1, mode))
+	if (!order_take(&o, ord, OP_COUNT, set->qp_fails ? order_fail_op_name : order_op_name,
+			OP_CHUNK0, OP_CHUNK1, mode))
 		return;
 	o.dp[0] = pool_by_id(&A, set->pa[0]);
 	fill_pool(sp, (uint8_t)id);
 	set->first_sent = set->last_sent = false;
+	fake_vx_keep_late(o.late);
 	order_begin(&o);
 	order_steps(&o, ord, OP_COUNT, mode, order_case_step, set);
+	fake_vx_fail_next_write(0); /* a failure no write took (the room ended before its chunk) */
+	fake_vx_keep_late(false);
+	if (set->qp_fails)
+		order_check_told_at_once(&o, mode);
 	if (o.dec_end[0] == KVX_STATE_SUCCESS)
 		for (uint32_t p = 0; p < 4; p++)
 			if (memcmp(page_at(o.dp[0], 0, p), page_at(sp, 0, p % 2),
@@ -6405,6 +6456,25 @@ fan_case(void *arg, const int *ord, enum order_mode mode, uint64_t id)
 			 o.dec_end[0], o.dec_end[1]);
 	order_check_live(&o, mode);
 	order_close(&o);
+}
+
+/* DESIGN.md section 5 when the wire fails: the rules of test_every_order_of_a_rooms_requests
+ * (each engine told the end once, no SUCCESS with holes, nothing told by a timeout) in every
+ * order of decode's open and abort, prefill's two chunks, its held writes run, and a failure of
+ * prefill's QP (its write in flight fails, or the next one it posts: transport retries run out;
+ * the session is replaced).  The failed and flushed writes' packets are still in the network and
+ * land after every end was told, where a QP still takes them: no byte of decode's pool changes
+ * after RELEASED. */
+static void
+test_every_order_of_a_rooms_requests_its_write_failing(void **state)
+{
+	struct eng ea, eb;
+	struct order_set set = {.ea = &ea, .eb = &eb, .qp_fails = true};
+
+	pair_with_engines(&ea, &eb, &set.pa[0], &set.pb[0]);
+	order_every(OP_COUNT, order_case, &set, 39000, 2 * 360 + 60);
+	eng_close(&ea);
+	eng_close(&eb);
 }
 
 /* The same rules as test_every_order_of_a_rooms_requests for a room that one prefill rank
@@ -6691,6 +6761,7 @@ main(void)
 		T(test_every_order_of_a_rooms_requests),
 		T(test_every_order_of_a_fan_out_rooms_requests),
 		T(test_every_order_of_a_fan_in_rooms_requests),
+		T(test_every_order_of_a_rooms_requests_its_write_failing),
 	};
 #undef T
 
