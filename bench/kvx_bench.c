@@ -93,7 +93,10 @@
 #define WATCHDOG_S 60 /* default --timeout: beyond kvxd's default waiting timeout (30 s) */
 #define CLOSE_RETRY_NS (2 * 1000000LL) /* kvx_room_close said -EBUSY: try again after this */
 #define POLL_MAX_MS 100
-#define PRE_TELL_WAIT_NS (5000 * 1000000LL) /* decode is done: prefill's end may lag this */
+/* decode is done: prefill's end may lag this (default --prefill-wait-ms).  A room that decode
+ * failed before its metadata reached the source (the source unreachable) is told at prefill
+ * only by kvxd's waiting_ms: runs that cut links give its value. */
+#define PRE_TELL_WAIT_MS 5000
 #define EVENT_BATCH 64
 #define FAIL_LOG_MAX 10 /* failure lines printed to stderr; then only counted */
 #define ROOM_BASE_MASK ((1ULL << 62) - 1)
@@ -129,9 +132,10 @@ struct opts {
 	bool json;
 	bool seed_set;
 	uint64_t seed;
-	double abort_ratio;	 /* 0..1 */
-	uint64_t abort_delay_us; /* after the last chunk: a delay of 0..this */
-	uint32_t settle_ms;	 /* quarantine of released pages holding the canary */
+	double abort_ratio;	  /* 0..1 */
+	uint64_t abort_delay_us;  /* after the last chunk: a delay of 0..this */
+	uint32_t settle_ms;	  /* quarantine of released pages holding the canary */
+	uint32_t prefill_wait_ms; /* --prefill-wait-ms: prefill's end after decode's, at most */
 	bool survive_prefill_loss;
 	uint32_t drop_prefill_ms; /* --drop-prefill-engine-ms: close the prefill connection then */
 	uint32_t last_chunk_delay_ms; /* --last-chunk-delay-ms: hold each room's last chunk back */
@@ -483,6 +487,11 @@ usage(FILE *f)
 		"  --abort-delay-us U that delay is 0..U microseconds (default %d)\n"
 		"  --settle-ms MS     released pages hold a canary for MS ms before reuse; a byte\n"
 		"                     that changes fails the run (default %d)\n"
+		"  --prefill-wait-ms MS\n"
+		"                     the prefill engine must be told how a room ended within MS\n"
+		"                     ms of decode's end, or the run fails (default %d; a room\n"
+		"                     decode failed while its source was unreachable ends there\n"
+		"                     only at kvxd's waiting_ms)\n"
 		"  --survive-prefill-loss\n"
 		"                     when the prefill connection is lost, open no more rooms and\n"
 		"                     follow the rooms in flight on decode: each must end\n"
@@ -519,7 +528,8 @@ usage(FILE *f)
 		"  --json             print the result as one JSON object\n"
 		"  --version          kvx-bench's version and the loaded libkvx's\n"
 		"  -h, --help         this help\n",
-		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS);
+		INFLIGHT_MAX, KVX_MAX_ROOM_PAGES, WATCHDOG_S, ABORT_DELAY_US, SETTLE_MS,
+		PRE_TELL_WAIT_MS);
 }
 
 static int
@@ -574,6 +584,7 @@ enum {
 	OPT_ABORT_RATIO,
 	OPT_ABORT_DELAY_US,
 	OPT_SETTLE_MS,
+	OPT_PREFILL_WAIT_MS,
 	OPT_SURVIVE_PREFILL_LOSS,
 	OPT_DROP_PREFILL_ENGINE_MS,
 	OPT_LAST_CHUNK_DELAY_MS,
@@ -609,6 +620,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{"abort-ratio", required_argument, NULL, OPT_ABORT_RATIO},
 		{"abort-delay-us", required_argument, NULL, OPT_ABORT_DELAY_US},
 		{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+		{"prefill-wait-ms", required_argument, NULL, OPT_PREFILL_WAIT_MS},
 		{"survive-prefill-loss", no_argument, NULL, OPT_SURVIVE_PREFILL_LOSS},
 		{"drop-prefill-engine-ms", required_argument, NULL, OPT_DROP_PREFILL_ENGINE_MS},
 		{"last-chunk-delay-ms", required_argument, NULL, OPT_LAST_CHUNK_DELAY_MS},
@@ -634,6 +646,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		.timeout = WATCHDOG_S,
 		.abort_delay_us = ABORT_DELAY_US,
 		.settle_ms = SETTLE_MS,
+		.prefill_wait_ms = PRE_TELL_WAIT_MS,
 	};
 	opterr = 1;
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -663,6 +676,10 @@ parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_SETTLE_MS:
 			r = parse_u32("settle-ms", optarg, 0, SETTLE_MS_MAX, &o->settle_ms);
+			break;
+		case OPT_PREFILL_WAIT_MS:
+			r = parse_u32("prefill-wait-ms", optarg, 0, SETTLE_MS_MAX,
+				      &o->prefill_wait_ms);
 			break;
 		case OPT_INFLIGHT:
 			r = parse_u32("inflight", optarg, 1, INFLIGHT_MAX, &o->inflight);
@@ -1470,7 +1487,7 @@ slot_settle(struct bench *b, struct slot *sl, int64_t now)
 	if (!pre_done && sl->pre_submitted) {
 		/* the prefill engine must be told how its room ended: give it a while */
 		if (!sl->t_pre_wait)
-			sl->t_pre_wait = now + PRE_TELL_WAIT_NS;
+			sl->t_pre_wait = now + (int64_t)b->o.prefill_wait_ms * 1000000;
 		if (now < sl->t_pre_wait) {
 			/* prefill's event settles the slot at once; this is the deadline */
 			sl->t_retry = sl->t_pre_wait;

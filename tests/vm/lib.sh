@@ -295,6 +295,11 @@ rail_metric() {
 		'$1 ~ "^"m"[{]" && index($1, r) { s += $2 } END { print s + 0 }'
 }
 
+# kvx-bench's --prefill-wait-ms where links fail: a room that decode failed while its source was
+# unreachable (a session that could not be set up) is told at prefill only by waiting_ms (the
+# configs' 20 s), from when the prefill engine's chunk made it there
+KVX_PREFILL_WAIT_MS=25000
+
 # rail_storm DIR SETTLE_MS: the two-rail nodes up (rails_up DIR) and a storm between them that
 # runs until the test's checks are done (SIGINT; failed rooms allowed, released pages watched
 # SETTLE_MS), rooms flowing.
@@ -304,6 +309,13 @@ rail_storm() {
 	rails_up "$1"
 	start_bg storm "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
 		--json --duration 150 --inflight 8 --pages 16 --bufs 4 --settle-ms "$2" \
-		--allow-failures --timeout 54
+		--allow-failures --timeout 54 --prefill-wait-ms "$KVX_PREFILL_WAIT_MS"
 	wait_until 20 eval '[ "$(metric decode core_recv_imm_total)" -ge 20 ]' || fail "no rooms flow"
+	# rail 1 carries rooms before the test cuts it (a rail fenced in a first handshake would
+	# leave nothing on it to fail); RAIL_FENCED0: prefill's fences so far
+	local b
+	b=$(rail_metric prefill rail_bytes_posted_total 1)
+	wait_until 10 eval "[ \"\$(rail_metric prefill rail_bytes_posted_total 1)\" -gt $b ]" ||
+		fail "rail 1 carries nothing: $(ctl prefill peers)"
+	RAIL_FENCED0=$(metric prefill rails_fenced_total)
 }

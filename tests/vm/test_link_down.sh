@@ -13,8 +13,8 @@ wait_peer prefill decode 20
 
 out=$KVX_LOGDIR/down.json
 start_bg bench "$KVX_BENCH" --prefill /run/kvx/prefill.sock --decode /run/kvx/decode.sock \
-	--json --duration 14 --inflight 8 --pages 8 --bufs 2 --settle-ms 300 --allow-failures \
-	--timeout 40
+	--json --duration 60 --inflight 8 --pages 8 --bufs 2 --settle-ms 300 --allow-failures \
+	--timeout 40 --prefill-wait-ms "$KVX_PREFILL_WAIT_MS"
 wait_until 20 eval '[ "$(metric decode core_recv_imm_total)" -ge 20 ]' || fail "no rooms flow"
 # "down": every packet on the veth pair is dropped (ip link down does not stop rxe here; the
 # neighbour entries stay, so dropping in both directions is the cut)
@@ -24,6 +24,10 @@ vm_log "link down"
 sleep 3
 tc qdisc del dev kvx-veth0 root && tc qdisc del dev kvx-veth1 root
 vm_log "link up"
+# the bench runs until here however long it took to start (SIGINT: it reports and ends)
+running "$(bg_pid bench)" || fail "the bench ended before the link came back: $(tail -n 5 "$KVX_LOGDIR/bench.log")"
+sleep 1
+kill -INT "$(bg_pid bench)"
 storm_end bench "$out"
 j() { json_get "$out" "$1"; }
 [ "$(j failed_decode)" -ge 1 ] && [ "$(j failed_prefill)" -ge 1 ] || fail "no room failed on both sides"
