@@ -23,7 +23,8 @@ poll_cpu() {
 	done
 	return 1
 }
-pinned() { [ -n "$(poll_cpu "$1")" ]; }
+# (one CPU: the thread is named before it is pinned, and inherits every CPU until then)
+pinned() { [[ "$(poll_cpu "$1")" =~ ^[0-9]+$ ]]; }
 
 kvxd_start prefill
 wait_until 10 pinned prefill || fail "prefill has no polling thread"

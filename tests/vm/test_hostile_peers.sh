@@ -43,11 +43,15 @@ wait_until 10 grep -q "holding" "$KVX_LOGDIR/idle.log" || fail "idle client did 
 stop_bg decode2
 start_bg decode2b "$KVXD" -c "$KVX_SRC/configs/decode2.ini"
 wait_for_socket /run/kvx/decode2.sock 20 || fail "decode2 did not restart"
-t0=${EPOCHREALTIME/./}
 wait_until 20 peer_ready prefill decode2 || fail "restarted decode2 never came back"
-t1=${EPOCHREALTIME/./}
-ms=$(((t1 - t0) / 1000))
-vm_log "decode2 restarted; READY on prefill $ms ms after its socket opened (handshake_ms 3000)"
+# from the logs' stamps: decode2 up (its devices open, listening: it opens its engine socket
+# before those) to prefill's session with it ready
+up=$(grep -m 1 ' node decode2 up' "$KVX_LOGDIR/decode2b.log" | cut -d ' ' -f 1)
+ready=$(grep 'publish: peer decode2 ready (epoch' "$KVX_LOGDIR/prefill.log" | tail -n 1 | cut -d ' ' -f 1)
+[ -n "$up" ] && [ -n "$ready" ] || fail "no stamps: decode2 up '$up', prefill ready '$ready'"
+ms=$(awk -v a="$up" -v b="$ready" 'BEGIN { printf "%d", (b - a) * 1000 }')
+vm_log "decode2 restarted; READY on prefill $ms ms after it was up (handshake_ms 3000)"
+[ "$ms" -ge 0 ] || fail "prefill's last session with decode2 came up before decode2 restarted ($ms ms)"
 [ "$ms" -lt 3000 ] || fail "decode2 took $ms ms to reconnect"
 wait_bg idle 60 || fail "idle connections not all closed by kvxd: $(tail -n 3 "$KVX_LOGDIR/idle.log")"
 

@@ -6,7 +6,8 @@
 # storm to decode2 runs while the idle decode session closes, without a failed room.
 . "$(dirname "$0")/lib.sh"
 
-IDLE_MS=1500
+# long enough for decode2's session to come up before decode's idle one closes (checked below)
+IDLE_MS=6000
 dir=/run/kvx/on_demand
 mkdir -p "$dir"
 for n in prefill decode decode2; do
@@ -59,6 +60,11 @@ q_up=$(qps rxe0)
 wait_until 15 eval '[ "$(state prefill decode)" = IDLE ] && [ "$(state decode prefill)" = IDLE ]' ||
 	fail "the idle session was not closed: $(ctl prefill peers)"
 closed_ms=$(((${EPOCHREALTIME/./} - t_last) / 1000))
+# in prefill's log, decode's idle close comes after decode2's session came up for its storm
+ready2=$(grep -n 'publish: peer decode2 ready (epoch' "$KVX_LOGDIR/prefill.log" | head -n 1 | cut -d : -f 1)
+closed=$(grep -n 'kvxd_peer_reset: peer decode: .*idle: closed' "$KVX_LOGDIR/prefill.log" | head -n 1 | cut -d : -f 1)
+[ -n "$ready2" ] && [ -n "$closed" ] && [ "$closed" -gt "$ready2" ] ||
+	fail "decode's idle session did not close during decode2's storm (log lines: closed '$closed', decode2 ready '$ready2')"
 [ "$(state prefill decode2)" = READY ] || fail "decode2's session is $(state prefill decode2) in its storm"
 wait_bg storm 90 || fail "the storm to decode2 failed: $(cat "$KVX_LOGDIR/storm.log")"
 out=$KVX_LOGDIR/storm.json

@@ -29,13 +29,22 @@ fenced_after_reset() {
 	tail -n +$(($2 + 1)) "$KVX_LOGDIR/$1.log" |
 		awk '/kvxd_peer_reset: peer / { r = 1 } r && /rail_down: .*rail 1 / { f = 1 } END { exit !f }'
 }
+# retried_after_fence NODE LINES0: in NODE's log after its first LINES0 lines, its last fence of
+# rail 1 (if any) is followed by a session reset that tries it again and a session ready
+retried_after_fence() {
+	tail -n +$(($2 + 1)) "$KVX_LOGDIR/$1.log" | awk '
+		/rail_down: .*rail 1 / { f = 1; r = 0; ok = 0 }
+		f && /kvxd_peer_reset: .*(try its failed rail again|peer said BYE \(replacing)/ { r = 1 }
+		f && r && /ready \(epoch/ { ok = 1 }
+		END { exit !(ok || !f) }'
+}
 lines0_prefill=$(wc -l <"$KVX_LOGDIR/prefill.log")
 lines0_decode=$(wc -l <"$KVX_LOGDIR/decode.log")
 tc qdisc add dev kvx-veth2 root netem loss 100% && tc qdisc add dev kvx-veth3 root netem loss 100% ||
 	fail "cannot cut rail 1"
 t_cut=${EPOCHREALTIME/./}
 vm_log "rail 1 cut"
-wait_until 10 eval '[ "$(metric prefill rails_fenced_total)" -ge 1 ]' ||
+wait_until 10 eval '[ "$(metric prefill rails_fenced_total)" -gt "$RAIL_FENCED0" ]' ||
 	fail "rail 1 was never fenced: $(ctl prefill peers)"
 fenced_ms=$(((${EPOCHREALTIME/./} - t_cut) / 1000))
 # Rooms keep flowing on rail 0 alone.  The window is short so that the link is back before the
@@ -57,15 +66,17 @@ if [ "${RAIL_CUT:-}" = unresolved ]; then
 		fail "the first retry of rail 1 did not fail while it was cut: $(rail_log)"
 	vm_log "the first retry of rail 1 failed while it was cut"
 fi
-r0=$(both rail_retries_total)
 b1_up=$(b1)
 tc qdisc del dev kvx-veth2 root && tc qdisc del dev kvx-veth3 root
 t_up=${EPOCHREALTIME/./}
 vm_log "rail 1 back"
 # A retry of rail 1 while it was still cut posts at most the rooms in flight (8 x 2 WRITEs of
-# 64 KiB) before it fails; 8 MiB more on rail 1 means it carries rooms again.  The next retry
-# may be 20 s away (a slow guest's retries can fail twice before the link comes back).
-wait_until 50 eval '[ "$(($(b1) - b1_up))" -ge 8388608 ] && [ "$(both rail_retries_total)" -gt "$r0" ]' ||
+# 64 KiB) before it fails; 8 MiB more on rail 1, and a retry after each node's last fence of it
+# (the log's order: a retry counted before the link came back may be the one that brings it
+# back), mean it carries rooms again.  The next retry may be 20 s away (a slow guest's retries
+# can fail twice before the link comes back).
+wait_until 50 eval '[ "$(($(b1) - b1_up))" -ge 8388608 ] && retried_after_fence prefill $lines0_prefill &&
+	retried_after_fence decode $lines0_decode' ||
 	fail "rail 1 carries nothing after the link came back: $(ctl prefill counters | grep -E 'rail|fenced'); $(rail_log)"
 back_ms=$(((${EPOCHREALTIME/./} - t_up) / 1000))
 # The session stayed: its only replacements are the planned ones that try rail 1 again, by

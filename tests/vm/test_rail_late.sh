@@ -18,7 +18,7 @@ tc qdisc add dev kvx-veth2 root netem loss 100% && tc qdisc add dev kvx-veth3 ro
 	fail "cannot cut rail 1"
 ip neigh flush dev kvx-veth2 || fail "cannot flush prefill's rail-1 neighbour"
 vm_log "rail 1 cut, prefill's rail-1 neighbour flushed"
-wait_until 10 eval '[ "$(metric prefill rails_fenced_total)" -ge 1 ]' ||
+wait_until 10 eval '[ "$(metric prefill rails_fenced_total)" -gt "$RAIL_FENCED0" ]' ||
 	fail "rail 1 was never fenced: $(ctl prefill peers)"
 n=$(neigh)
 vm_log "rail 1 fenced; prefill's neighbour: $n"
