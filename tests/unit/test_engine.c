@@ -6269,12 +6269,6 @@ static const char *const order_fail_op_name[OP_COUNT] = {"open",  "chunk0", "chu
 static const char *const order_op_name[OP_COUNT] = {"open",  "chunk0",	      "chunk1(last)",
 						    "abort", "prefill-close", "flush"};
 
-/* One room through six steps in the order ord: decode's engine opens it (4 pages from "b") and
- * aborts it; prefill's engine submits it as two chunks (pages 0-1, then 2-3, the last) and
- * closes it; and prefill's writes, held in flight from the start, run (flush; in
- * ORDER_LATE_FLUSH, only after the time ran).  Besides order_end's rules: SUCCESS at decode
- * means every destination page holds its source page (no holes), and SUCCESS at prefill means
- * decode did not fail it for missing data (it is SUCCESS there too, or decode aborted it). */
 /* OP_FAIL: prefill's QP to "a" fails (transport retries ran out) on the write it holds in flight,
  * or else on the next one. */
 static uint64_t
@@ -6289,6 +6283,14 @@ order_fail_qp(void)
 	return 1;
 }
 
+/* One room through six steps in the order ord: decode's engine opens it (4 pages from "b") and
+ * aborts it; prefill's engine submits it as two chunks (pages 0-1, then 2-3, the last) and
+ * closes it; and prefill's writes, held in flight from the start, run (flush; in
+ * ORDER_LATE_FLUSH, only after the time ran).  Besides order_end's rules: SUCCESS at decode
+ * means every destination page holds its source page (no holes), and SUCCESS at prefill means
+ * decode did not fail it for missing data (it is SUCCESS there too, or decode aborted it).  With
+ * set->qp_fails, prefill's QP fails (OP_FAIL) where it would close the room, the failed and
+ * flushed writes land late, and no end may be left to a timeout. */
 /* The steps of order_case other than the abort and the flush. */
 static uint64_t
 order_case_step(struct order_run *o, int op, void *arg)
