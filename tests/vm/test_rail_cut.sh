@@ -21,8 +21,6 @@ b1() { rail_metric prefill rail_bytes_posted_total 1; }
 both() { echo $(($(metric prefill "$1") + $(metric decode "$1"))); }
 # the rail and session lines of both nodes' logs, for a failure's message
 rail_log() { grep -hE 'rail_down|ready \(epoch|kvxd_peer_reset' "$KVX_LOGDIR/prefill.log" "$KVX_LOGDIR/decode.log"; }
-# the logs' lines up to the cut: a session set up again before it (a first handshake that timed
-# out on a slow guest) is not the cut's doing
 # fenced_after_reset NODE LINES0: NODE's log, after its first LINES0 lines, fences rail 1 after a
 # session reset
 fenced_after_reset() {
@@ -38,6 +36,8 @@ retried_after_fence() {
 		f && r && /ready \(epoch/ { ok = 1 }
 		END { exit !(ok || !f) }'
 }
+# the logs' lines up to the cut: a session set up again before it (a first handshake that timed
+# out on a slow guest) is not the cut's doing
 lines0_prefill=$(wc -l <"$KVX_LOGDIR/prefill.log")
 lines0_decode=$(wc -l <"$KVX_LOGDIR/decode.log")
 tc qdisc add dev kvx-veth2 root netem loss 100% && tc qdisc add dev kvx-veth3 root netem loss 100% ||
