@@ -17,8 +17,6 @@ out=$KVX_LOGDIR/cut.json
 rail_storm /run/kvx/rail_cut 300
 imm() { metric decode core_recv_imm_total; }
 b1() { rail_metric prefill rail_bytes_posted_total 1; }
-# rail retries and fences on both nodes: either may replace the session to try rail 1 again
-both() { echo $(($(metric prefill "$1") + $(metric decode "$1"))); }
 # the rail and session lines of both nodes' logs, for a failure's message
 rail_log() { grep -hE 'rail_down|ready \(epoch|kvxd_peer_reset' "$KVX_LOGDIR/prefill.log" "$KVX_LOGDIR/decode.log"; }
 # fenced_after_reset NODE LINES0: NODE's log, after its first LINES0 lines, fences rail 1 after a
@@ -59,9 +57,8 @@ if [ "${RAIL_CUT:-}" = unresolved ]; then
 	ip neigh flush dev kvx-veth2 && ip neigh flush dev kvx-veth3 || fail "cannot flush rail 1's neighbours"
 	# The retry failed once a node fenced rail 1 in the session that replaced the cut one: a
 	# rail_down line after that node's first session reset since the cut.  (Counting fences
-	# is not enough: the cut session's fences on both nodes already make two, and a retry
-	# whose handshake outlasted the cut came up on both rails and was never
-	# retried again: a red CI run.)
+	# is not enough: the cut session's fences on both nodes already make two, and in a red CI
+	# run a retry whose handshake outlasted the cut came up on both rails, never retried.)
 	wait_until 30 eval 'fenced_after_reset prefill $lines0_prefill || fenced_after_reset decode $lines0_decode' ||
 		fail "the first retry of rail 1 did not fail while it was cut: $(rail_log)"
 	vm_log "the first retry of rail 1 failed while it was cut"
